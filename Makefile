@@ -1,0 +1,40 @@
+# Two commands for a new user: `make demo` and `make test`. Everything else is set up here.
+PYTHON ?= python3
+VENV   ?= .venv
+TORCH  ?= torch==2.13.0
+EXTRAS ?= dev,progress,ray
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test lint format bench clean
+
+setup: $(STAMP)
+
+# torch is installed first and pinned: an unpinned torch pulls a multi-GB CUDA build.
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e ".[$(EXTRAS)]" "$(TORCH)"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m tensordict.demo $(ARGS)
+
+lint: $(STAMP)
+	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m ruff format --check src tests benchmarks
+	$(PY) -m mypy
+
+format: $(STAMP)
+	$(PY) -m ruff check --fix src tests benchmarks
+	$(PY) -m ruff format src tests benchmarks
+
+test: lint
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) -m benchmarks.run $(ARGS)
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info

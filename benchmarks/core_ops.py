@@ -1,0 +1,81 @@
+"""Core operation latencies on a 10-key TensorDict of 1000x8 float32 leaves (microseconds per call).
+
+Run: ``python -m benchmarks.core_ops``. Upstream tensordict 0.15.3 on the reference machine is given
+for comparison (issue [core-1]/[core-2]).
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import torch
+
+from benchmarks.timing import per_call_us
+from tensordict import TensorDict
+
+#: upstream tensordict 0.15.3 on the same 2-core machine (µs), from the issues.
+UPSTREAM_US = {
+    "construct 10 keys": 22.0,
+    "td[10:20]": 25.0,
+    "td[5]": 22.0,
+    'td["k"]': 0.23,
+    "td.set": 2.3,
+    "td.empty().set": 4.0,
+    "clone": 35.0,
+    "pickle round-trip of td[10:20]": 1438.0,
+    "torch.stack of 2 rows": 83.0,
+    "torch.cat of 2 slices": 100.0,
+    "apply(x + 1)": 73.0,
+}
+
+
+def workloads() -> dict[str, Any]:
+    leaves = {f"k{i}": torch.randn(1000, 8) for i in range(10)}
+    td = TensorDict(leaves, batch_size=[1000])
+    row0, row1 = td[0], td[1]
+    a, b = td[0:10], td[10:20]
+    sl = td[10:20]
+    x = torch.randn(1000, 8)
+    return {
+        "construct 10 keys": lambda: TensorDict(leaves, batch_size=[1000]),
+        "td[10:20]": lambda: td[10:20],
+        "td[5]": lambda: td[5],
+        'td["k"]': lambda: td["k0"],
+        "td.set": lambda: td.set("k0", x),
+        "td.empty().set": lambda: td.empty().set("y", x),
+        "clone": lambda: td.clone(),
+        "pickle round-trip of td[10:20]": lambda: pickle.loads(pickle.dumps(sl)),
+        "torch.stack of 2 rows": lambda: torch.stack([row0, row1], 0),
+        "torch.cat of 2 slices": lambda: torch.cat([a, b], 0),
+        "apply(x + 1)": lambda: td.apply(lambda t: t + 1),
+    }
+
+
+def run(repeat: int = 7) -> dict[str, dict[str, float]]:
+    """Measure every workload; returns name -> {median, min, max, upstream, ratio}."""
+    results = {}
+    for name, fn in workloads().items():
+        stats = per_call_us(fn, repeat=repeat)
+        stats["upstream"] = UPSTREAM_US.get(name, float("nan"))
+        stats["ratio_vs_upstream"] = stats["median"] / stats["upstream"]
+        results[name] = stats
+    return results
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    results = run()
+    print(
+        f"{'operation':34s} {'median µs':>10s} {'min':>8s} {'max':>8s} "
+        f"{'upstream':>9s} {'ratio':>6s}"
+    )
+    for name, s in results.items():
+        print(
+            f"{name:34s} {s['median']:10.2f} {s['min']:8.2f} {s['max']:8.2f} "
+            f"{s['upstream']:9.2f} {s['ratio_vs_upstream']:6.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

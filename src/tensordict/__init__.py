@@ -1,0 +1,25 @@
+"""tensordict: dictionaries of tensors that share batch dimensions and behave like one tensor.
+
+Memory-mapped tensordicts keep datasets on disk; ``map_iter`` / ``map`` stream them through a
+function in worker processes.
+"""
+
+from tensordict.core.base import TensorDictBase, is_tensor_collection
+from tensordict.core.dense import TensorDict
+from tensordict.core.keys import NestedKey, unravel_key, unravel_key_list
+from tensordict.core.lazy_stack import LazyStackedTensorDict
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+
+__version__ = "0.16.0.dev0"
+
+__all__ = [
+    "LazyStackedTensorDict",
+    "NestedKey",
+    "NonTensorData",
+    "NonTensorStack",
+    "TensorDict",
+    "TensorDictBase",
+    "is_tensor_collection",
+    "unravel_key",
+    "unravel_key_list",
+]

@@ -1,0 +1,1 @@
+"""The in-memory data model: TensorDict, lazy stacks, non-tensor data."""

@@ -1,0 +1,83 @@
+"""The root of the tensordict class tree: the primitives every implementation provides.
+
+:class:`TensorCollection` declares the handful of primitives (read/write one entry, list entries,
+index, batch size, device, lock state) on which the behaviour in ``base``, ``ops``, ``shape`` and
+``combine`` is written once. It exists as its own module so that those modules can refer to the
+tensordict type without importing each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+__all__ = ["TensorCollection"]
+
+
+class TensorCollection:
+    """Primitives shared by :class:`~tensordict.TensorDict` and lazy stacks (abstract)."""
+
+    __slots__ = ()
+
+    # -- primitives ----------------------------------------------------------------------------
+    @property
+    def batch_size(self) -> torch.Size:
+        raise NotImplementedError
+
+    @batch_size.setter
+    def batch_size(self, value: Any) -> None:
+        raise NotImplementedError
+
+    @property
+    def device(self) -> torch.device | None:
+        raise NotImplementedError
+
+    @property
+    def names(self) -> list[str | None]:
+        raise NotImplementedError
+
+    @property
+    def is_locked(self) -> bool:
+        raise NotImplementedError
+
+    def _own_keys(self) -> list[str]:
+        """Keys of the entries directly in this tensordict."""
+        raise NotImplementedError
+
+    def _own_items(self) -> Iterator[tuple[str, Any]]:
+        """``(key, raw value)`` pairs of the entries directly in this tensordict."""
+        raise NotImplementedError
+
+    def _get_str(self, key: str, default: Any) -> Any:
+        """The raw value under a direct key (``NonTensorData`` is not unwrapped)."""
+        raise NotImplementedError
+
+    def _set_str(self, key: str, value: Any, *, validated: bool) -> None:
+        """Store a value under a direct key; ``validated`` values are stored as they are."""
+        raise NotImplementedError
+
+    def _del_str(self, key: str) -> None:
+        raise NotImplementedError
+
+    def _index(self, index: Any) -> Any:
+        """Index the batch dimensions."""
+        raise NotImplementedError
+
+    def _apply_leaves(self, fn: Any, *others: Any, **kwargs: Any) -> Any:
+        """Call ``fn`` on every tensor and rebuild the structure (see ``ops``)."""
+        raise NotImplementedError
+
+    def _names_or_none(self) -> list[str | None] | None:
+        """The dimension names if any is set, else None (cheap to propagate)."""
+        raise NotImplementedError
+
+    def _new_dense(
+        self,
+        source: dict[str, Any],
+        batch_size: torch.Size,
+        names: list[str | None] | None = None,
+    ) -> Any:
+        """A dense tensordict holding already-validated ``source`` (no checks)."""
+        raise NotImplementedError

@@ -1,0 +1,327 @@
+"""stack / cat / split / chunk / unbind, and the one ``__torch_function__`` dispatch table.
+
+``torch.stack(tds)`` gives a dense tensordict when every member has the same keys and leaf shapes,
+and a :class:`~tensordict.LazyStackedTensorDict` otherwise. ``split``/``chunk``/``unbind`` are
+slices of the source (views).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from tensordict.core.collection import TensorCollection
+from tensordict.core.non_tensor import (
+    NonTensorData,
+    NonTensorStack,
+    cat_non_tensor,
+    stack_non_tensor,
+)
+from tensordict.core.shape import normalize_dim
+from tensordict.errors import BatchSizeError, ShapeMismatchError
+
+__all__ = ["TORCH_FUNCTIONS", "CombineMixin", "cat", "stack", "where"]
+
+_MISSING: Any = object()
+
+
+def _common_device(tds: Sequence[Any]) -> torch.device | None:
+    device = tds[0].device
+    return device if all(td.device == device for td in tds[1:]) else None
+
+
+def _check_batch_sizes(tds: Sequence[Any], what: str, skip_dim: int | None = None) -> None:
+    ref = tds[0].batch_size
+    for i, td in enumerate(tds[1:], 1):
+        bs = td.batch_size
+        same = (
+            bs == ref
+            if skip_dim is None
+            else len(bs) == len(ref)
+            and all(a == b for j, (a, b) in enumerate(zip(bs, ref)) if j != skip_dim)
+        )
+        if not same:
+            detail = "" if skip_dim is None else f" (except along dim {skip_dim})"
+            raise ShapeMismatchError(
+                f"cannot {what} tensordicts with different batch sizes{detail}: member 0 has "
+                f"batch_size={list(ref)}, member {i} has batch_size={list(bs)}."
+            )
+
+
+def _dense_stack_source(tds: Sequence[Any], dim: int) -> dict[str, Any] | None:
+    """The stacked entries, or None when the members differ in keys or leaf shapes."""
+    first = tds[0]
+    keys = first._own_keys()
+    n = len(keys)
+    if any(len(td._own_keys()) != n for td in tds[1:]):
+        return None
+    source: dict[str, Any] = {}
+    for key in keys:
+        values = [td._get_str(key, _MISSING) for td in tds]
+        v0 = values[0]
+        if any(v is _MISSING for v in values):
+            return None
+        if isinstance(v0, torch.Tensor):
+            shape = v0.shape
+            if any(not isinstance(v, torch.Tensor) or v.shape != shape for v in values[1:]):
+                return None
+            source[key] = torch.stack(values, dim)
+        elif isinstance(v0, (NonTensorData, NonTensorStack)):
+            if not all(isinstance(v, (NonTensorData, NonTensorStack)) for v in values):
+                return None
+            source[key] = stack_non_tensor(values, dim)
+        elif isinstance(v0, TensorCollection):
+            if any(type(v) is not type(v0) or v.batch_size != v0.batch_size for v in values[1:]):
+                return None
+            nested = stack(values, dim)
+            if (
+                type(nested).__name__ == "LazyStackedTensorDict"
+                and type(v0).__name__ != type(nested).__name__
+            ):
+                return None
+            source[key] = nested
+        else:
+            source[key] = torch.stack(values, dim)  # tensorclass members dispatch themselves
+    return source
+
+
+def stack(
+    tds: Sequence[Any], dim: int = 0, *, out: Any = None, maybe_dense_stack: bool = True
+) -> Any:
+    """Stack tensordicts along a new batch dimension.
+
+    Identical keys and leaf shapes give a dense :class:`~tensordict.TensorDict`; otherwise a
+    :class:`~tensordict.LazyStackedTensorDict`.
+
+    Raises:
+        ShapeMismatchError: the members have different batch sizes.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.arange(3)}, [3])
+        >>> torch.stack([td, td], 0).batch_size
+        torch.Size([2, 3])
+    """
+    tds = list(tds)
+    if not tds:
+        raise ValueError("cannot stack an empty list of tensordicts.")
+    _check_batch_sizes(tds, "stack")
+    bs = tds[0].batch_size
+    d = normalize_dim(dim, len(bs), bs, "stack", extra=1)
+    if out is not None:
+        for i, td in enumerate(tds):
+            out[(slice(None),) * d + (i,)] = td
+        return out
+    source = _dense_stack_source(tds, d) if maybe_dense_stack else None
+    if source is None:
+        from tensordict.core.lazy_stack import LazyStackedTensorDict  # lazy stacks build on core
+
+        return LazyStackedTensorDict(*tds, stack_dim=d)
+    new_bs = torch.Size([*bs[:d], len(tds), *bs[d:]])
+    result = tds[0]._new_dense(source, new_bs)
+    result._device = _common_device(tds)
+    return result
+
+
+def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
+    """Concatenate tensordicts along an existing batch dimension.
+
+    Raises:
+        ShapeMismatchError: different keys, or batch sizes that differ outside ``dim``.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.arange(3)}, [3])
+        >>> torch.cat([td[:1], td[1:]], 0)["a"]
+        tensor([0, 1, 2])
+    """
+    tds = list(tds)
+    if not tds:
+        raise ValueError("cannot concatenate an empty list of tensordicts.")
+    bs = tds[0].batch_size
+    if not bs:
+        raise BatchSizeError("cannot concatenate tensordicts without batch dimensions; use stack.")
+    d = normalize_dim(dim, len(bs), bs, "cat")
+    _check_batch_sizes(tds, "concatenate", skip_dim=d)
+    if any(hasattr(td, "stack_dim") for td in tds):
+        tds = [td.to_tensordict() if hasattr(td, "stack_dim") else td for td in tds]
+    keys = tds[0]._own_keys()
+    for i, td in enumerate(tds[1:], 1):
+        other = td._own_keys()
+        if set(other) != set(keys):
+            raise ShapeMismatchError(
+                f"cannot concatenate tensordicts with different keys: member 0 has "
+                f"{sorted(keys)}, member {i} has {sorted(other)}."
+            )
+    new_bs = list(bs)
+    new_bs[d] = sum(td.batch_size[d] for td in tds)
+    source: dict[str, Any] = {}
+    for key in keys:
+        values = [td._get_str(key, None) for td in tds]
+        v0 = values[0]
+        if isinstance(v0, torch.Tensor):
+            source[key] = torch.cat(values, d)
+        elif isinstance(v0, (NonTensorData, NonTensorStack)):
+            source[key] = cat_non_tensor(values, d)
+        elif isinstance(v0, TensorCollection):
+            source[key] = cat(values, d)
+        else:
+            source[key] = torch.cat(values, d)
+    result = tds[0]._new_dense(source, torch.Size(new_bs))
+    result._device = _common_device(tds)
+    if out is not None:
+        out.update_(result)
+        return out
+    return result
+
+
+def where(condition: Any, input: Any, other: Any, *, out: Any = None) -> Any:
+    """``torch.where`` with tensordicts: the condition has the batch shape (or is a tensordict)."""
+    flip = not isinstance(input, TensorCollection)
+    base, rest = (other, input) if flip else (input, other)
+
+    def leaf(x: torch.Tensor, *others: Any) -> torch.Tensor:
+        y = others[0] if rest_is_td else rest
+        c = others[-1] if cond_is_td else condition
+        c = c.reshape(*c.shape, *([1] * (x.ndim - c.ndim)))
+        return torch.where(c, y, x) if flip else torch.where(c, x, y)
+
+    rest_is_td = isinstance(rest, TensorCollection)
+    cond_is_td = isinstance(condition, TensorCollection)
+    operands = ([rest] if rest_is_td else []) + ([condition] if cond_is_td else [])
+    result = base._apply_leaves(leaf, *operands)
+    if out is not None:
+        out.update_(result)
+        return out
+    return result
+
+
+class CombineMixin(TensorCollection):
+    """split / chunk / unbind methods, stack / cat constructors, and ``__torch_function__``."""
+
+    __slots__ = ()
+
+    def _dim_slices(self, dim: int, what: str) -> tuple[int, int]:
+        bs = self.batch_size
+        d = normalize_dim(dim, len(bs), bs, what)
+        return d, bs[d]
+
+    def split(self, split_size: int | Sequence[int], dim: int = 0) -> tuple[Any, ...]:
+        """Split into pieces of ``split_size`` (an int, or a list of sizes) along ``dim``; views.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.arange(5)}, [5])
+            >>> [t["a"].tolist() for t in td.split([2, 3])]
+            [[0, 1], [2, 3, 4]]
+        """
+        d, n = self._dim_slices(dim, "split")
+        if isinstance(split_size, int):
+            if split_size <= 0:
+                raise ValueError(f"split_size must be a positive int, got {split_size}.")
+            bounds = [(s, min(s + split_size, n)) for s in range(0, n, split_size)] or [(0, 0)]
+        else:
+            sizes = list(split_size)
+            if sum(sizes) != n:
+                raise BatchSizeError(
+                    f"split sizes {sizes} sum to {sum(sizes)}, but dim {dim} of "
+                    f"batch_size={list(self.batch_size)} has size {n}."
+                )
+            starts = [0]
+            for s in sizes:
+                starts.append(starts[-1] + s)
+            bounds = list(itertools.pairwise(starts))
+        prefix = (slice(None),) * d
+        return tuple(self._index(prefix + (slice(a, b),)) for a, b in bounds)
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[Any, ...]:
+        """Split into ``chunks`` pieces along ``dim`` like ``torch.chunk`` (views)."""
+        if chunks <= 0:
+            raise ValueError(f"chunks must be a positive int, got {chunks}.")
+        _, n = self._dim_slices(dim, "chunk")
+        return self.split(max(1, math.ceil(n / chunks)), dim)
+
+    def unbind(self, dim: int = 0) -> tuple[Any, ...]:
+        """The elements along ``dim``, with that dimension removed (views)."""
+        d, n = self._dim_slices(dim, "unbind")
+        prefix = (slice(None),) * d
+        return tuple(self._index(prefix + (i,)) for i in range(n))
+
+    @classmethod
+    def stack(cls, input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs: Any) -> Any:
+        """Stack tensordicts (see :func:`tensordict.core.combine.stack`)."""
+        return stack(input, dim, out=out)
+
+    @classmethod
+    def cat(cls, input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
+        """Concatenate tensordicts (see :func:`tensordict.core.combine.cat`)."""
+        return cat(input, dim, out=out)
+
+    @classmethod
+    def lazy_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
+        """Stack without copying: a :class:`~tensordict.LazyStackedTensorDict`."""
+        from tensordict.core.lazy_stack import LazyStackedTensorDict
+
+        return LazyStackedTensorDict.lazy_stack(input, dim)
+
+    @classmethod
+    def maybe_dense_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
+        """Dense stack when the members agree in keys and shapes, lazy stack otherwise."""
+        return stack(input, dim)
+
+    @classmethod
+    def __torch_function__(
+        cls,
+        func: Callable[..., Any],
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        impl = TORCH_FUNCTIONS.get(func)
+        if impl is None:
+            return NotImplemented
+        return impl(*args, **(kwargs or {}))
+
+
+def _like(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
+    def impl(td: Any, *args: Any, **kwargs: Any) -> Any:
+        return td._apply_leaves(lambda t: fn(t, *args, **kwargs))
+
+    return impl
+
+
+#: The one table of torch functions a tensordict answers to.
+TORCH_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
+    torch.stack: stack,
+    torch.cat: cat,
+    torch.concat: cat,
+    torch.concatenate: cat,
+    torch.split: lambda td, split_size_or_sections, dim=0: td.split(split_size_or_sections, dim),
+    torch.chunk: lambda td, chunks, dim=0: td.chunk(chunks, dim),
+    torch.unbind: lambda td, dim=0: td.unbind(dim),
+    torch.zeros_like: _like(torch.zeros_like),
+    torch.ones_like: _like(torch.ones_like),
+    torch.empty_like: _like(torch.empty_like),
+    torch.full_like: _like(torch.full_like),
+    torch.rand_like: _like(torch.rand_like),
+    torch.randn_like: _like(torch.randn_like),
+    torch.where: where,
+    torch.clone: lambda td, **kw: td.clone(),
+    torch.squeeze: lambda td, dim=None: td.squeeze(dim),
+    torch.unsqueeze: lambda td, dim: td.unsqueeze(dim),
+    torch.permute: lambda td, dims: td.permute(dims),
+    torch.reshape: lambda td, shape: td.reshape(shape),
+    torch.flatten: lambda td, start_dim=0, end_dim=-1: td.flatten(start_dim, end_dim),
+    torch.unflatten: lambda td, dim, sizes: td.unflatten(dim, sizes),
+    torch.transpose: lambda td, dim0, dim1: td.transpose(dim0, dim1),
+    torch.gather: lambda td, dim, index: td.gather(dim, index),
+    torch.isfinite: lambda td: td.isfinite(),
+    torch.isnan: lambda td: td.isnan(),
+    torch.abs: lambda td: td.abs(),
+    torch.all: lambda td, dim=None: td.all(dim),
+    torch.any: lambda td, dim=None: td.any(dim),
+}

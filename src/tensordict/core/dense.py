@@ -1,0 +1,388 @@
+"""TensorDict: the dict-backed tensordict.
+
+Entries live in a plain ``dict``; results of indexing and other internal operations are built with
+:meth:`TensorDict._new_unsafe`, which skips validation (the values are known to fit), so that the
+per-chunk path of ``map_iter`` stays a few microseconds per entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from tensordict.core.base import TensorDictBase, as_size, locked_message
+from tensordict.core.indexing import IndexPlan, plan_index
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.errors import BatchSizeError, LockedError
+
+__all__ = ["TensorDict"]
+
+_MISSING: Any = object()
+
+
+class TensorDict(TensorDictBase):
+    """A dictionary of tensors that share leading batch dimensions and behaves like one tensor.
+
+    Args:
+        source: a dict (or mapping) of tensors, nested dicts, tensordicts, numbers or other python
+            objects (stored as :class:`NonTensorData`). Keyword arguments are added to it.
+        batch_size: the leading dimensions every entry shares. Defaults to no batch dimension.
+        device: if given, every tensor is moved to this device.
+        names: optional names of the batch dimensions.
+        lock: lock the structure after construction.
+
+    Raises:
+        BatchSizeError: an entry's leading dimensions differ from ``batch_size``.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"obs": torch.zeros(4, 3), "reward": torch.ones(4)}, batch_size=[4])
+        >>> td.shape
+        torch.Size([4])
+        >>> td[1:3]["obs"].shape
+        torch.Size([2, 3])
+        >>> td["nested", "x"] = torch.arange(4)
+        >>> td["nested"].batch_size
+        torch.Size([4])
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_batch_size",
+        "_context",
+        "_device",
+        "_is_locked",
+        "_is_memmap",
+        "_last_op",
+        "_memmap_prefix",
+        "_names",
+        "_tensordict",
+    )
+
+    def __init__(
+        self,
+        source: Mapping[str, Any] | None = None,
+        batch_size: Sequence[int] | torch.Size | int | None = None,
+        device: torch.device | str | int | None = None,
+        names: Sequence[str | None] | None = None,
+        non_blocking: bool | None = None,
+        lock: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        self._tensordict: dict[str, Any] = {}
+        self._batch_size = as_size(batch_size)
+        self._device = torch.device(device) if device is not None else None
+        self._names: list[str | None] | None = None
+        self._is_locked = False
+        self._is_memmap = False
+        self._memmap_prefix: str | None = None
+        self._last_op: str | None = None
+        self._context: list[str | None] | None = None
+        if source is None:
+            source = kwargs
+        elif kwargs:
+            source = {**source, **kwargs}
+        elif isinstance(source, TensorDictBase):
+            source = dict(source._own_items())
+        elif not isinstance(source, Mapping):
+            raise TypeError(
+                f"TensorDict expects a dict of tensors (or keyword arguments), got "
+                f"{type(source).__name__}. Wrap the data in a dict: TensorDict({{'key': value}})."
+            )
+        bs = self._batch_size
+        store = self._tensordict
+        convert = self._convert
+        for key, value in source.items():
+            if key.__class__ is not str:
+                if isinstance(key, tuple):
+                    self.set(key, value)
+                    continue
+                from tensordict.core.keys import key_path
+
+                key_path(key)  # raises a KeyTypeError naming the bad key
+            if (
+                value.__class__ is torch.Tensor
+                and (not bs or value.shape[: len(bs)] == bs)
+                and (self._device is None or value.device == self._device)
+            ):
+                store[key] = value
+            else:
+                store[key] = convert(key, value, bs)
+        if names is not None:
+            self.names = names  # type: ignore[assignment]
+        if lock:
+            self.lock_()
+
+    @classmethod
+    def _new_unsafe(
+        cls,
+        source: dict[str, Any],
+        batch_size: torch.Size,
+        device: torch.device | None = None,
+        names: list[str | None] | None = None,
+        lock: bool = False,
+        is_memmap: bool = False,
+    ) -> TensorDict:
+        """Wrap already-validated entries without any check (internal fast path)."""
+        self = object.__new__(cls)
+        self._tensordict = source
+        self._batch_size = batch_size
+        self._device = device
+        self._names = names
+        self._is_locked = lock
+        self._is_memmap = is_memmap
+        self._memmap_prefix = None
+        self._last_op = None
+        self._context = None
+        if lock:
+            for value in source.values():
+                if isinstance(value, TensorDictBase) and not value.is_locked:
+                    value._set_locked(True)
+        return self
+
+    def _new_dense(
+        self,
+        source: dict[str, Any],
+        batch_size: torch.Size,
+        names: list[str | None] | None = None,
+    ) -> TensorDict:
+        return TensorDict._new_unsafe(source, batch_size, self._device, names)
+
+    # ================================================================== primitives
+    def _own_keys(self) -> list[str]:
+        return list(self._tensordict)
+
+    def _own_items(self) -> Iterator[tuple[str, Any]]:
+        return iter(self._tensordict.items())
+
+    def _get_str(self, key: str, default: Any) -> Any:
+        return self._tensordict.get(key, default)
+
+    def _set_str(self, key: str, value: Any, *, validated: bool) -> None:
+        if not validated:
+            value = self._convert(key, value, self._batch_size)
+        if self._is_locked and isinstance(value, TensorDictBase):
+            value._set_locked(True)
+        self._tensordict[key] = value
+
+    def _del_str(self, key: str) -> None:
+        del self._tensordict[key]
+
+    def _set_locked(self, value: bool) -> None:
+        self._is_locked = value
+        for child in self._tensordict.values():
+            if isinstance(child, TensorDictBase):
+                child._set_locked(value)
+            elif getattr(type(child), "_is_tensorclass", False):
+                child._tensordict._set_locked(value)
+
+    def _context_ops(self) -> list[str | None]:
+        if self._context is None:
+            self._context = []
+        return self._context
+
+    def _set_device(self, device: torch.device | None) -> None:
+        self._device = device
+        for child in self._tensordict.values():
+            if isinstance(child, TensorDictBase):
+                child._set_device(device)
+
+    def _names_or_none(self) -> list[str | None] | None:
+        return self._names
+
+    # ================================================================== fast paths
+    def __getitem__(self, index: Any) -> Any:
+        if index.__class__ is str:
+            value = self._tensordict.get(index, _MISSING)
+            if value.__class__ is torch.Tensor:
+                return value
+            if value is _MISSING:
+                raise self._missing_key(index)
+            if value.__class__ is NonTensorData:
+                return value.data
+            if value.__class__ is NonTensorStack:
+                return value.tolist()
+            return value
+        if index.__class__ is tuple and index and index[0].__class__ is str:
+            return self._getitem_key(index)
+        return self._index(index)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if key.__class__ is str:
+            return self._tensordict.get(key, default)
+        return super().get(key, default)
+
+    def set(
+        self,
+        key: Any,
+        item: Any,
+        inplace: bool = False,
+        *,
+        non_blocking: bool = False,
+        **kwargs: Any,
+    ) -> TensorDict:
+        if (
+            key.__class__ is str
+            and item.__class__ is torch.Tensor
+            and not inplace
+            and not self._is_locked
+        ):
+            bs = self._batch_size
+            if (not bs or item.shape[: len(bs)] == bs) and (
+                self._device is None or item.device == self._device
+            ):
+                self._tensordict[key] = item
+                return self
+        return super().set(key, item, inplace, non_blocking=non_blocking, **kwargs)
+
+    def _index(self, index: Any) -> TensorDict:
+        plan = plan_index(index, self._batch_size)
+        return self._index_planned(plan)
+
+    def _index_planned(self, plan: IndexPlan) -> TensorDict:
+        leaf_index = plan.leaf_index
+        batch_size = plan.batch_size
+        source: dict[str, Any] = {}
+        for key, value in self._tensordict.items():
+            if isinstance(value, torch.Tensor):
+                source[key] = value[leaf_index]
+            elif isinstance(value, TensorDict):
+                source[key] = value._index_planned(_nested_plan(plan, len(self._batch_size), value))
+            elif isinstance(value, (NonTensorData, NonTensorStack)):
+                source[key] = value._index_planned(batch_size, leaf_index)
+            else:
+                source[key] = value[leaf_index]
+        keeps = plan.is_view and self._is_memmap
+        out = TensorDict._new_unsafe(
+            source,
+            batch_size,
+            self._device,
+            _index_names(self._names, plan),
+            lock=keeps and self._is_locked,
+            is_memmap=keeps,
+        )
+        return out
+
+    # ================================================================== state
+    @property
+    def batch_size(self) -> torch.Size:
+        """The leading dimensions every entry shares (settable; validated against the entries)."""
+        return self._batch_size
+
+    @batch_size.setter
+    def batch_size(self, new_size: Any) -> None:
+        new = as_size(new_size)
+        if new == self._batch_size:
+            return
+        n = len(new)
+        for key, value in self._tensordict.items():
+            if isinstance(value, NonTensorData):
+                continue
+            if tuple(value.shape[:n]) != tuple(new):
+                raise BatchSizeError(
+                    f"cannot set batch_size={list(new)}: entry {key!r} has shape "
+                    f"{list(value.shape)}, which does not start with it. Choose a batch size that "
+                    "prefixes every entry's shape."
+                )
+        for key, value in list(self._tensordict.items()):
+            if isinstance(value, NonTensorData):
+                self._tensordict[key] = value._with_batch_size(new)
+            elif isinstance(value, TensorDictBase) and len(value.batch_size) < n:
+                value.batch_size = new
+        if self._names is not None and len(self._names) != n:
+            self._names = None
+        self._batch_size = new
+
+    @property
+    def device(self) -> torch.device | None:
+        """The device of every tensor, or None when they may live on several devices."""
+        return self._device
+
+    @device.setter
+    def device(self, value: Any) -> None:
+        raise RuntimeError(
+            "the device of a tensordict cannot be set. Use td.to(device) to move it, or "
+            "td.clear_device_() to forget it."
+        )
+
+    @property
+    def names(self) -> list[str | None]:
+        """Names of the batch dimensions (a list of None when unnamed)."""
+        if self._names is None:
+            return [None] * len(self._batch_size)
+        return list(self._names)
+
+    @names.setter
+    def names(self, value: Sequence[str | None] | None) -> None:
+        if value is None:
+            self._names = None
+            return
+        value = list(value)
+        if len(value) != len(self._batch_size):
+            raise BatchSizeError(
+                f"got {len(value)} names {value} for batch_size={list(self._batch_size)}: give one "
+                "name (or None) per batch dimension."
+            )
+        named = [v for v in value if v is not None]
+        if len(set(named)) != len(named):
+            raise ValueError(f"dimension names must be unique, got {value}.")
+        self._names = value if named else None
+
+    def refine_names(self, *names: Any) -> TensorDict:
+        """Set the dimension names in place (``...`` stands for unnamed leading dimensions)."""
+        names_list = list(names)
+        if Ellipsis in names_list:
+            i = names_list.index(Ellipsis)
+            fill = len(self._batch_size) - (len(names_list) - 1)
+            names_list[i : i + 1] = [None] * fill
+        self.names = names_list
+        return self
+
+    @property
+    def is_locked(self) -> bool:
+        """Whether the structure is locked (see :meth:`lock_`)."""
+        return self._is_locked
+
+    @is_locked.setter
+    def is_locked(self, value: bool) -> None:
+        if value:
+            self.lock_()
+        else:
+            self.unlock_()
+
+    def is_memmap(self) -> bool:
+        return self._is_memmap
+
+    @property
+    def saved_path(self) -> str | None:
+        return self._memmap_prefix
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        from tensordict.core.pickling import reduce_tensordict
+
+        return reduce_tensordict(self, protocol)
+
+    def _unlocked_check(self, what: str) -> None:
+        if self._is_locked:
+            raise LockedError(locked_message(what))
+
+
+def _nested_plan(plan: IndexPlan, parent_dims: int, nested: TensorDict) -> IndexPlan:
+    """The plan of a parent's index, applied to a nested tensordict with extra batch dims."""
+    extra = nested._batch_size[parent_dims:]
+    if not extra:
+        return plan
+    dim_map = plan.dim_map
+    if dim_map is not None:
+        dim_map = dim_map + tuple(range(parent_dims, parent_dims + len(extra)))
+    return IndexPlan(plan.leaf_index, plan.batch_size + extra, plan.is_view, dim_map)
+
+
+def _index_names(names: list[str | None] | None, plan: IndexPlan) -> list[str | None] | None:
+    if names is None or plan.dim_map is None:
+        return None
+    out = [names[d] if d is not None else None for d in plan.dim_map]
+    return out if any(n is not None for n in out) else None

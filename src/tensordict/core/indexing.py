@@ -1,0 +1,214 @@
+"""Indices over batch dimensions: normalise once, then apply to every leaf.
+
+An index given by the user (int, slice, ``...``, ``None``, bool mask, long tensor, list, or a
+tuple of these) is turned once into an :class:`IndexPlan`:
+
+* ``leaf_index``: what to apply to each leaf. ``...`` is expanded over the *batch* dimensions
+  only, so that the leaves' feature dimensions are never touched;
+* ``batch_size``: the batch size of the result;
+* ``is_view``: whether leaves of the result share memory with the source (int/slice/None/``...``).
+
+The common cases (an int, a slice, a tuple of ints and slices) are planned with plain arithmetic;
+advanced indices are planned by indexing a zero-stride dummy of the batch shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from tensordict.errors import IndexingError
+
+__all__ = ["IndexPlan", "plan_index", "to_numpy_index"]
+
+
+class IndexPlan(NamedTuple):
+    """A normalised index over the batch dimensions."""
+
+    leaf_index: Any
+    batch_size: torch.Size
+    is_view: bool
+    #: for each dimension of the result, the source batch dimension it comes from (None if new or
+    #: produced by advanced indexing); used to carry dimension names.
+    dim_map: tuple[int | None, ...] | None = None
+
+
+def _check_int(i: int, dim: int, batch_size: torch.Size) -> int:
+    n = batch_size[dim]
+    if i < -n or i >= n:
+        raise IndexingError(
+            f"index {i} is out of range for dimension {dim} of size {n} "
+            f"(batch_size={list(batch_size)}). Use an index in [{-n}, {n - 1}]."
+        )
+    return i
+
+
+def _slice_len(s: slice, n: int) -> int:
+    step = s.step
+    if step is not None and step <= 0:
+        raise IndexingError(
+            f"slice step must be positive, got {step}. Use flip() or a reversed index tensor."
+        )
+    return len(range(*s.indices(n)))
+
+
+def plan_index(index: Any, batch_size: torch.Size) -> IndexPlan:
+    """Normalise ``index`` against ``batch_size``.
+
+    Raises:
+        IndexingError: out-of-range ints, too many indices, masks of the wrong shape.
+
+    Examples:
+        >>> plan_index(slice(2, 5), torch.Size([10, 3])).batch_size
+        torch.Size([3, 3])
+        >>> plan_index((..., 0), torch.Size([10, 3])).leaf_index
+        (slice(None, None, None), 0)
+    """
+    cls = index.__class__
+    bd = len(batch_size)
+    if cls is int:
+        if bd == 0:
+            raise IndexingError(
+                f"cannot index a tensordict with batch_size={list(batch_size)} by {index}: it has "
+                "no batch dimension. Give it a batch size, or use a key to read an entry."
+            )
+        _check_int(index, 0, batch_size)
+        return IndexPlan(index, batch_size[1:], True, tuple(range(1, bd)))
+    if cls is slice:
+        if bd == 0:
+            raise IndexingError(
+                f"cannot slice a tensordict with batch_size={list(batch_size)}: it has no batch "
+                "dimension. Give it a batch size first."
+            )
+        n = _slice_len(index, batch_size[0])
+        return IndexPlan(index, torch.Size((n, *batch_size[1:])), True, tuple(range(bd)))
+    if index is Ellipsis:
+        return IndexPlan(index, batch_size, True, tuple(range(bd)))
+    if index is None:
+        return IndexPlan(index, torch.Size((1, *batch_size)), True, (None, *range(bd)))
+    if cls is not tuple:
+        index = (index,)
+    return _plan_tuple(index, batch_size)
+
+
+def _as_index_item(item: Any) -> Any:
+    """Turn lists and arrays into tensors; keep ints, slices, None and Ellipsis."""
+    if item is None or item is Ellipsis or item.__class__ in (int, slice):
+        return item
+    if isinstance(item, torch.Tensor):
+        if item.dtype == torch.bool or not item.is_floating_point():
+            return int(item) if item.ndim == 0 and item.dtype != torch.bool else item
+        raise IndexingError(
+            f"tensors used as indices must be long, int or bool tensors, got {item.dtype}."
+        )
+    if isinstance(item, bool):
+        return torch.tensor(item)
+    if isinstance(item, (int, np.integer)):
+        return int(item)
+    if isinstance(item, (list, np.ndarray, range)):
+        try:
+            t = torch.as_tensor(np.asarray(item))
+        except (TypeError, ValueError) as err:
+            raise IndexingError(f"cannot use {item!r} as an index: {err}") from None
+        if t.numel() == 0 and isinstance(item, (list, range)):
+            t = t.long()
+        if t.is_floating_point():
+            raise IndexingError(f"index lists must hold ints or bools, got {item!r}.")
+        return t
+    raise IndexingError(
+        f"unsupported index {item!r} of type {type(item).__name__}. Use ints, slices, None, "
+        "Ellipsis, bool masks, integer tensors or lists, or a string key."
+    )
+
+
+def _plan_tuple(index: tuple[Any, ...], batch_size: torch.Size) -> IndexPlan:
+    bd = len(batch_size)
+    items = [_as_index_item(i) for i in index]
+    consumed = 0
+    ellipsis_seen = False
+    basic = True
+    for item in items:
+        if item is None:
+            continue
+        if item is Ellipsis:
+            if ellipsis_seen:
+                raise IndexingError("an index can only have a single ellipsis ('...').")
+            ellipsis_seen = True
+            continue
+        if isinstance(item, torch.Tensor):
+            basic = False
+            consumed += item.ndim if item.dtype == torch.bool else 1
+        else:
+            consumed += 1
+    if consumed > bd:
+        raise IndexingError(
+            f"too many indices for a tensordict with batch_size={list(batch_size)}: {consumed} "
+            f"batch dimensions indexed by {index!r}, but there are {bd}. Index leaves' feature "
+            "dimensions on the tensors themselves (td['key'][...])."
+        )
+    leaf_index: list[Any] = []
+    dim_map: list[int | None] = []
+    new_shape: list[int] = []
+    dim = 0
+    for item in items:
+        if item is None:
+            leaf_index.append(None)
+            new_shape.append(1)
+            dim_map.append(None)
+        elif item is Ellipsis:
+            for _ in range(bd - consumed):
+                leaf_index.append(slice(None))
+                new_shape.append(batch_size[dim])
+                dim_map.append(dim)
+                dim += 1
+        elif item.__class__ is int:
+            leaf_index.append(_check_int(item, dim, batch_size))
+            dim += 1
+        elif item.__class__ is slice:
+            leaf_index.append(item)
+            new_shape.append(_slice_len(item, batch_size[dim]))
+            dim_map.append(dim)
+            dim += 1
+        else:
+            dim = _check_tensor_item(item, dim, batch_size)
+            leaf_index.append(item)
+    if basic:
+        new_shape.extend(batch_size[dim:])
+        dim_map.extend(range(dim, bd))
+        return IndexPlan(tuple(leaf_index), torch.Size(new_shape), True, tuple(dim_map))
+    dummy = torch.empty((), dtype=torch.uint8).expand(batch_size)
+    new_batch = dummy[tuple(leaf_index)].shape
+    return IndexPlan(tuple(leaf_index), new_batch, False, None)
+
+
+def _check_tensor_item(item: torch.Tensor, dim: int, batch_size: torch.Size) -> int:
+    if item.dtype == torch.bool:
+        expected = batch_size[dim : dim + item.ndim]
+        if item.shape != expected:
+            raise IndexingError(
+                f"a boolean mask of shape {list(item.shape)} was used on batch dimensions "
+                f"{dim}..{dim + item.ndim - 1} of size {list(expected)} "
+                f"(batch_size={list(batch_size)}). The mask must match those dimensions exactly."
+            )
+        return dim + item.ndim
+    n = batch_size[dim]
+    if item.numel():
+        lo, hi = int(item.min()), int(item.max())
+        if lo < -n or hi >= n:
+            bad = hi if hi >= n else lo
+            raise IndexingError(
+                f"index {bad} is out of range for dimension {dim} of size {n} "
+                f"(batch_size={list(batch_size)}). Use indices in [{-n}, {n - 1}]."
+            )
+    return dim + 1
+
+
+def to_numpy_index(leaf_index: Any) -> Any:
+    """Translate a planned leaf index for numpy object arrays (used by non-tensor stacks)."""
+    if isinstance(leaf_index, tuple):
+        return tuple(to_numpy_index(i) for i in leaf_index)
+    if isinstance(leaf_index, torch.Tensor):
+        return leaf_index.cpu().numpy()
+    return leaf_index

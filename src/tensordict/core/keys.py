@@ -1,0 +1,206 @@
+"""Nested keys: normalisation, and the views returned by ``keys()``, ``values()`` and ``items()``.
+
+A key is a ``str`` or a tuple of ``str`` (possibly nested tuples, flattened on use):
+``td["a", "b"]`` and ``td[("a", ("b",))]`` name the same leaf.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Union
+
+from tensordict.errors import KeyTypeError
+
+if TYPE_CHECKING:
+    from tensordict.core.base import TensorDictBase
+
+NestedKey = Union[str, tuple[Any, ...]]  # noqa: UP007 (a runtime alias, also on 3.10)
+
+__all__ = ["NestedKey", "key_path", "unravel_key", "unravel_key_list"]
+
+
+def _flatten_tuple(key: tuple[Any, ...], out: list[str]) -> None:
+    for part in key:
+        if part.__class__ is str:
+            out.append(part)
+        elif isinstance(part, tuple):
+            _flatten_tuple(part, out)
+        elif isinstance(part, str):
+            out.append(str(part))
+        else:
+            raise KeyTypeError(
+                f"a key must be a str or a tuple of str, got {type(part).__name__} {part!r} "
+                f"inside {key!r}. Use strings for every part of a nested key."
+            )
+
+
+def key_path(key: Any) -> tuple[str, ...]:
+    """Return a key as a flat tuple of strings.
+
+    Raises:
+        KeyTypeError: when a part of the key is not a string, or the key is empty.
+
+    Examples:
+        >>> key_path("a")
+        ('a',)
+        >>> key_path(("a", ("b", "c")))
+        ('a', 'b', 'c')
+    """
+    if key.__class__ is str:
+        return (key,)
+    if isinstance(key, tuple):
+        out: list[str] = []
+        _flatten_tuple(key, out)
+        if not out:
+            raise KeyTypeError(
+                "an empty tuple is not a key. Use a str or a non-empty tuple of str."
+            )
+        return tuple(out)
+    if isinstance(key, str):
+        return (str(key),)
+    raise KeyTypeError(
+        f"a key must be a str or a tuple of str, got {type(key).__name__} {key!r}. "
+        "Index batch dimensions with ints/slices/tensors, and entries with strings."
+    )
+
+
+def unravel_key(key: Any) -> NestedKey:
+    """Normalise a key: a one-element tuple becomes its string, nested tuples are flattened.
+
+    Examples:
+        >>> unravel_key(("a",))
+        'a'
+        >>> unravel_key(("a", ("b",)))
+        ('a', 'b')
+    """
+    if key.__class__ is str:
+        return key
+    path = key_path(key)
+    return path[0] if len(path) == 1 else path
+
+
+def unravel_key_list(keys: Any) -> list[NestedKey]:
+    """Normalise a list of keys with :func:`unravel_key`."""
+    return [unravel_key(k) for k in keys]
+
+
+def is_leaf_default(value: Any) -> bool:
+    """Whether a value is a leaf for ``leaves_only`` purposes (tensors and non-tensor data)."""
+    from tensordict.core.base import TensorDictBase
+
+    return not isinstance(value, TensorDictBase)
+
+
+class KeysView:
+    """A live view of the keys of a tensordict, like ``dict.keys()``.
+
+    Supports ``in`` (with nested keys when ``include_nested=True``), ``len`` and iteration.
+    """
+
+    __slots__ = ("_include_nested", "_is_leaf", "_leaves_only", "_td")
+
+    def __init__(
+        self,
+        td: TensorDictBase,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: Callable[[Any], bool] | None = None,
+    ) -> None:
+        self._td = td
+        self._include_nested = include_nested
+        self._leaves_only = leaves_only
+        self._is_leaf = is_leaf
+
+    def _walk(self) -> Iterator[tuple[NestedKey, Any]]:
+        yield from _walk_items(self._td, (), self._include_nested, self._leaves_only, self._is_leaf)
+
+    def __iter__(self) -> Iterator[NestedKey]:
+        for key, _ in self._walk():
+            yield key
+
+    def __len__(self) -> int:
+        if not self._include_nested and not self._leaves_only:
+            return len(self._td._own_keys())
+        return sum(1 for _ in self._walk())
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            path = key_path(key)
+        except KeyTypeError:
+            return False
+        if len(path) > 1 and not self._include_nested:
+            return False
+        value = self._td._get_path(path, None)
+        if value is None:
+            return False
+        if self._leaves_only:
+            is_leaf = self._is_leaf or is_leaf_default
+            return bool(is_leaf(value))
+        return True
+
+    def __repr__(self) -> str:
+        return (
+            f"_TensorDictKeysView({list(self)}, include_nested={self._include_nested}, "
+            f"leaves_only={self._leaves_only})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        try:
+            return set(self) == set(other)  # type: ignore[call-overload]
+        except TypeError:
+            return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class ValuesView(KeysView):
+    """A view of the values, in the order of :class:`KeysView`."""
+
+    __slots__ = ()
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        for _, value in self._walk():
+            yield value
+
+    def __contains__(self, value: object) -> bool:
+        return any(v is value for v in self)
+
+    def __repr__(self) -> str:
+        return f"_TensorDictValuesView(n={len(self)})"
+
+
+class ItemsView(KeysView):
+    """A view of ``(key, value)`` pairs, in the order of :class:`KeysView`."""
+
+    __slots__ = ()
+
+    def __iter__(self) -> Iterator[tuple[NestedKey, Any]]:  # type: ignore[override]
+        yield from self._walk()
+
+    def __contains__(self, item: object) -> bool:
+        if not isinstance(item, tuple) or len(item) != 2:
+            return False
+        key, value = item
+        return any(k == key and v is value for k, v in self)
+
+    def __repr__(self) -> str:
+        return f"_TensorDictItemsView(keys={[k for k, _ in self]})"
+
+
+def _walk_items(
+    td: TensorDictBase,
+    prefix: tuple[str, ...],
+    include_nested: bool,
+    leaves_only: bool,
+    is_leaf: Callable[[Any], bool] | None,
+) -> Iterator[tuple[NestedKey, Any]]:
+    from tensordict.core.base import TensorDictBase
+
+    leaf_test = is_leaf or is_leaf_default
+    for key, value in td._own_items():
+        full: NestedKey = prefix + (key,) if prefix else key
+        leaf = bool(leaf_test(value))
+        if not leaves_only or leaf:
+            yield full, value
+        if include_nested and not leaf and isinstance(value, TensorDictBase):
+            yield from _walk_items(value, prefix + (key,), include_nested, leaves_only, is_leaf)

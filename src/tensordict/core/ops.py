@@ -1,0 +1,630 @@
+"""The tree-walk engine: one walk over the leaves serves apply, arithmetic, comparisons, reductions.
+
+:meth:`OpsMixin._apply_leaves` visits every tensor of a tensordict (and the matching tensors of
+``others``), calls a function on it and builds the result with the same structure. ``None`` results
+drop the entry. Non-tensor entries are carried over unchanged, except by ``==``/``!=`` which compare
+them element by element.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import torch
+
+from tensordict.core.collection import TensorCollection
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack, same_value
+from tensordict.errors import BatchSizeError, ShapeMismatchError
+
+__all__ = ["OpsMixin"]
+
+T = TypeVar("T", bound="OpsMixin")
+_KEEP: Any = object()
+_MISSING: Any = object()
+
+
+def _is_collection(value: Any) -> bool:
+    return isinstance(value, TensorCollection) or getattr(type(value), "_is_tensorclass", False)
+
+
+def _other_value(other: Any, key: str, default: Any, path: tuple[str, ...]) -> Any:
+    if isinstance(other, TensorCollection):
+        value = other._get_str(key, _MISSING)
+    elif getattr(type(other), "_is_tensorclass", False):
+        value = other._tensordict._get_str(key, _MISSING)
+    else:
+        return other
+    if value is _MISSING:
+        if default is not _MISSING:
+            return default
+        raise ShapeMismatchError(
+            f"the other tensordict has no entry {path + (key,)!r}. Both operands need the same "
+            "keys; use td.select(...) or td.exclude(...) to align them, or pass default=."
+        )
+    return value
+
+
+def _leaf_keys(td: Any) -> set[Any]:
+    return set(td.keys(include_nested=True, leaves_only=True))
+
+
+class OpsMixin(TensorCollection):
+    """apply / named_apply, arithmetic, comparisons and reductions."""
+
+    __slots__ = ()
+
+    # ================================================================== the engine
+    def _apply_leaves(
+        self,
+        fn: Callable[..., Any],
+        *others: Any,
+        batch_size: Sequence[int] | None = None,
+        device: Any = _KEEP,
+        names: Any = _KEEP,
+        inplace: bool = False,
+        default: Any = _MISSING,
+        filter_empty: bool | None = None,
+        named: bool = False,
+        nested_keys: bool = False,
+        prefix: tuple[str, ...] = (),
+        keep_non_tensor_copy: bool = False,
+        non_tensor_fn: Callable[..., Any] | None = None,
+    ) -> Any:
+        new_bs = self.batch_size if batch_size is None else torch.Size(batch_size)
+        out: dict[str, Any] = {}
+        for key, value in self._own_items():
+            theirs = [_other_value(o, key, default, prefix) for o in others]
+            if isinstance(value, torch.Tensor):
+                if named:
+                    name = prefix + (key,) if nested_keys and prefix else key
+                    result = fn(name, value, *theirs)
+                else:
+                    result = fn(value, *theirs)
+                if result is None:
+                    continue
+                if inplace:
+                    if result is not value:
+                        value.copy_(result)
+                    continue
+                out[key] = result
+            elif isinstance(value, (NonTensorData, NonTensorStack)):
+                if non_tensor_fn is not None:
+                    result = non_tensor_fn(value, *theirs)
+                    if result is not None and not inplace:
+                        out[key] = result
+                elif not inplace:
+                    out[key] = value.clone() if keep_non_tensor_copy else value
+            elif _is_collection(value):
+                result = value._apply_leaves(
+                    fn,
+                    *theirs,
+                    batch_size=None if batch_size is None else new_bs,
+                    device=device,
+                    names=_KEEP if names is _KEEP else None,
+                    inplace=inplace,
+                    default=default,
+                    filter_empty=filter_empty,
+                    named=named,
+                    nested_keys=nested_keys,
+                    prefix=prefix + (key,),
+                    keep_non_tensor_copy=keep_non_tensor_copy,
+                    non_tensor_fn=non_tensor_fn,
+                )
+                if inplace or (filter_empty and _is_empty(result)):
+                    continue
+                out[key] = result
+        if inplace:
+            return self
+        return self._build_result(out, new_bs, batch_size, device, names)
+
+    def _build_result(
+        self, out: dict[str, Any], new_bs: torch.Size, batch_size: Any, device: Any, names: Any
+    ) -> Any:
+        if batch_size is not None:
+            n = len(new_bs)
+            for key, value in out.items():
+                shape = getattr(value, "shape", None)
+                if shape is not None and tuple(shape[:n]) != tuple(new_bs):
+                    raise BatchSizeError(
+                        f"apply produced {key!r} of shape {list(shape)}, which does not start "
+                        f"with the requested batch_size={list(new_bs)}."
+                    )
+        if names is _KEEP:
+            names = self._names_or_none() if batch_size is None else None
+        result = self._new_dense(out, new_bs, names)
+        if device is not _KEEP:
+            result._device = torch.device(device) if device is not None else None
+        return result
+
+    # ================================================================== public apply
+    def apply(
+        self,
+        fn: Callable[..., Any],
+        *others: Any,
+        batch_size: Sequence[int] | None = None,
+        device: Any = _KEEP,
+        names: Any = _KEEP,
+        inplace: bool = False,
+        default: Any = _MISSING,
+        filter_empty: bool | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Call ``fn`` on every tensor (with the matching tensors of ``others``).
+
+        ``None`` results drop the entry. ``batch_size`` sets the result's batch size.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.ones(2), "b": {"c": torch.zeros(2)}}, [2])
+            >>> (td.apply(lambda x: x + 1) == td + 1).all()
+            True
+            >>> list(td.apply(lambda x: None if x.sum() == 0 else x).keys(True, True))
+            ['a']
+        """
+        return self._apply_leaves(
+            fn,
+            *others,
+            batch_size=batch_size,
+            device=device,
+            names=names,
+            inplace=inplace,
+            default=default,
+            filter_empty=filter_empty,
+        )
+
+    def named_apply(
+        self,
+        fn: Callable[..., Any],
+        *others: Any,
+        nested_keys: bool = False,
+        batch_size: Sequence[int] | None = None,
+        names: Any = _KEEP,
+        inplace: bool = False,
+        default: Any = _MISSING,
+        filter_empty: bool | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Like :meth:`apply`, with the key first (the full tuple if ``nested_keys``)."""
+        return self._apply_leaves(
+            fn,
+            *others,
+            batch_size=batch_size,
+            names=names,
+            inplace=inplace,
+            default=default,
+            filter_empty=filter_empty,
+            named=True,
+            nested_keys=nested_keys,
+        )
+
+    def apply_(self: T, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> T:
+        """Apply ``fn`` and write the results in place."""
+        return self._apply_leaves(fn, *others, inplace=True, **kwargs)  # type: ignore[no-any-return]
+
+    # ================================================================== binary operators
+    def _binary(self, other: Any, op: Callable[[Any, Any], Any], inplace: bool = False) -> Any:
+        if _is_collection(other):
+            mine, theirs = _leaf_keys(self), _leaf_keys(other)
+            if mine != theirs:
+                raise ShapeMismatchError(
+                    f"cannot combine tensordicts with different keys: only in the left operand "
+                    f"{sorted(map(str, mine - theirs))}, only in the right "
+                    f"{sorted(map(str, theirs - mine))}. Select matching keys first."
+                )
+            return self._apply_leaves(op, other, inplace=inplace)
+        return self._apply_leaves(lambda x: op(x, other), inplace=inplace)
+
+    def __add__(self, other: Any) -> Any:
+        return self._binary(other, operator.add)
+
+    def __radd__(self, other: Any) -> Any:
+        return self._binary(other, lambda x, y: y + x)
+
+    def __sub__(self, other: Any) -> Any:
+        return self._binary(other, operator.sub)
+
+    def __rsub__(self, other: Any) -> Any:
+        return self._binary(other, lambda x, y: y - x)
+
+    def __mul__(self, other: Any) -> Any:
+        return self._binary(other, operator.mul)
+
+    def __rmul__(self, other: Any) -> Any:
+        return self._binary(other, lambda x, y: y * x)
+
+    def __truediv__(self, other: Any) -> Any:
+        return self._binary(other, operator.truediv)
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return self._binary(other, lambda x, y: y / x)
+
+    def __floordiv__(self, other: Any) -> Any:
+        return self._binary(other, operator.floordiv)
+
+    def __mod__(self, other: Any) -> Any:
+        return self._binary(other, operator.mod)
+
+    def __pow__(self, other: Any) -> Any:
+        return self._binary(other, operator.pow)
+
+    def __rpow__(self, other: Any) -> Any:
+        return self._binary(other, lambda x, y: y**x)
+
+    def __matmul__(self, other: Any) -> Any:
+        return self._binary(other, operator.matmul)
+
+    def __and__(self, other: Any) -> Any:
+        return self._binary(other, operator.and_)
+
+    def __or__(self, other: Any) -> Any:
+        return self._binary(other, operator.or_)
+
+    def __xor__(self, other: Any) -> Any:
+        return self._binary(other, operator.xor)
+
+    def __iadd__(self: T, other: Any) -> T:
+        return self._binary(other, operator.iadd, inplace=True)  # type: ignore[no-any-return]
+
+    def __isub__(self: T, other: Any) -> T:
+        return self._binary(other, operator.isub, inplace=True)  # type: ignore[no-any-return]
+
+    def __imul__(self: T, other: Any) -> T:
+        return self._binary(other, operator.imul, inplace=True)  # type: ignore[no-any-return]
+
+    def __itruediv__(self: T, other: Any) -> T:
+        return self._binary(other, operator.itruediv, inplace=True)  # type: ignore[no-any-return]
+
+    def __ipow__(self: T, other: Any) -> T:
+        return self._binary(other, operator.ipow, inplace=True)  # type: ignore[no-any-return]
+
+    def add(self, other: Any, *, alpha: float | None = None) -> Any:
+        return self + (other * alpha if alpha is not None else other)
+
+    def sub(self, other: Any, *, alpha: float | None = None) -> Any:
+        return self - (other * alpha if alpha is not None else other)
+
+    def mul(self, other: Any) -> Any:
+        return self * other
+
+    def div(self, other: Any) -> Any:
+        return self / other
+
+    def pow(self, other: Any) -> Any:
+        return self**other
+
+    def add_(self: T, other: Any, *, alpha: float | None = None) -> T:
+        return self._binary(other * alpha if alpha is not None else other, operator.iadd, True)  # type: ignore[no-any-return]
+
+    def sub_(self: T, other: Any, *, alpha: float | None = None) -> T:
+        return self._binary(other * alpha if alpha is not None else other, operator.isub, True)  # type: ignore[no-any-return]
+
+    def mul_(self: T, other: Any) -> T:
+        return self._binary(other, operator.imul, True)  # type: ignore[no-any-return]
+
+    def div_(self: T, other: Any) -> T:
+        return self._binary(other, operator.itruediv, True)  # type: ignore[no-any-return]
+
+    def pow_(self: T, other: Any) -> T:
+        return self._binary(other, operator.ipow, True)  # type: ignore[no-any-return]
+
+    def lerp(self, end: Any, weight: Any) -> Any:
+        return self + (end - self) * weight
+
+    # ================================================================== comparisons
+    def _compare(self, other: Any, op: Callable[[Any, Any], Any], negate: bool = False) -> Any:
+        def non_tensor(value: Any, *theirs: Any) -> Any:
+            other_v = theirs[0] if theirs else other
+            if op not in (operator.eq, operator.ne):
+                return None
+            if isinstance(other_v, (NonTensorData, NonTensorStack)):
+                flags = value == other_v
+            else:
+                flags = torch.full(
+                    value.batch_size, same_value(getattr(value, "data", None), other_v)
+                )
+            return ~flags if op is operator.ne else flags
+
+        if _is_collection(other):
+            mine, theirs = _leaf_keys(self), _leaf_keys(other)
+            if mine != theirs:
+                raise ShapeMismatchError(
+                    f"cannot compare tensordicts with different keys: only in the left operand "
+                    f"{sorted(map(str, mine - theirs))}, only in the right "
+                    f"{sorted(map(str, theirs - mine))}."
+                )
+            return self._apply_leaves(op, other, non_tensor_fn=non_tensor)
+        return self._apply_leaves(lambda x: op(x, other), non_tensor_fn=non_tensor)
+
+    def __eq__(self, other: object) -> Any:  # type: ignore[override]
+        if other is None:
+            return False
+        return self._compare(other, operator.eq)
+
+    def __ne__(self, other: object) -> Any:  # type: ignore[override]
+        if other is None:
+            return True
+        return self._compare(other, operator.ne)
+
+    def __lt__(self, other: Any) -> Any:
+        return self._compare(other, operator.lt)
+
+    def __le__(self, other: Any) -> Any:
+        return self._compare(other, operator.le)
+
+    def __gt__(self, other: Any) -> Any:
+        return self._compare(other, operator.gt)
+
+    def __ge__(self, other: Any) -> Any:
+        return self._compare(other, operator.ge)
+
+    # ================================================================== unary maths
+    def __neg__(self) -> Any:
+        return self._apply_leaves(operator.neg)
+
+    def __abs__(self) -> Any:
+        return self._apply_leaves(torch.abs)
+
+    def __invert__(self) -> Any:
+        return self._apply_leaves(operator.invert)
+
+    def abs(self) -> Any:
+        return self._apply_leaves(torch.abs)
+
+    def neg(self) -> Any:
+        return self._apply_leaves(torch.neg)
+
+    def exp(self) -> Any:
+        return self._apply_leaves(torch.exp)
+
+    def log(self) -> Any:
+        return self._apply_leaves(torch.log)
+
+    def sqrt(self) -> Any:
+        return self._apply_leaves(torch.sqrt)
+
+    def sign(self) -> Any:
+        return self._apply_leaves(torch.sign)
+
+    def sigmoid(self) -> Any:
+        return self._apply_leaves(torch.sigmoid)
+
+    def reciprocal(self) -> Any:
+        return self._apply_leaves(torch.reciprocal)
+
+    def clamp(self, min: Any = None, max: Any = None) -> Any:
+        return self._apply_leaves(lambda x: torch.clamp(x, min, max))
+
+    def isfinite(self) -> Any:
+        """A tensordict of bools: which elements are finite."""
+        return self._apply_leaves(torch.isfinite)
+
+    def isnan(self) -> Any:
+        return self._apply_leaves(torch.isnan)
+
+    def isinf(self) -> Any:
+        return self._apply_leaves(torch.isinf)
+
+    def logical_not(self) -> Any:
+        return self._apply_leaves(torch.logical_not)
+
+    def abs_(self: T) -> T:
+        return self._apply_leaves(torch.abs_, inplace=True)  # type: ignore[no-any-return]
+
+    def neg_(self: T) -> T:
+        return self._apply_leaves(torch.neg_, inplace=True)  # type: ignore[no-any-return]
+
+    def exp_(self: T) -> T:
+        return self._apply_leaves(torch.exp_, inplace=True)  # type: ignore[no-any-return]
+
+    def sqrt_(self: T) -> T:
+        return self._apply_leaves(torch.sqrt_, inplace=True)  # type: ignore[no-any-return]
+
+    def clamp_(self: T, min: Any = None, max: Any = None) -> T:
+        return self._apply_leaves(lambda x: x.clamp_(min, max), inplace=True)  # type: ignore[no-any-return]
+
+    def fill_(self: T, key: Any, value: Any) -> T:
+        """Fill the entry ``key`` with ``value`` in place."""
+        entry = self.get(key)  # type: ignore[attr-defined]
+        if isinstance(entry, torch.Tensor):
+            entry.fill_(value)
+        else:
+            entry.apply_(lambda x: x.fill_(value))
+        return self
+
+    # ================================================================== reductions
+    def _reduce_dims(self, dim: Any) -> tuple[int, ...]:
+        bd = len(self.batch_size)
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        out = []
+        for d in dims:
+            if not -bd <= d < bd:
+                raise BatchSizeError(
+                    f"dim {d} is out of range for batch_size={list(self.batch_size)}: reductions "
+                    f"run over batch dimensions, in [{-bd}, {bd - 1}]."
+                )
+            out.append(d % bd)
+        return tuple(sorted(set(out)))
+
+    def _reduce(
+        self,
+        name: str,
+        fn: Callable[..., torch.Tensor],
+        dim: Any,
+        keepdim: bool,
+        reduce: bool | None,
+        **kw: Any,
+    ) -> Any:
+        if dim is None or dim is _MISSING:
+            if reduce:
+                leaves = [
+                    fn(v.float() if name == "mean" else v, **kw).reshape(1)
+                    for v in self._tensor_leaves()
+                ]
+                if not leaves:
+                    raise ValueError(f"{name}() of a tensordict without tensors.")
+                stacked = torch.cat(leaves)
+                if name == "mean":
+                    counts = torch.tensor([v.numel() for v in self._tensor_leaves()])
+                    return (stacked * counts).sum() / counts.sum()
+                combine: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+                    "sum": torch.sum,
+                    "prod": torch.prod,
+                    "max": torch.max,
+                    "min": torch.min,
+                }
+                return combine.get(name, torch.sum)(stacked)
+            return self._apply_leaves(lambda x: fn(x, **kw), batch_size=torch.Size([]))
+        dims = self._reduce_dims(dim)
+        bs = list(self.batch_size)
+        new_bs = (
+            [1 if i in dims else s for i, s in enumerate(bs)]
+            if keepdim
+            else [s for i, s in enumerate(bs) if i not in dims]
+        )
+        return self._apply_leaves(
+            lambda x: fn(x, dim=dims, keepdim=keepdim, **kw), batch_size=torch.Size(new_bs)
+        )
+
+    def _tensor_leaves(self) -> list[torch.Tensor]:
+        return [
+            v
+            for v in self.values(include_nested=True, leaves_only=True)  # type: ignore[attr-defined]
+            if isinstance(v, torch.Tensor)
+        ]
+
+    def sum(
+        self,
+        dim: Any = None,
+        keepdim: bool = False,
+        *,
+        dtype: Any = None,
+        reduce: bool | None = None,
+    ) -> Any:
+        """Sum over batch dimensions (``dim=None``: each leaf summed entirely).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.ones(3, 2)}, [3])
+            >>> td.sum(dim=0)["a"]
+            tensor([3., 3.])
+        """
+        kw = {"dtype": dtype} if dtype is not None else {}
+        return self._reduce("sum", torch.sum, dim, keepdim, reduce, **kw)
+
+    def nansum(self, dim: Any = None, keepdim: bool = False, *, reduce: bool | None = None) -> Any:
+        return self._reduce("sum", torch.nansum, dim, keepdim, reduce)
+
+    def mean(
+        self,
+        dim: Any = None,
+        keepdim: bool = False,
+        *,
+        dtype: Any = None,
+        reduce: bool | None = None,
+    ) -> Any:
+        """Mean over batch dimensions (``dim=None``: each leaf averaged entirely)."""
+        kw = {"dtype": dtype} if dtype is not None else {}
+        return self._reduce("mean", torch.mean, dim, keepdim, reduce, **kw)
+
+    def nanmean(self, dim: Any = None, keepdim: bool = False, *, reduce: bool | None = None) -> Any:
+        return self._reduce("mean", torch.nanmean, dim, keepdim, reduce)
+
+    def prod(self, dim: Any = None, keepdim: bool = False, *, reduce: bool | None = None) -> Any:
+        def prod(x: torch.Tensor, dim: Any = None, keepdim: bool = False) -> torch.Tensor:
+            if dim is None:
+                return torch.prod(x)
+            for d in sorted(dim, reverse=True):
+                x = torch.prod(x, dim=d, keepdim=keepdim)
+            return x
+
+        return self._reduce("prod", prod, dim, keepdim, reduce)
+
+    def max(self, dim: Any = None, keepdim: bool = False, *, reduce: bool | None = None) -> Any:
+        """Maximum over batch dimensions (values only)."""
+        fn = torch.amax if dim is not None else torch.max
+        return self._reduce("max", fn, dim, keepdim, reduce)
+
+    def min(self, dim: Any = None, keepdim: bool = False, *, reduce: bool | None = None) -> Any:
+        """Minimum over batch dimensions (values only)."""
+        fn = torch.amin if dim is not None else torch.min
+        return self._reduce("min", fn, dim, keepdim, reduce)
+
+    def std(
+        self,
+        dim: Any = None,
+        keepdim: bool = False,
+        *,
+        correction: int = 1,
+        reduce: bool | None = None,
+    ) -> Any:
+        return self._reduce("std", torch.std, dim, keepdim, reduce, correction=correction)
+
+    def var(
+        self,
+        dim: Any = None,
+        keepdim: bool = False,
+        *,
+        correction: int = 1,
+        reduce: bool | None = None,
+    ) -> Any:
+        return self._reduce("var", torch.var, dim, keepdim, reduce, correction=correction)
+
+    def all(self, dim: Any = None) -> Any:
+        """``True`` when every element of every tensor is true; with ``dim``, a tensordict.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.ones(2, 3)}, [2])
+            >>> (td == 1).all()
+            True
+        """
+        if dim is None:
+            return builtins.all(bool(v.all()) for v in self._tensor_leaves())
+        return self._reduce("all", torch.all, dim, False, None)
+
+    def any(self, dim: Any = None) -> Any:
+        """``True`` when some element of some tensor is true; with ``dim``, a tensordict."""
+        if dim is None:
+            return builtins.any(bool(v.any()) for v in self._tensor_leaves())
+        return self._reduce("any", torch.any, dim, False, None)
+
+
+def _is_empty(td: Any) -> bool:
+    return not any(True for _ in td.keys(include_nested=True, leaves_only=True))
+
+
+class CastMixin(TensorCollection):
+    """dtype shortcuts; a separate class so that ``bool``/``int``/``float`` stay the builtins
+    everywhere else."""
+
+    __slots__ = ()
+
+    def _cast(self, dtype: torch.dtype) -> Any:
+        return self._apply_leaves(lambda x: x.to(dtype))  # type: ignore[attr-defined]
+
+    def half(self) -> Any:
+        return self._cast(torch.float16)
+
+    def bfloat16(self) -> Any:
+        return self._cast(torch.bfloat16)
+
+    def double(self) -> Any:
+        return self._cast(torch.float64)
+
+    def long(self) -> Any:
+        return self._cast(torch.int64)
+
+    def float(self) -> Any:
+        """Cast every tensor to float32."""
+        return self._cast(torch.float32)
+
+    def int(self) -> Any:
+        """Cast every tensor to int32."""
+        return self._cast(torch.int32)
+
+    def bool(self) -> Any:
+        """Cast every tensor to bool."""
+        return self._cast(torch.bool)

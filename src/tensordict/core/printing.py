@@ -1,0 +1,98 @@
+"""``repr`` of tensordicts, in upstream tensordict's layout.
+
+Field lines are sorted as whole strings and indented by four spaces per level; a nested tensordict
+prints its own repr in place.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+import torch
+
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+
+__all__ = ["field_lines", "leaf_repr", "td_repr"]
+
+
+def leaf_repr(value: Any) -> str:
+    """One entry's description (``Tensor(shape=..., device=..., dtype=..., is_shared=...)``)."""
+    if isinstance(value, torch.Tensor):
+        shared = value.is_shared() and type(value) is torch.Tensor
+        return (
+            f"{type(value).__name__}(shape={value.shape}, device={value.device}, "
+            f"dtype={value.dtype}, is_shared={shared})"
+        )
+    if isinstance(value, NonTensorData):
+        text = str(value.data)
+        if len(text) > 200:
+            text = text[:20] + "  ...  " + text[-20:]
+        return f"NonTensorData(data={text}, batch_size={value.batch_size}, device={value.device})"
+    if isinstance(value, NonTensorStack):
+        text = str(value.tolist())
+        if len(text) > 50:
+            text = text[:50] + "..."
+        return (
+            f"NonTensorStack(\n    {text},\n    batch_size={value.batch_size},\n"
+            f"    device={value.device})"
+        )
+    return repr(value)
+
+
+def field_lines(items: Any, sep: str = ": ") -> list[str]:
+    return sorted(f"{key}{sep}{leaf_repr(value)}" for key, value in items)
+
+
+def _fields_block(lines: list[str]) -> str:
+    return textwrap.indent("\n" + ",\n".join(lines), "    ")
+
+
+def _is_shared(td: Any) -> bool:
+    try:
+        return bool(td.is_shared()) and not td.is_memmap()
+    except Exception:
+        return False
+
+
+def td_repr(td: Any) -> str:
+    """The repr of a TensorDict or LazyStackedTensorDict."""
+    from tensordict.core.lazy_stack import LazyStackedTensorDict
+
+    if isinstance(td, LazyStackedTensorDict):
+        return _lazy_repr(td)
+    fields = _fields_block(field_lines(td._own_items()))
+    device = td.device
+    parts = [
+        f"fields={{{fields}}}",
+        f"batch_size={td.batch_size}",
+        f"device={device}",
+        f"is_shared={_is_shared(td)}",
+    ]
+    body = textwrap.indent(",\n".join(parts), "    ")
+    return f"{type(td).__name__}(\n{body})"
+
+
+def _lazy_repr(td: Any) -> str:
+    common = []
+    for key in td._own_keys():
+        common.append((key, td._repr_value(key)))
+    fields = _fields_block(field_lines(common))
+    shared_keys = set(td._own_keys())
+    exclusive = []
+    for i, member in enumerate(td.tensordicts):
+        own = [(k, v) for k, v in member._own_items() if k not in shared_keys]
+        if own:
+            lines = textwrap.indent(",\n".join(field_lines(own)), "    ")
+            exclusive.append(f"{i} ->\n{lines}")
+    exclusive_block = _fields_block(exclusive)
+    parts = [
+        f"fields={{{fields}}}",
+        f"exclusive_fields={{{exclusive_block}}}",
+        f"batch_size={td.batch_size}",
+        f"device={td.device}",
+        f"is_shared={_is_shared(td)}",
+        f"stack_dim={td.stack_dim}",
+    ]
+    body = textwrap.indent(",\n".join(parts), "    ")
+    return f"{type(td).__name__}(\n{body})"

@@ -1,0 +1,261 @@
+"""``td[index] = value``: validate every write first, then perform them all.
+
+The value may be a tensordict, a tensorclass, a dict, a tensor or a scalar. Keys the target lacks
+are preallocated (zeros of the target's batch size plus the value's feature shape), so that
+``td = TensorDict(batch_size=[N]); td[i] = sample`` fills a buffer. Writing different python objects
+into part of a batch turns :class:`NonTensorData` into a :class:`NonTensorStack`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from tensordict.core.collection import TensorCollection
+from tensordict.core.indexing import IndexPlan, plan_index
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.errors import LockedError, ShapeMismatchError
+
+__all__ = ["setitem_index"]
+
+_MISSING: Any = object()
+Write = Callable[[], None]
+
+
+def setitem_index(td: Any, index: Any, value: Any) -> None:
+    """Write ``value`` into ``td[index]`` in place, all or nothing."""
+    if hasattr(td, "_setitem_index"):
+        td._setitem_index(index, value)
+        return
+    plan = plan_index(index, td.batch_size)
+    writes: list[Write] = []
+    if isinstance(value, TensorCollection) or getattr(type(value), "_is_tensorclass", False):
+        inner = value._tensordict if getattr(type(value), "_is_tensorclass", False) else value
+        _stage_collection(td, (), inner, inner.batch_size, plan, len(td.batch_size), writes)
+    elif isinstance(value, Mapping):
+        _stage_mapping(td, (), value, plan, len(td.batch_size), writes)
+    else:
+        _stage_broadcast(td, value, plan, len(td.batch_size), writes)
+    for write in writes:
+        write()
+
+
+def _items(value: Any) -> Any:
+    if getattr(type(value), "_is_tensorclass", False):
+        value = value._tensordict
+    if isinstance(value, TensorCollection):
+        return value._own_items()
+    return value.items()
+
+
+def _stage_mapping(
+    td: Any,
+    path: tuple[str, ...],
+    value: Mapping[str, Any],
+    plan: IndexPlan,
+    root_bd: int,
+    writes: list[Write],
+) -> None:
+    _stage_collection(td, path, value, plan.batch_size, plan, root_bd, writes)
+
+
+def _stage_collection(
+    container: Any,
+    path: tuple[str, ...],
+    value: Any,
+    value_bs: torch.Size,
+    plan: IndexPlan,
+    root_bd: int,
+    writes: list[Write],
+) -> None:
+    for key, v in _items(value):
+        key_p = path + (key,)
+        target = container._get_str(key, _MISSING) if container is not None else _MISSING
+        if getattr(type(target), "_is_tensorclass", False):
+            target = target._tensordict
+        if isinstance(v, (TensorCollection, Mapping)) or getattr(type(v), "_is_tensorclass", False):
+            if hasattr(target, "_setitem_index"):
+                writes.append(_lazy_writer(target, plan.leaf_index, v))
+                continue
+            if target is _MISSING:
+                nested = _new_container(container, key, key_p, writes)
+                _stage_collection(nested, key_p, v, value_bs, plan, root_bd, writes)
+                continue
+            _stage_collection(target, key_p, v, value_bs, plan, root_bd, writes)
+        elif isinstance(v, (torch.Tensor, int, float, bool, np.ndarray, np.number)):
+            t = v if isinstance(v, torch.Tensor) else torch.as_tensor(v)
+            _stage_tensor(container, key, key_p, target, t, value_bs, plan, root_bd, writes)
+        else:
+            _stage_non_tensor(container, key, target, v, plan, writes)
+
+
+class _Pending:
+    """A nested tensordict that will be created when the writes are committed."""
+
+    def __init__(self, parent: Any, key: str, path: tuple[str, ...]) -> None:
+        self.parent, self.key, self.path = parent, key, path
+        self.children: dict[str, Any] = {}
+        self.td: Any = None
+
+    @property
+    def batch_size(self) -> torch.Size:
+        return self.parent.batch_size
+
+    @property
+    def device(self) -> Any:
+        return self.parent.device
+
+    def _get_str(self, key: str, default: Any) -> Any:
+        return default
+
+    def materialise(self) -> Any:
+        if self.td is None:
+            parent = self.parent.materialise() if isinstance(self.parent, _Pending) else self.parent
+            self.td = parent._new_dense({}, parent.batch_size)
+            parent._set_str(self.key, self.td, validated=True)
+        return self.td
+
+
+def _new_container(container: Any, key: str, path: tuple[str, ...], writes: list[Write]) -> Any:
+    _check_unlocked(container, path)
+    return _Pending(container, key, path)
+
+
+def _check_unlocked(container: Any, path: tuple[str, ...]) -> None:
+    root = container
+    while isinstance(root, _Pending):
+        root = root.parent
+    if getattr(root, "is_locked", False):
+        raise LockedError(
+            f"cannot preallocate the missing entry {path!r} while writing td[index] = ...: the "
+            "tensordict is locked. Add the key first (with td.unlock_()), or write only existing "
+            "keys."
+        )
+
+
+def _resolve(container: Any) -> Any:
+    return container.materialise() if isinstance(container, _Pending) else container
+
+
+def _stage_tensor(
+    container: Any,
+    key: str,
+    path: tuple[str, ...],
+    target: Any,
+    value: torch.Tensor,
+    value_bs: torch.Size,
+    plan: IndexPlan,
+    root_bd: int,
+    writes: list[Write],
+) -> None:
+    leaf_index = plan.leaf_index
+    if target is _MISSING:
+        _check_unlocked(container, path)
+        feature = value.shape[len(value_bs) :]
+        bs = container.batch_size
+        expected = plan.batch_size + bs[root_bd:] + feature
+        _check_broadcast(path, value, expected)
+        dtype, device = value.dtype, container.device or value.device
+
+        def create() -> None:
+            parent = _resolve(container)
+            buf = torch.zeros((*parent.batch_size, *feature), dtype=dtype, device=device)
+            buf[leaf_index] = value
+            parent._set_str(key, buf, validated=True)
+
+        writes.append(create)
+        return
+    if not isinstance(target, torch.Tensor):
+        raise ShapeMismatchError(
+            f"cannot write a tensor into {path!r}, which holds a {type(target).__name__}."
+        )
+    expected = plan.batch_size + target.shape[root_bd:]
+    _check_broadcast(path, value, expected)
+
+    def write() -> None:
+        target[leaf_index] = value
+
+    writes.append(write)
+
+
+def _check_broadcast(path: tuple[str, ...], value: torch.Tensor, expected: torch.Size) -> None:
+    try:
+        ok = torch.broadcast_shapes(value.shape, expected) == expected
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ShapeMismatchError(
+            f"cannot write {path!r}: the value has shape {list(value.shape)} but the indexed "
+            f"entry has shape {list(expected)}. Give a value of that shape (or one that "
+            "broadcasts)."
+        )
+
+
+def _stage_non_tensor(
+    container: Any, key: str, target: Any, value: Any, plan: IndexPlan, writes: list[Write]
+) -> None:
+    leaf_index = plan.leaf_index
+    if target is _MISSING:
+        _check_unlocked(container, (key,))
+
+        def create() -> None:
+            parent = _resolve(container)
+            values = np.empty(tuple(parent.batch_size), dtype=object)
+            stack = NonTensorStack.from_array(values, parent.device)
+            stack._setitem(leaf_index, value)
+            parent._set_str(key, stack.maybe_collapse(), validated=True)
+
+        writes.append(create)
+        return
+    if isinstance(target, NonTensorData):
+        new = value.data if isinstance(value, NonTensorData) else value
+        if not isinstance(value, NonTensorStack):
+            from tensordict.core.non_tensor import same_value
+
+            if same_value(target.data, new):
+                return
+
+        def convert() -> None:
+            stack = NonTensorStack.from_array(target.to_array().copy(), target.device)
+            stack._setitem(leaf_index, value)
+            container._set_str(key, stack, validated=True)
+
+        writes.append(convert)
+        return
+    if isinstance(target, NonTensorStack):
+        writes.append(lambda: target._setitem(leaf_index, value))
+        return
+    raise ShapeMismatchError(
+        f"cannot write the python object {value!r} into {key!r}, which holds a "
+        f"{type(target).__name__}. Store python objects under their own key."
+    )
+
+
+def _stage_broadcast(
+    td: Any, value: Any, plan: IndexPlan, root_bd: int, writes: list[Write]
+) -> None:
+    t = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+    for key, target in td.items(include_nested=True, leaves_only=True):
+        if not isinstance(target, torch.Tensor):
+            continue
+        path = key if isinstance(key, tuple) else (key,)
+        expected = plan.batch_size + target.shape[root_bd:]
+        _check_broadcast(path, t, expected)
+        writes.append(_writer(target, plan.leaf_index, t))
+
+
+def _lazy_writer(target: Any, leaf_index: Any, value: Any) -> Write:
+    def write() -> None:
+        target._setitem_index(leaf_index, value)
+
+    return write
+
+
+def _writer(target: torch.Tensor, leaf_index: Any, value: torch.Tensor) -> Write:
+    def write() -> None:
+        target[leaf_index] = value
+
+    return write

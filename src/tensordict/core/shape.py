@@ -1,0 +1,230 @@
+"""Shape operations over batch dimensions: reshape, view, permute, transpose, squeeze, unsqueeze,
+expand, flatten, unflatten, gather.
+
+Every operation is one function ``leaf_fn(tensor) -> tensor`` acting on the leading (batch)
+dimensions and leaving feature dimensions alone; :meth:`ShapeMixin._transform` applies it to every
+leaf, to nested tensordicts (which may have extra batch dimensions) and to non-tensor data. The new
+batch size is ``leaf_fn`` applied to a meta tensor of the batch shape. Torch decides what is a view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from tensordict.core.collection import TensorCollection
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.errors import BatchSizeError
+
+__all__ = ["ShapeMixin", "normalize_dim"]
+
+
+def normalize_dim(dim: int, ndim: int, batch_size: torch.Size, what: str, extra: int = 0) -> int:
+    """A non-negative batch dimension (``extra=1`` for ops that insert one, like unsqueeze)."""
+    n = ndim + extra
+    if not -n <= dim < n:
+        raise BatchSizeError(
+            f"{what}: dim {dim} is out of range for batch_size={list(batch_size)} "
+            f"(expected a dim in [{-n}, {n - 1}]). Shape operations act on batch dimensions only."
+        )
+    return dim % n if n else 0
+
+
+def _sizes(args: tuple[Any, ...]) -> list[int]:
+    if len(args) == 1 and isinstance(args[0], (list, tuple, torch.Size)):
+        return [int(s) for s in args[0]]
+    return [int(s) for s in args]
+
+
+class ShapeMixin(TensorCollection):
+    """Shape operations acting on the batch dimensions."""
+
+    __slots__ = ()
+
+    def _transform(
+        self,
+        leaf_fn: Callable[[torch.Tensor], torch.Tensor],
+        batch_size: torch.Size | None = None,
+        names: list[str | None] | None = None,
+    ) -> Any:
+        """Apply a batch-dims-only shape function to every leaf."""
+        if batch_size is None:
+            batch_size = leaf_fn(torch.empty(self.batch_size, device="meta")).shape
+        out: dict[str, Any] = {}
+        bd = len(self.batch_size)
+        for key, value in self._own_items():
+            if isinstance(value, torch.Tensor):
+                out[key] = leaf_fn(value)
+            elif isinstance(value, NonTensorData):
+                out[key] = value._with_batch_size(batch_size)
+            elif isinstance(value, NonTensorStack):
+                out[key] = value._transform(leaf_fn)
+            elif isinstance(value, ShapeMixin):
+                extra = value.batch_size[bd:]
+                out[key] = value._transform(leaf_fn, batch_size + extra if extra else batch_size)
+            else:
+                out[key] = leaf_fn(value)  # tensorclass instances forward tensor methods
+        return self._new_dense(out, torch.Size(batch_size), names)
+
+    def reshape(self, *shape: Any) -> Any:
+        """Reshape the batch dimensions (copies only where torch must).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(6, 2)}, [6])
+            >>> td.reshape(2, 3)["a"].shape
+            torch.Size([2, 3, 2])
+        """
+        sizes = _sizes(shape)
+        bd = len(self.batch_size)
+        try:
+            new_bs = torch.empty(self.batch_size, device="meta").reshape(sizes).shape
+        except RuntimeError as err:
+            raise BatchSizeError(
+                f"cannot reshape batch_size={list(self.batch_size)} to {sizes}: {err}"
+            ) from None
+        return self._transform(lambda t: t.reshape(*new_bs, *t.shape[bd:]), new_bs)
+
+    def view(self, *shape: Any) -> Any:
+        """View the batch dimensions with a new shape (never copies; raises where torch would)."""
+        if len(shape) == 1 and isinstance(shape[0], torch.dtype):
+            dtype = shape[0]
+            return self._transform(lambda t: t.view(dtype), self.batch_size)
+        sizes = _sizes(shape)
+        bd = len(self.batch_size)
+        try:
+            new_bs = torch.empty(self.batch_size, device="meta").view(sizes).shape
+        except RuntimeError as err:
+            raise BatchSizeError(
+                f"cannot view batch_size={list(self.batch_size)} as {sizes}: {err}"
+            ) from None
+        return self._transform(lambda t: t.view(*new_bs, *t.shape[bd:]), new_bs)
+
+    def permute(self, *dims: Any) -> Any:
+        """Permute the batch dimensions."""
+        order = _sizes(dims)
+        bd = len(self.batch_size)
+        if len(order) != bd:
+            raise BatchSizeError(
+                f"permute got {len(order)} dims {order} for batch_size={list(self.batch_size)}: "
+                f"give an order of all {bd} batch dimensions."
+            )
+        order = [normalize_dim(d, bd, self.batch_size, "permute") for d in order]
+        if sorted(order) != list(range(bd)):
+            raise BatchSizeError(f"permute: {order} is not a permutation of range({bd}).")
+        names = self._names_or_none()
+        new_names = [names[d] for d in order] if names else None
+        return self._transform(
+            lambda t: t.permute(*order, *range(bd, t.ndim)),
+            torch.Size([self.batch_size[d] for d in order]),
+            new_names,
+        )
+
+    def transpose(self, dim0: int, dim1: int) -> Any:
+        """Swap two batch dimensions."""
+        bd = len(self.batch_size)
+        d0 = normalize_dim(dim0, bd, self.batch_size, "transpose")
+        d1 = normalize_dim(dim1, bd, self.batch_size, "transpose")
+        order = list(range(bd))
+        order[d0], order[d1] = order[d1], order[d0]
+        return self.permute(order)
+
+    def squeeze(self, dim: int | None = None) -> Any:
+        """Remove batch dimensions of size 1 (only ``dim`` when given)."""
+        bs = self.batch_size
+        bd = len(bs)
+        if dim is None:
+            dims = [i for i, s in enumerate(bs) if s == 1]
+        else:
+            d = normalize_dim(dim, bd, bs, "squeeze")
+            dims = [d] if bs[d] == 1 else []
+        if not dims:
+            return self._transform(lambda t: t, bs, self._names_or_none())
+        new_bs = torch.Size([s for i, s in enumerate(bs) if i not in dims])
+        names = self._names_or_none()
+        new_names = [n for i, n in enumerate(names) if i not in dims] if names else None
+        return self._transform(lambda t: t.squeeze(tuple(dims)), new_bs, new_names)
+
+    def unsqueeze(self, dim: int) -> Any:
+        """Insert a batch dimension of size 1 at ``dim``."""
+        bs = self.batch_size
+        d = normalize_dim(dim, len(bs), bs, "unsqueeze", extra=1)
+        new_bs = torch.Size([*bs[:d], 1, *bs[d:]])
+        names = self._names_or_none()
+        new_names = [*names[:d], None, *names[d:]] if names else None
+        return self._transform(lambda t: t.unsqueeze(d), new_bs, new_names)
+
+    def expand(self, *shape: Any) -> Any:
+        """Expand to a larger batch size (new leading dims, or size-1 dims broadcast)."""
+        sizes = _sizes(shape)
+        bs = self.batch_size
+        if len(sizes) < len(bs):
+            raise BatchSizeError(
+                f"expand got {sizes}, shorter than batch_size={list(bs)}: give at least "
+                f"{len(bs)} sizes."
+            )
+        try:
+            new_bs = torch.empty(bs, device="meta").expand(sizes).shape
+        except RuntimeError as err:
+            raise BatchSizeError(f"cannot expand batch_size={list(bs)} to {sizes}: {err}") from None
+        bd = len(bs)
+        return self._transform(lambda t: t.expand(*new_bs, *t.shape[bd:]), new_bs)
+
+    def expand_as(self, other: Any) -> Any:
+        return self.expand(other.batch_size if hasattr(other, "batch_size") else other.shape)
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Any:
+        """Merge the batch dimensions ``start_dim..end_dim`` into one."""
+        bs = self.batch_size
+        bd = len(bs)
+        if bd == 0:
+            return self.unsqueeze(0)
+        s = normalize_dim(start_dim, bd, bs, "flatten")
+        e = normalize_dim(end_dim, bd, bs, "flatten")
+        if e < s:
+            raise BatchSizeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}.")
+        new_bs = torch.Size([*bs[:s], bs[s : e + 1].numel(), *bs[e + 1 :]])
+        return self._transform(lambda t: t.flatten(s, e), new_bs)
+
+    def unflatten(self, dim: int, unflattened_size: Sequence[int]) -> Any:
+        """Split batch dimension ``dim`` into ``unflattened_size``."""
+        bs = self.batch_size
+        d = normalize_dim(dim, len(bs), bs, "unflatten")
+        sizes = list(unflattened_size)
+        try:
+            new_bs = torch.empty(bs, device="meta").unflatten(d, sizes).shape
+        except RuntimeError as err:
+            raise BatchSizeError(
+                f"cannot unflatten dim {dim} of batch_size={list(bs)} into {sizes}: {err}"
+            ) from None
+        return self._transform(lambda t: t.unflatten(d, sizes), new_bs)
+
+    def gather(self, dim: int, index: torch.Tensor) -> Any:
+        """Gather along a batch dimension with an index of the new batch shape (like torch)."""
+        bs = self.batch_size
+        d = normalize_dim(dim, len(bs), bs, "gather")
+        if index.ndim != len(bs):
+            raise BatchSizeError(
+                f"gather: index has {index.ndim} dims but batch_size={list(bs)} has {len(bs)}."
+            )
+        bd = len(bs)
+
+        def leaf_fn(t: torch.Tensor) -> torch.Tensor:
+            extra = t.shape[bd:]
+            idx = index.reshape(*index.shape, *([1] * len(extra))).expand(*index.shape, *extra)
+            return torch.gather(t, d, idx)
+
+        return self._transform(leaf_fn, index.shape)
+
+    def flip(self, dims: int | Sequence[int]) -> Any:
+        bs = self.batch_size
+        dims_l = [dims] if isinstance(dims, int) else list(dims)
+        dims_l = [normalize_dim(d, len(bs), bs, "flip") for d in dims_l]
+        return self._transform(lambda t: t.flip(dims_l), bs, self._names_or_none())
+
+    def repeat(self, *repeats: int) -> Any:
+        reps = _sizes(repeats)
+        bd = len(self.batch_size)
+        return self._transform(lambda t: t.repeat(*reps, *([1] * (t.ndim - bd))))

@@ -1,0 +1,104 @@
+"""Every exception type the library raises, in one place.
+
+Each type subclasses the builtin a caller would naturally catch (``KeyError`` for a missing key,
+``ValueError`` for a bad argument, ``RuntimeError`` for a state error, ...). Where upstream
+tensordict raised a different builtin for the same mistake, the type subclasses both, so code
+written for upstream keeps catching it.
+
+Messages follow one rule: say what was expected, what was given, and what to do.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BatchSizeError",
+    "ChunkError",
+    "IncompleteMemmapError",
+    "IndexingError",
+    "KeyTypeError",
+    "LockedError",
+    "MemmapFormatError",
+    "MissingDependencyError",
+    "NotPicklableError",
+    "PickleNotAllowedError",
+    "ShapeMismatchError",
+    "TensorDictKeyError",
+    "UnsafeKeyError",
+    "WorkerDiedError",
+]
+
+
+class TensorDictKeyError(KeyError):
+    """A key that is not in the tensordict (or a nested key that leads through a leaf)."""
+
+    def __str__(self) -> str:
+        # KeyError quotes its argument with repr(); a sentence reads better as is.
+        return str(self.args[0]) if self.args else ""
+
+
+class KeyTypeError(TypeError):
+    """A key that is neither a ``str`` nor a tuple of ``str``."""
+
+
+class BatchSizeError(RuntimeError, ValueError):
+    """A batch size that does not fit the leaves, or a leaf that does not fit the batch size.
+
+    Subclasses both ``ValueError`` (bad argument) and ``RuntimeError`` (what upstream raises).
+    """
+
+
+class ShapeMismatchError(RuntimeError, ValueError):
+    """Tensordicts or tensors whose shapes or keys cannot be combined (stack, cat, arithmetic)."""
+
+
+class IndexingError(IndexError):
+    """An index that does not fit the batch dimensions (out of range, too many, wrong mask)."""
+
+
+class LockedError(RuntimeError):
+    """A write that would change the structure of a locked tensordict."""
+
+
+class MemmapFormatError(ValueError):
+    """A memory-mapped directory whose metadata or files are malformed."""
+
+
+class IncompleteMemmapError(MemmapFormatError, FileNotFoundError):
+    """A memory-mapped directory missing its metadata or data files (e.g. an interrupted write)."""
+
+
+class UnsafeKeyError(MemmapFormatError):
+    """A key whose file name would escape the directory of a memory-mapped tensordict."""
+
+
+class PickleNotAllowedError(MemmapFormatError):
+    """A saved entry that can only be read by unpickling, while ``allow_pickle=False``."""
+
+
+class NotPicklableError(TypeError):
+    """A function or object that must travel to worker processes but cannot be pickled."""
+
+
+class WorkerDiedError(RuntimeError):
+    """A worker process ended (signal, ``os._exit``, OOM killer) while it held a chunk."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        chunk: int | None = None,
+        pid: int | None = None,
+        exitcode: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.chunk = chunk
+        self.pid = pid
+        self.exitcode = exitcode
+
+
+class ChunkError(RuntimeError):
+    """An error in ``fn`` that cannot be re-raised with its own type (e.g. it does not unpickle)."""
+
+
+class MissingDependencyError(ImportError):
+    """An optional dependency that a feature needs is not installed."""
