@@ -9,11 +9,13 @@ from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, unravel_key, unravel_key_list
 from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.memmap.tensor import MemoryMappedTensor
 
 __version__ = "0.16.0.dev0"
 
 __all__ = [
     "LazyStackedTensorDict",
+    "MemoryMappedTensor",
     "NestedKey",
     "NonTensorData",
     "NonTensorStack",

@@ -11,6 +11,7 @@ Messages follow one rule: say what was expected, what was given, and what to do.
 from __future__ import annotations
 
 __all__ = [
+    "AlreadyMemmappedError",
     "BatchSizeError",
     "ChunkError",
     "IncompleteMemmapError",
@@ -57,6 +58,10 @@ class IndexingError(IndexError):
 
 class LockedError(RuntimeError):
     """A write that would change the structure of a locked tensordict."""
+
+
+class AlreadyMemmappedError(RuntimeError):
+    """``memmap_`` to a new place on a tensordict that is already memory-mapped elsewhere."""
 
 
 class MemmapFormatError(ValueError):

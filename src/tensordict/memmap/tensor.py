@@ -1,0 +1,364 @@
+"""MemoryMappedTensor: a CPU tensor whose memory is a file on disk (or anonymous shared memory).
+
+A MemoryMappedTensor maps its *whole* file as one storage, so every view of it (int, slice, unbind,
+chunk, split, a view of a view) is described by the file plus the view's ``(size, stride, offset)``
+into that storage. That is what it pickles to: a few hundred bytes, whatever the view, with plain
+``pickle`` and with ``cloudpickle`` (the rebuild function is module level). The receiving process
+maps each file once and keeps the mapping in a small per-process cache, so workers that receive many
+chunks of the same file do not map it again for every chunk.
+
+Views stay MemoryMappedTensor; every other operation returns a plain tensor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tensordict.core.pickling import _DTYPES
+from tensordict.errors import MemmapFormatError
+
+__all__ = ["MemoryMappedTensor", "rebuild_anonymous", "rebuild_file_view"]
+
+_CACHE_SIZE = 256
+_cache: OrderedDict[tuple[str, str, int], tuple[tuple[int, int, int], torch.Tensor]] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def dtype_from_str(name: str, where: Any = None) -> torch.dtype:
+    """``"torch.float32"`` -> ``torch.float32``; unknown names raise an error naming ``where``."""
+    dtype = _DTYPES.get(name)
+    if dtype is None:
+        raise MemmapFormatError(
+            f"unknown dtype {name!r}" + (f" in {where}" if where else "") + ". Supported: "
+            f"{sorted(_DTYPES)}."
+        )
+    return dtype
+
+
+def _file_base(
+    filename: str, dtype: torch.dtype, numel: int, writable: bool | None = None
+) -> torch.Tensor:
+    """The whole file as a 1-d tensor, from the per-process cache when it is still the same file."""
+    if numel == 0:
+        return torch.empty(0, dtype=dtype)
+    st = os.stat(filename)
+    ident = (st.st_dev, st.st_ino, st.st_size)
+    key = (filename, str(dtype), numel)
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None and hit[0] == ident:
+            _cache.move_to_end(key)
+            return hit[1]
+    need = numel * _itemsize(dtype)
+    if st.st_size < need:
+        raise MemmapFormatError(
+            f"{filename} holds {st.st_size} bytes but {need} are needed for {numel} elements of "
+            f"{dtype}. The file is truncated or does not belong to this metadata."
+        )
+    if writable is None:
+        writable = os.access(filename, os.W_OK)
+    # shared=True maps the file read-write (writes reach the file); on a read-only file or file
+    # system, a private copy-on-write mapping reads the same bytes without needing write access.
+    base = torch.from_file(filename, shared=writable, size=numel, dtype=dtype)
+    with _cache_lock:
+        _cache[key] = (ident, base)
+        _cache.move_to_end(key)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return base
+
+
+def forget_file(filename: str) -> None:
+    """Drop cached mappings of ``filename`` (after it was rewritten or deleted)."""
+    with _cache_lock:
+        for key in [k for k in _cache if k[0] == filename]:
+            del _cache[key]
+
+
+def _itemsize(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def _wrap(t: torch.Tensor, filename: str | None) -> MemoryMappedTensor:
+    out = t.as_subclass(MemoryMappedTensor)
+    out._filename = filename
+    return out  # type: ignore[return-value]
+
+
+def _is_basic(index: Any) -> bool:
+    if index is None or index is Ellipsis or index.__class__ in (int, slice):
+        return True
+    if index.__class__ is tuple:
+        return all(i is None or i is Ellipsis or i.__class__ in (int, slice) for i in index)
+    return False
+
+
+def rebuild_file_view(
+    filename: str,
+    dtype_name: str,
+    numel: int,
+    size: tuple[int, ...],
+    stride: tuple[int, ...],
+    offset: int,
+) -> MemoryMappedTensor:
+    """Module-level rebuild of a pickled file-backed view (maps the file once per process)."""
+    dtype = dtype_from_str(dtype_name)
+    base = _file_base(filename, dtype, numel)
+    return _wrap(base.as_strided(size, stride, offset), filename)
+
+
+def rebuild_anonymous(t: torch.Tensor) -> MemoryMappedTensor:
+    """Module-level rebuild of an anonymous shared-memory tensor (shared through its handle)."""
+    return _wrap(t, None)
+
+
+class MemoryMappedTensor(torch.Tensor):
+    """A tensor stored in a memory-mapped file (or anonymous shared memory).
+
+    Examples:
+        >>> import tempfile, os
+        >>> d = tempfile.mkdtemp()
+        >>> path = os.path.join(d, "x.memmap")
+        >>> t = MemoryMappedTensor.from_tensor(torch.arange(6.0), filename=path)
+        >>> t[2:4]
+        MemoryMappedTensor([2., 3.])
+        >>> type(t + 1).__name__
+        'Tensor'
+        >>> MemoryMappedTensor.from_filename(t.filename, torch.float32, [2, 3])[1]
+        MemoryMappedTensor([3., 4., 5.])
+    """
+
+    _filename: str | None
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_tensor(
+        cls,
+        input: torch.Tensor,
+        *,
+        filename: str | os.PathLike[str] | None = None,
+        existsok: bool = False,
+        copy_existing: bool = False,
+        copy_data: bool = True,
+        shape: Sequence[int] | None = None,
+    ) -> MemoryMappedTensor:
+        """A memory-mapped copy of ``input`` in ``filename`` (anonymous shared memory if None).
+
+        Raises:
+            FileExistsError: the file exists and ``existsok`` is False.
+        """
+        if (
+            isinstance(input, MemoryMappedTensor)
+            and filename is not None
+            and not copy_existing
+            and input.filename is not None
+            and os.path.abspath(str(filename)) == input.filename
+        ):
+            return input
+        src = input.detach()
+        if src.device.type != "cpu":
+            src = src.cpu()
+        shape = src.shape if shape is None else torch.Size(shape)
+        if filename is None:
+            out = torch.empty(shape, dtype=src.dtype).share_memory_()
+            if copy_data:
+                out.copy_(src)
+            return _wrap(out, None)
+        path = os.path.abspath(str(filename))
+        if os.path.exists(path) and not existsok:
+            raise FileExistsError(
+                f"{path} exists. Pass existsok=True to overwrite it, or choose another file."
+            )
+        write_file(path, src if copy_data else None, shape, src.dtype)
+        return cls._map(path, src.dtype, shape)
+
+    @classmethod
+    def _map(cls, path: str, dtype: torch.dtype, shape: Sequence[int]) -> MemoryMappedTensor:
+        numel = int(torch.Size(shape).numel())
+        base = _file_base(path, dtype, numel, writable=os.access(path, os.W_OK))
+        return _wrap(base.view(shape), path)
+
+    @classmethod
+    def empty(
+        cls,
+        *shape: Any,
+        dtype: torch.dtype | None = None,
+        filename: Any = None,
+        existsok: bool = False,
+    ) -> MemoryMappedTensor:
+        """A new memory-mapped tensor (zero-filled: files are created sparse)."""
+        size = _shape_arg(shape)
+        dtype = dtype or torch.get_default_dtype()
+        return cls.from_tensor(
+            torch.empty(0, dtype=dtype),
+            filename=filename,
+            existsok=existsok,
+            copy_data=False,
+            shape=size,
+        )
+
+    @classmethod
+    def zeros(
+        cls,
+        *shape: Any,
+        dtype: torch.dtype | None = None,
+        filename: Any = None,
+        existsok: bool = False,
+    ) -> MemoryMappedTensor:
+        out = cls.empty(*shape, dtype=dtype, filename=filename, existsok=existsok)
+        if filename is None:
+            out.zero_()
+        return out
+
+    @classmethod
+    def ones(
+        cls,
+        *shape: Any,
+        dtype: torch.dtype | None = None,
+        filename: Any = None,
+        existsok: bool = False,
+    ) -> MemoryMappedTensor:
+        return cls.full(*shape, fill_value=1, dtype=dtype, filename=filename, existsok=existsok)
+
+    @classmethod
+    def full(
+        cls,
+        *shape: Any,
+        fill_value: Any,
+        dtype: torch.dtype | None = None,
+        filename: Any = None,
+        existsok: bool = False,
+    ) -> MemoryMappedTensor:
+        out = cls.empty(*shape, dtype=dtype, filename=filename, existsok=existsok)
+        out.fill_(fill_value)
+        return out
+
+    @classmethod
+    def empty_like(
+        cls, input: torch.Tensor, *, filename: Any = None, existsok: bool = False
+    ) -> MemoryMappedTensor:
+        return cls.empty(input.shape, dtype=input.dtype, filename=filename, existsok=existsok)
+
+    @classmethod
+    def zeros_like(
+        cls, input: torch.Tensor, *, filename: Any = None, existsok: bool = False
+    ) -> MemoryMappedTensor:
+        return cls.zeros(input.shape, dtype=input.dtype, filename=filename, existsok=existsok)
+
+    @classmethod
+    def ones_like(
+        cls, input: torch.Tensor, *, filename: Any = None, existsok: bool = False
+    ) -> MemoryMappedTensor:
+        return cls.ones(input.shape, dtype=input.dtype, filename=filename, existsok=existsok)
+
+    @classmethod
+    def full_like(
+        cls, input: torch.Tensor, fill_value: Any, *, filename: Any = None, existsok: bool = False
+    ) -> MemoryMappedTensor:
+        return cls.full(
+            input.shape,
+            fill_value=fill_value,
+            dtype=input.dtype,
+            filename=filename,
+            existsok=existsok,
+        )
+
+    @classmethod
+    def from_filename(
+        cls,
+        filename: str | os.PathLike[str],
+        dtype: torch.dtype,
+        shape: Sequence[int],
+        index: Any = None,
+    ) -> MemoryMappedTensor:
+        """Map an existing raw file of ``dtype`` elements as a ``shape`` tensor (then ``[index]``).
+
+        Raises:
+            IncompleteMemmapError: the file is missing.
+            MemmapFormatError: the file is smaller than ``shape`` needs.
+        """
+        path = os.path.abspath(str(filename))
+        out = cls._map(path, dtype, torch.Size(shape))
+        return out if index is None else out[index]
+
+    # ------------------------------------------------------------------ properties and views
+    @property
+    def filename(self) -> str | None:
+        """The file behind this tensor (None for anonymous shared memory)."""
+        return getattr(self, "_filename", None)
+
+    def __getitem__(self, index: Any) -> Any:
+        out = torch.Tensor.__getitem__(self, index)
+        if _is_basic(index):
+            return _wrap(out, self.filename)
+        return out
+
+    def unbind(self, dim: int = 0) -> tuple[Any, ...]:  # type: ignore[override]
+        return tuple(_wrap(t, self.filename) for t in torch.Tensor.unbind(self, dim))
+
+    def split(self, split_size: Any, dim: int = 0) -> tuple[Any, ...]:  # type: ignore[override]
+        return tuple(_wrap(t, self.filename) for t in torch.Tensor.split(self, split_size, dim))
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[Any, ...]:  # type: ignore[override]
+        return tuple(_wrap(t, self.filename) for t in torch.Tensor.chunk(self, chunks, dim))
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        filename = self.filename
+        plain = self.as_subclass(torch.Tensor)
+        if filename is None:
+            return (rebuild_anonymous, (plain,))
+        numel = plain.untyped_storage().nbytes() // plain.element_size()
+        return (
+            rebuild_file_view,
+            (
+                filename,
+                str(self.dtype),
+                numel,
+                tuple(plain.shape),
+                plain.stride(),
+                plain.storage_offset(),
+            ),
+        )
+
+    def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
+        text = repr(self.as_subclass(torch.Tensor))
+        return "MemoryMappedTensor" + text[len("tensor") :]
+
+
+def _shape_arg(shape: tuple[Any, ...]) -> torch.Size:
+    if len(shape) == 1 and isinstance(shape[0], (list, tuple, torch.Size)):
+        return torch.Size(shape[0])
+    return torch.Size(shape)
+
+
+def write_file(
+    path: str, src: torch.Tensor | None, shape: Sequence[int], dtype: torch.dtype
+) -> None:
+    """Write a raw C-contiguous file: the tensor's bytes, or zeros (sparse) when ``src`` is None."""
+    nbytes = int(torch.Size(shape).numel()) * _itemsize(dtype)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    # Written under a temporary name and renamed into place: a mapping of the previous file (in
+    # this or another process) keeps its own inode instead of seeing the file truncated (SIGBUS).
+    tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
+    try:
+        with open(tmp, "wb") as f:
+            if src is None or nbytes == 0:
+                f.truncate(nbytes)
+            else:
+                flat = src.contiguous().reshape(-1)
+                f.write(flat.view(torch.uint8).numpy().data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    forget_file(path)
