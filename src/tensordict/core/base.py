@@ -56,15 +56,18 @@ def as_size(batch_size: Any) -> torch.Size:
         return torch.Size([])
     if isinstance(batch_size, torch.Size):
         return batch_size
-    if isinstance(batch_size, int):
+    if isinstance(batch_size, int) and batch_size >= 0:
         return torch.Size([batch_size])
     try:
-        return torch.Size([int(b) for b in batch_size])
+        size = torch.Size([int(b) for b in batch_size])
     except (TypeError, ValueError):
+        size = None
+    if size is None or (size and min(size) < 0):
         raise BatchSizeError(
-            f"batch_size must be a sequence of ints (e.g. [32] or torch.Size([4, 5])), "
-            f"got {batch_size!r}."
-        ) from None
+            f"batch_size must be a sequence of non-negative ints (e.g. [32] or "
+            f"torch.Size([4, 5])), got {batch_size!r}."
+        )
+    return size
 
 
 def locked_message(what: str) -> str:
@@ -361,7 +364,10 @@ class TensorDictBase(OpsMixin, ShapeMixin, CombineMixin, CastMixin):
         node: Any = self
         for part in path[:-1]:
             child = node._get_str(part, None)
-            if child is None:
+            if getattr(type(child), "_is_tensorclass", False):
+                child = child._tensordict
+            if not isinstance(child, TensorDictBase):
+                # missing (created with this batch size) or a leaf (_parent_for_write raises)
                 return node.batch_size
             node = child
         return node.batch_size
@@ -589,8 +595,15 @@ class TensorDictBase(OpsMixin, ShapeMixin, CombineMixin, CastMixin):
                 f"cannot rename {unravel_key(old_key)!r} to {unravel_key(new_key)!r}: that key "
                 "exists. Pass safe=False to overwrite it."
             )
+        old_path, new_path = key_path(old_key), key_path(new_key)
+        if old_path == new_path:
+            return self
+        if new_path[: len(old_path)] == old_path:  # moved inside itself: make room first
+            self.del_(old_key)
+            self.set(new_key, value)
+            return self
+        self.set(new_key, value)  # write first: a new key that cannot be set loses nothing
         self.del_(old_key)
-        self.set(new_key, value)
         return self
 
     def select(self: T, *keys: NestedKey, inplace: bool = False, strict: bool = True) -> T:
@@ -615,9 +628,7 @@ class TensorDictBase(OpsMixin, ShapeMixin, CombineMixin, CastMixin):
                 parent._set_str(path[-1], value, validated=True)
         if inplace:
             return self._replace_contents(out)
-        if self.is_locked:
-            out.lock_()
-        return out  # type: ignore[return-value]
+        return self._lock_like_storage(out)  # type: ignore[no-any-return]
 
     def exclude(self: T, *keys: NestedKey, inplace: bool = False) -> T:
         """A tensordict without the given keys (sharing the same tensors)."""
@@ -625,9 +636,16 @@ class TensorDictBase(OpsMixin, ShapeMixin, CombineMixin, CastMixin):
         out = self._copy_structure(excluded, ())
         if inplace:
             return self._replace_contents(out)
-        if self.is_locked:
+        return self._lock_like_storage(out)  # type: ignore[no-any-return]
+
+    def _lock_like_storage(self, out: Any) -> Any:
+        """Lock ``out`` if self is a locked memory-mapped or shared tensordict (as upstream).
+
+        A plain locked tensordict gives an unlocked result from select/exclude.
+        """
+        if self.is_locked and (self.is_memmap() or self.is_shared()):
             out.lock_()
-        return out  # type: ignore[return-value]
+        return out
 
     def _copy_structure(
         self, excluded: builtins.set[tuple[str, ...]], prefix: tuple[str, ...]
@@ -735,16 +753,14 @@ class TensorDictBase(OpsMixin, ShapeMixin, CombineMixin, CastMixin):
         return self._apply_leaves(lambda t: t.detach())  # type: ignore[no-any-return]
 
     def detach_(self: T) -> T:
-        for value in self.values(include_nested=True, leaves_only=True):
-            if isinstance(value, torch.Tensor):
-                value.detach_()
+        for value in self._tensor_leaves():
+            value.detach_()
         return self
 
     def zero_(self: T) -> T:
         """Fill every tensor with zeros, in place."""
-        for value in self.values(include_nested=True, leaves_only=True):
-            if isinstance(value, torch.Tensor):
-                value.zero_()
+        for value in self._tensor_leaves():
+            value.zero_()
         return self
 
     def copy(self: T) -> T:
@@ -894,18 +910,13 @@ class TensorDictBase(OpsMixin, ShapeMixin, CombineMixin, CastMixin):
     # ================================================================== shared memory
     def share_memory_(self: T) -> T:
         """Move every tensor to shared memory (in place) and lock the tensordict."""
-        for value in self.values(include_nested=True, leaves_only=True):
-            if isinstance(value, torch.Tensor):
-                value.share_memory_()
+        for value in self._tensor_leaves():
+            value.share_memory_()
         return self.lock_()
 
     def is_shared(self) -> bool:
         """Whether the tensors live in shared memory (False when there are none)."""
-        tensors = [
-            v
-            for v in self.values(include_nested=True, leaves_only=True)
-            if isinstance(v, torch.Tensor)
-        ]
+        tensors = self._tensor_leaves()
         return bool(tensors) and all(t.is_shared() for t in tensors)
 
     # ================================================================== misc

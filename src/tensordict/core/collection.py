@@ -50,6 +50,11 @@ class TensorCollection:
         """``(key, raw value)`` pairs of the entries directly in this tensordict."""
         raise NotImplementedError
 
+    def _own_key_items(self) -> Iterator[tuple[str, Any]]:
+        """Like :meth:`_own_items`, for walking keys: a value may be a cheaper stand-in of the
+        same kind (leaf or tensordict), e.g. a lazy stack does not stack its members' tensors."""
+        return self._own_items()
+
     def _get_str(self, key: str, default: Any) -> Any:
         """The raw value under a direct key (``NonTensorData`` is not unwrapped)."""
         raise NotImplementedError

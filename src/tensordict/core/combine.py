@@ -200,6 +200,14 @@ def where(condition: Any, input: Any, other: Any, *, out: Any = None) -> Any:
     return result
 
 
+def _pass_lock(source: Any, pieces: tuple[Any, ...]) -> tuple[Any, ...]:
+    """split/chunk/unbind of a locked tensordict give locked pieces (as upstream)."""
+    if source.is_locked:
+        for piece in pieces:
+            piece._set_locked(True)
+    return pieces
+
+
 class CombineMixin(TensorCollection):
     """split / chunk / unbind methods, stack / cat constructors, and ``__torch_function__``."""
 
@@ -236,7 +244,7 @@ class CombineMixin(TensorCollection):
                 starts.append(starts[-1] + s)
             bounds = list(itertools.pairwise(starts))
         prefix = (slice(None),) * d
-        return tuple(self._index(prefix + (slice(a, b),)) for a, b in bounds)
+        return _pass_lock(self, tuple(self._index(prefix + (slice(a, b),)) for a, b in bounds))
 
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Any, ...]:
         """Split into ``chunks`` pieces along ``dim`` like ``torch.chunk`` (views)."""
@@ -249,7 +257,7 @@ class CombineMixin(TensorCollection):
         """The elements along ``dim``, with that dimension removed (views)."""
         d, n = self._dim_slices(dim, "unbind")
         prefix = (slice(None),) * d
-        return tuple(self._index(prefix + (i,)) for i in range(n))
+        return _pass_lock(self, tuple(self._index(prefix + (i,)) for i in range(n)))
 
     @classmethod
     def stack(cls, input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs: Any) -> Any:

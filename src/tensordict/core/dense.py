@@ -279,9 +279,7 @@ class TensorDict(TensorDictBase):
             return
         n = len(new)
         for key, value in self._tensordict.items():
-            if isinstance(value, NonTensorData):
-                continue
-            if tuple(value.shape[:n]) != tuple(new):
+            if not _fits_batch_size(value, new):
                 raise BatchSizeError(
                     f"cannot set batch_size={list(new)}: entry {key!r} has shape "
                     f"{list(value.shape)}, which does not start with it. Choose a batch size that "
@@ -319,6 +317,7 @@ class TensorDict(TensorDictBase):
     def names(self, value: Sequence[str | None] | None) -> None:
         if value is None:
             self._names = None
+            self._rename_nested([None] * len(self._batch_size))
             return
         value = list(value)
         if len(value) != len(self._batch_size):
@@ -330,6 +329,13 @@ class TensorDict(TensorDictBase):
         if len(set(named)) != len(named):
             raise ValueError(f"dimension names must be unique, got {value}.")
         self._names = value if named else None
+        self._rename_nested(value)
+
+    def _rename_nested(self, prefix: list[str | None]) -> None:
+        # nested tensordicts share the leading batch dims, and so their names (as upstream)
+        for child in self._tensordict.values():
+            if isinstance(child, TensorDict):
+                child.names = prefix + child.names[len(prefix) :]
 
     def refine_names(self, *names: Any) -> TensorDict:
         """Set the dimension names in place (``...`` stands for unnamed leading dimensions)."""
@@ -368,6 +374,22 @@ class TensorDict(TensorDictBase):
     def _unlocked_check(self, what: str) -> None:
         if self._is_locked:
             raise LockedError(locked_message(what))
+
+
+def _fits_batch_size(value: Any, new: torch.Size) -> bool:
+    """Whether an entry can live in a tensordict of batch size ``new``.
+
+    A nested tensordict with fewer batch dims fits if its leaves do: it takes the new batch size.
+    """
+    if isinstance(value, NonTensorData):
+        return True
+    n = len(new)
+    if isinstance(value, TensorDictBase) and len(value.batch_size) < n:
+        bs = value.batch_size
+        return tuple(bs) == tuple(new[: len(bs)]) and all(
+            _fits_batch_size(v, new) for _, v in value._own_items()
+        )
+    return tuple(value.shape[:n]) == tuple(new)
 
 
 def _nested_plan(plan: IndexPlan, parent_dims: int, nested: TensorDict) -> IndexPlan:

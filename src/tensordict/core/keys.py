@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Union
 
-from tensordict.errors import KeyTypeError
+from tensordict.errors import KeyTypeError, ShapeMismatchError
 
 if TYPE_CHECKING:
     from tensordict.core.base import TensorDictBase
@@ -111,17 +111,19 @@ class KeysView:
         self._leaves_only = leaves_only
         self._is_leaf = is_leaf
 
-    def _walk(self) -> Iterator[tuple[NestedKey, Any]]:
-        yield from _walk_items(self._td, (), self._include_nested, self._leaves_only, self._is_leaf)
+    def _walk(self, keys_only: bool = False) -> Iterator[tuple[NestedKey, Any]]:
+        yield from _walk_items(
+            self._td, (), self._include_nested, self._leaves_only, self._is_leaf, keys_only
+        )
 
     def __iter__(self) -> Iterator[NestedKey]:
-        for key, _ in self._walk():
+        for key, _ in self._walk(keys_only=True):
             yield key
 
     def __len__(self) -> int:
         if not self._include_nested and not self._leaves_only:
             return len(self._td._own_keys())
-        return sum(1 for _ in self._walk())
+        return sum(1 for _ in self._walk(keys_only=True))
 
     def __contains__(self, key: object) -> bool:
         try:
@@ -130,7 +132,10 @@ class KeysView:
             return False
         if len(path) > 1 and not self._include_nested:
             return False
-        value = self._td._get_path(path, None)
+        try:
+            value = self._td._get_path(path, None)
+        except ShapeMismatchError:
+            return True  # a lazy stack entry whose members differ in shape: a leaf that exists
         if value is None:
             return False
         if self._leaves_only:
@@ -193,14 +198,19 @@ def _walk_items(
     include_nested: bool,
     leaves_only: bool,
     is_leaf: Callable[[Any], bool] | None,
+    keys_only: bool = False,
 ) -> Iterator[tuple[NestedKey, Any]]:
+    """Walk the entries; ``keys_only`` lets lazy stacks yield a stand-in instead of stacking."""
     from tensordict.core.base import TensorDictBase
 
     leaf_test = is_leaf or is_leaf_default
-    for key, value in td._own_items():
+    items = td._own_key_items() if keys_only else td._own_items()
+    for key, value in items:
         full: NestedKey = prefix + (key,) if prefix else key
         leaf = bool(leaf_test(value))
         if not leaves_only or leaf:
             yield full, value
         if include_nested and not leaf and isinstance(value, TensorDictBase):
-            yield from _walk_items(value, prefix + (key,), include_nested, leaves_only, is_leaf)
+            yield from _walk_items(
+                value, prefix + (key,), include_nested, leaves_only, is_leaf, keys_only
+            )

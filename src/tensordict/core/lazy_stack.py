@@ -17,6 +17,7 @@ from tensordict.core.base import TensorDictBase, locked_message
 from tensordict.core.combine import stack
 from tensordict.core.indexing import plan_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, stack_non_tensor
+from tensordict.core.setitem import stage_setitem
 from tensordict.core.shape import normalize_dim
 from tensordict.errors import BatchSizeError, IndexingError, LockedError, ShapeMismatchError
 
@@ -167,6 +168,15 @@ class LazyStackedTensorDict(TensorDictBase):
         for key in self._own_keys():
             yield key, self._get_str(key, None)
 
+    def _own_key_items(self) -> Iterator[tuple[str, Any]]:
+        # keys() must work when members hold a key with different shapes: no stacking here.
+        for key in self._own_keys():
+            values = [m._get_str(key, None) for m in self.tensordicts]
+            if isinstance(values[0], TensorDictBase):
+                yield key, LazyStackedTensorDict(*values, stack_dim=self.stack_dim)
+            else:
+                yield key, values[0]
+
     def _get_str(self, key: str, default: Any) -> Any:
         values = [m._get_str(key, _MISSING) for m in self.tensordicts]
         if any(v is _MISSING for v in values):
@@ -297,7 +307,8 @@ class LazyStackedTensorDict(TensorDictBase):
             out._set_locked(True)
         return out
 
-    def _setitem_index(self, index: Any, value: Any) -> None:
+    def _stage_setitem_index(self, index: Any, value: Any) -> list[Any]:
+        """The validated writes of ``self[index] = value`` (see ``setitem.stage_setitem``)."""
         stack_item, rest, stack_pos = self._split_index(index)
         if isinstance(stack_item, int):
             targets = [self.tensordicts[stack_item]]
@@ -312,20 +323,24 @@ class LazyStackedTensorDict(TensorDictBase):
                     else stack_item
                 )
                 targets = [self.tensordicts[int(i)] for i in ids]
-            if isinstance(value, TensorDictBase) or getattr(type(value), "_is_tensorclass", False):
-                values = list(value.unbind(min(stack_pos, value.batch_dims - 1)))
-            else:
+            result_dims = len(plan_index(index, self.batch_size).batch_size)
+            is_td = isinstance(value, TensorDictBase) or getattr(
+                type(value), "_is_tensorclass", False
+            )
+            if is_td and value.batch_dims >= result_dims:
+                values = list(value.unbind(stack_pos + value.batch_dims - result_dims))
+            else:  # a dict, a scalar, or a tensordict that broadcasts over the stack dim
                 values = [value] * len(targets)
             if len(values) != len(targets):
                 raise ShapeMismatchError(
-                    f"cannot write {len(values)} elements into {len(targets)} members of a "
-                    "lazy stack."
+                    f"cannot write a value of batch_size={list(value.batch_size)} into "
+                    f"{len(targets)} members of a lazy stack (the indexed stack dim has size "
+                    f"{len(targets)}, the value {len(values)})."
                 )
+        writes: list[Any] = []
         for target, v in zip(targets, values):
-            if rest:
-                target[rest] = v
-            else:
-                target[(...,)] = v
+            writes.extend(stage_setitem(target, rest if rest else (...,), v))
+        return writes
 
     def unbind(self, dim: int = 0) -> tuple[Any, ...]:
         d = normalize_dim(dim, len(self.batch_size), self.batch_size, "unbind")
@@ -399,6 +414,23 @@ class LazyStackedTensorDict(TensorDictBase):
         return LazyStackedTensorDict(
             *[m.empty(recurse) for m in self.tensordicts], stack_dim=self.stack_dim
         )
+
+    def _copy_structure(self, excluded: set[tuple[str, ...]], prefix: tuple[str, ...]) -> Any:
+        members = [m._copy_structure(excluded, prefix) for m in self.tensordicts]
+        return LazyStackedTensorDict(*members, stack_dim=self.stack_dim)
+
+    def select(self, *keys: Any, inplace: bool = False, strict: bool = True) -> Any:
+        if inplace:
+            return super().select(*keys, inplace=True, strict=strict)
+        members = [m.select(*keys, strict=strict) for m in self.tensordicts]
+        return self._lock_like_storage(LazyStackedTensorDict(*members, stack_dim=self.stack_dim))
+
+    def filter_non_tensor_data(self) -> Any:
+        members = [m.filter_non_tensor_data() for m in self.tensordicts]
+        return LazyStackedTensorDict(*members, stack_dim=self.stack_dim)
+
+    def _tensor_leaves(self) -> list[torch.Tensor]:
+        return [t for m in self.tensordicts for t in m._tensor_leaves()]
 
     def set(self, key: Any, item: Any, inplace: bool = False, **kwargs: Any) -> Any:
         if self._is_locked and not inplace:

@@ -188,9 +188,10 @@ class NonTensorData:
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:
-        return (
-            f"NonTensorData(data={self.data}, batch_size={self._batch_size}, device={self._device})"
-        )
+        text = str(self.data)
+        if len(text) > 200:
+            text = text[:20] + "  ...  " + text[-20:]
+        return f"NonTensorData(data={text}, batch_size={self._batch_size}, device={self._device})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (NonTensorData._new, (self.data, self._batch_size, self._device))
@@ -350,9 +351,12 @@ class NonTensorStack:
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:
+        text = str(self.tolist())
+        if len(text) > 50:
+            text = text[:50] + "..."
         return (
-            f"NonTensorStack({self.tolist()!r}, batch_size={self.batch_size}, "
-            f"device={self._device})"
+            f"NonTensorStack(\n    {text},\n    batch_size={self.batch_size},\n"
+            f"    device={self._device})"
         )
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -47,6 +47,24 @@ def _other_value(other: Any, key: str, default: Any, path: tuple[str, ...]) -> A
     return value
 
 
+def _rebatch_non_tensor(
+    path: tuple[str, ...], value: NonTensorData | NonTensorStack, batch_size: torch.Size
+) -> NonTensorData:
+    """Non-tensor data under a batch-size-changing apply/reduction: broadcast to the new size."""
+    if isinstance(value, NonTensorStack):
+        collapsed = value.maybe_collapse()
+        if not isinstance(collapsed, NonTensorData):
+            key = path[0] if len(path) == 1 else path
+            raise BatchSizeError(
+                f"cannot carry the non-tensor stack {key!r} (one python object per element, "
+                f"batch_size={list(value.batch_size)}) over to the new batch_size="
+                f"{list(batch_size)}: there is no per-element rule for python objects. Drop it "
+                "first with td.exclude(key) or td.filter_non_tensor_data()."
+            )
+        value = collapsed
+    return value._with_batch_size(batch_size)
+
+
 def _leaf_keys(td: Any) -> set[Any]:
     return set(td.keys(include_nested=True, leaves_only=True))
 
@@ -96,6 +114,8 @@ class OpsMixin(TensorCollection):
                     if result is not None and not inplace:
                         out[key] = result
                 elif not inplace:
+                    if batch_size is not None:
+                        value = _rebatch_non_tensor(prefix + (key,), value, new_bs)
                     out[key] = value.clone() if keep_non_tensor_copy else value
             elif _is_collection(value):
                 result = value._apply_leaves(
@@ -489,6 +509,7 @@ class OpsMixin(TensorCollection):
         )
 
     def _tensor_leaves(self) -> list[torch.Tensor]:
+        """The stored tensors themselves (writing to them writes to the tensordict)."""
         return [
             v
             for v in self.values(include_nested=True, leaves_only=True)  # type: ignore[attr-defined]
@@ -603,7 +624,10 @@ class CastMixin(TensorCollection):
     __slots__ = ()
 
     def _cast(self, dtype: torch.dtype) -> Any:
-        return self._apply_leaves(lambda x: x.to(dtype))  # type: ignore[attr-defined]
+        result = self._apply_leaves(lambda x: x.to(dtype))  # type: ignore[attr-defined]
+        if self.is_locked:  # the dtype shortcuts keep the lock, as upstream
+            result._set_locked(True)
+        return result
 
     def half(self) -> Any:
         return self._cast(torch.float16)

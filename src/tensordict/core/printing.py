@@ -11,8 +11,6 @@ from typing import Any
 
 import torch
 
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
-
 __all__ = ["field_lines", "leaf_repr", "td_repr"]
 
 
@@ -24,20 +22,7 @@ def leaf_repr(value: Any) -> str:
             f"{type(value).__name__}(shape={value.shape}, device={value.device}, "
             f"dtype={value.dtype}, is_shared={shared})"
         )
-    if isinstance(value, NonTensorData):
-        text = str(value.data)
-        if len(text) > 200:
-            text = text[:20] + "  ...  " + text[-20:]
-        return f"NonTensorData(data={text}, batch_size={value.batch_size}, device={value.device})"
-    if isinstance(value, NonTensorStack):
-        text = str(value.tolist())
-        if len(text) > 50:
-            text = text[:50] + "..."
-        return (
-            f"NonTensorStack(\n    {text},\n    batch_size={value.batch_size},\n"
-            f"    device={value.device})"
-        )
-    return repr(value)
+    return repr(value)  # tensordicts, NonTensorData and NonTensorStack print themselves
 
 
 def field_lines(items: Any, sep: str = ": ") -> list[str]:

@@ -19,7 +19,7 @@ from tensordict.core.indexing import IndexPlan, plan_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.errors import LockedError, ShapeMismatchError
 
-__all__ = ["setitem_index"]
+__all__ = ["setitem_index", "stage_setitem"]
 
 _MISSING: Any = object()
 Write = Callable[[], None]
@@ -27,9 +27,18 @@ Write = Callable[[], None]
 
 def setitem_index(td: Any, index: Any, value: Any) -> None:
     """Write ``value`` into ``td[index]`` in place, all or nothing."""
-    if hasattr(td, "_setitem_index"):
-        td._setitem_index(index, value)
-        return
+    for write in stage_setitem(td, index, value):
+        write()
+
+
+def stage_setitem(td: Any, index: Any, value: Any) -> list[Write]:
+    """Validate ``td[index] = value`` and return the writes, without performing any.
+
+    Lazy stacks stage their members' writes through ``_stage_setitem_index``, so that a value
+    that fits one member but not the next is refused before the first member is written.
+    """
+    if hasattr(td, "_stage_setitem_index"):
+        return td._stage_setitem_index(index, value)  # type: ignore[no-any-return]
     plan = plan_index(index, td.batch_size)
     writes: list[Write] = []
     if isinstance(value, TensorCollection) or getattr(type(value), "_is_tensorclass", False):
@@ -39,8 +48,7 @@ def setitem_index(td: Any, index: Any, value: Any) -> None:
         _stage_mapping(td, (), value, plan, len(td.batch_size), writes)
     else:
         _stage_broadcast(td, value, plan, len(td.batch_size), writes)
-    for write in writes:
-        write()
+    return writes
 
 
 def _items(value: Any) -> Any:
@@ -77,8 +85,8 @@ def _stage_collection(
         if getattr(type(target), "_is_tensorclass", False):
             target = target._tensordict
         if isinstance(v, (TensorCollection, Mapping)) or getattr(type(v), "_is_tensorclass", False):
-            if hasattr(target, "_setitem_index"):
-                writes.append(_lazy_writer(target, plan.leaf_index, v))
+            if hasattr(target, "_stage_setitem_index"):
+                writes.extend(target._stage_setitem_index(plan.leaf_index, v))
                 continue
             if target is _MISSING:
                 nested = _new_container(container, key, key_p, writes)
@@ -174,11 +182,20 @@ def _stage_tensor(
         )
     expected = plan.batch_size + target.shape[root_bd:]
     _check_broadcast(path, value, expected)
+    value = _cast_like(value, target)
 
     def write() -> None:
         target[leaf_index] = value
 
     writes.append(write)
+
+
+def _cast_like(value: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    # Cast while validating: advanced-index writes (index_put) refuse a dtype mismatch, which
+    # would otherwise fail half-way through the writes.
+    if value.dtype != target.dtype or value.device != target.device:
+        return value.to(dtype=target.dtype, device=target.device)
+    return value
 
 
 def _check_broadcast(path: tuple[str, ...], value: torch.Tensor, expected: torch.Size) -> None:
@@ -244,14 +261,7 @@ def _stage_broadcast(
         path = key if isinstance(key, tuple) else (key,)
         expected = plan.batch_size + target.shape[root_bd:]
         _check_broadcast(path, t, expected)
-        writes.append(_writer(target, plan.leaf_index, t))
-
-
-def _lazy_writer(target: Any, leaf_index: Any, value: Any) -> Write:
-    def write() -> None:
-        target._setitem_index(leaf_index, value)
-
-    return write
+        writes.append(_writer(target, plan.leaf_index, _cast_like(t, target)))
 
 
 def _writer(target: torch.Tensor, leaf_index: Any, value: torch.Tensor) -> Write:

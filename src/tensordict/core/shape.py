@@ -66,7 +66,10 @@ class ShapeMixin(TensorCollection):
                 out[key] = value._transform(leaf_fn, batch_size + extra if extra else batch_size)
             else:
                 out[key] = leaf_fn(value)  # tensorclass instances forward tensor methods
-        return self._new_dense(out, torch.Size(batch_size), names)
+        result = self._new_dense(out, torch.Size(batch_size), names)
+        if self.is_locked:  # shape operations keep the lock, as upstream
+            result._set_locked(True)
+        return result
 
     def reshape(self, *shape: Any) -> Any:
         """Reshape the batch dimensions (copies only where torch must).

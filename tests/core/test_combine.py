@@ -1,0 +1,252 @@
+"""stack / cat / split / chunk / unbind and the torch functions dispatched on TensorDicts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tensordict import LazyStackedTensorDict, NonTensorData, TensorDict
+from tensordict.errors import BatchSizeError, ShapeMismatchError
+
+
+def make(offset: float = 0.0) -> TensorDict:
+    return TensorDict(
+        {
+            "a": torch.arange(24.0).reshape(4, 3, 2) + offset,
+            "b": {"c": torch.arange(12).reshape(4, 3)},
+            "n": TensorDict({"x": torch.zeros(4, 3, 5)}, [4, 3, 5]),
+        },
+        [4, 3],
+    )
+
+
+# ---------------------------------------------------------------------- split / chunk / unbind
+def test_split_int() -> None:
+    parts = make().split(3, 0)
+    assert [p.batch_size for p in parts] == [torch.Size([3, 3]), torch.Size([1, 3])]
+    assert torch.equal(parts[1]["a"], make()["a"][3:])
+
+
+def test_split_list_along_negative_dim() -> None:
+    parts = make().split([1, 2], -1)
+    assert [p.batch_size for p in parts] == [torch.Size([4, 1]), torch.Size([4, 2])]
+    assert torch.equal(parts[1]["b", "c"], make()["b", "c"][:, 1:])
+    assert parts[1]["n"].batch_size == torch.Size([4, 2, 5])
+
+
+def test_split_sizes_not_summing_to_dim_raise_naming_batch_size_and_dim() -> None:
+    with pytest.raises(BatchSizeError) as info:
+        make().split([1, 1], 1)
+    assert "[4, 3]" in str(info.value) and "dim 1" in str(info.value)
+
+
+def test_split_non_positive_size_raises() -> None:
+    with pytest.raises(ValueError, match="split_size"):
+        make().split(0)
+
+
+def test_split_results_are_views() -> None:
+    td = make()
+    td.split(2)[1]["a"].zero_()
+    assert td["a"][2:].sum() == 0 and td["a"][:2].sum() > 0
+
+
+def test_chunk_like_torch_chunk() -> None:
+    td = TensorDict({"x": torch.arange(10)}, [10])
+    parts = td.chunk(3)
+    expected = torch.arange(10).chunk(3)
+    assert [p["x"].tolist() for p in parts] == [e.tolist() for e in expected]
+
+
+def test_chunk_along_dim() -> None:
+    assert [p.batch_size[1] for p in make().chunk(2, 1)] == [2, 1]
+
+
+def test_unbind() -> None:
+    rows = make().unbind(1)
+    assert len(rows) == 3 and rows[0].batch_size == torch.Size([4])
+    assert torch.equal(rows[2]["a"], make()["a"][:, 2])
+
+
+def test_unbind_results_are_views() -> None:
+    td = make()
+    td.unbind(0)[0]["a"].zero_()
+    assert td["a"][0].sum() == 0
+
+
+def test_unbind_out_of_range_raises_naming_dim() -> None:
+    with pytest.raises(BatchSizeError, match="dim 2"):
+        make().unbind(2)
+
+
+# ---------------------------------------------------------------------- stack
+def test_torch_stack_of_identical_structures_is_dense() -> None:
+    out = torch.stack([make(), make(1.0)], 0)
+    assert type(out) is TensorDict
+    assert out.batch_size == torch.Size([2, 4, 3])
+    assert torch.equal(out["a"], torch.stack([make()["a"], make(1.0)["a"]]))
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1, -3])
+def test_torch_stack_dims(dim: int) -> None:
+    out = torch.stack([make(), make(1.0)], dim)
+    expected = torch.stack([make()["a"], make(1.0)["a"]], dim if dim >= 0 else dim - 1)
+    assert torch.equal(out["a"], expected)
+    assert out["n"].batch_size == out.batch_size + torch.Size([5])
+
+
+def test_stack_copies() -> None:
+    td = make()
+    torch.stack([td[0], td[1]])["a"].zero_()
+    assert torch.equal(td["a"], make()["a"])
+
+
+def test_tensordict_stack_classmethod() -> None:
+    assert TensorDict.stack([make(), make()], 1).batch_size == torch.Size([4, 2, 3])
+
+
+def test_stack_different_batch_sizes_raises_naming_them() -> None:
+    with pytest.raises(ShapeMismatchError) as info:
+        torch.stack([make(), make()[:2]])
+    assert "[4, 3]" in str(info.value) and "[2, 3]" in str(info.value)
+
+
+def test_stack_dim_out_of_range_raises() -> None:
+    with pytest.raises(BatchSizeError, match="dim 3"):
+        torch.stack([make(), make()], 3)
+
+
+def test_stack_with_different_keys_gives_lazy_stack() -> None:
+    out = torch.stack([make(), make().exclude("a")])
+    assert isinstance(out, LazyStackedTensorDict)
+
+
+def test_stack_with_different_leaf_shapes_gives_lazy_stack() -> None:
+    out = torch.stack([TensorDict({"a": torch.zeros(3)}), TensorDict({"a": torch.zeros(4)})])
+    assert isinstance(out, LazyStackedTensorDict)
+
+
+def test_stack_into_out() -> None:
+    out = make()[:2].clone().zero_()
+    res = TensorDict.stack([make()[2], make()[3]], 0, out=out)
+    assert res is out and torch.equal(out["a"], make()["a"][2:])
+
+
+def test_stack_of_equal_non_tensor_values_is_non_tensor_data() -> None:
+    out = torch.stack([TensorDict({"s": "a"}), TensorDict({"s": "a"})])
+    assert isinstance(out.get("s"), NonTensorData) and out["s"] == "a"
+
+
+# ---------------------------------------------------------------------- cat
+def test_torch_cat() -> None:
+    out = torch.cat([make(), make(1.0)], 0)
+    assert out.batch_size == torch.Size([8, 3])
+    assert torch.equal(out["a"], torch.cat([make()["a"], make(1.0)["a"]]))
+    assert out["n"].batch_size == torch.Size([8, 3, 5])
+
+
+def test_torch_cat_negative_dim() -> None:
+    out = torch.cat([make(), make()], -1)
+    assert out.batch_size == torch.Size([4, 6]) and out["a"].shape == torch.Size([4, 6, 2])
+
+
+def test_cat_of_slices_gives_back_source() -> None:
+    td = make()
+    assert (torch.cat([td[:1], td[1:]]) == td).all()
+
+
+def test_tensordict_cat_classmethod() -> None:
+    assert TensorDict.cat([make(), make()], 0).batch_size == torch.Size([8, 3])
+
+
+def test_cat_different_keys_raises_naming_keys() -> None:
+    with pytest.raises(ShapeMismatchError) as info:
+        torch.cat([make(), make().exclude("a")])
+    assert "'a'" in str(info.value)
+
+
+def test_cat_different_batch_sizes_raises_naming_them() -> None:
+    with pytest.raises(ShapeMismatchError) as info:
+        torch.cat([make(), make()[:, :2]], 0)
+    assert "[4, 3]" in str(info.value) and "[4, 2]" in str(info.value)
+
+
+def test_cat_0d_raises() -> None:
+    with pytest.raises(BatchSizeError, match="stack"):
+        torch.cat([TensorDict(), TensorDict()])
+
+
+def test_cat_into_out() -> None:
+    out = make(5.0)
+    res = TensorDict.cat([make()[:2], make()[2:]], 0, out=out)
+    assert res is out and torch.equal(out["a"], make()["a"])
+
+
+# ---------------------------------------------------------------------- other torch functions
+def test_torch_split() -> None:
+    parts = torch.split(make(), [1, 3])
+    assert [p.batch_size[0] for p in parts] == [1, 3]
+
+
+def test_torch_split_with_dim() -> None:
+    parts = torch.split(make(), 2, dim=1)
+    assert [p.batch_size[1] for p in parts] == [2, 1]
+
+
+def test_torch_unbind() -> None:
+    assert len(torch.unbind(make(), 1)) == 3
+
+
+def test_torch_zeros_like() -> None:
+    out = torch.zeros_like(make())
+    assert out["a"].sum() == 0 and out["b", "c"].dtype == torch.int64
+    assert out.batch_size == torch.Size([4, 3])
+
+
+def test_torch_ones_like() -> None:
+    out = torch.ones_like(make())
+    assert (out["b", "c"] == 1).all() and (out["n", "x"] == 1).all()
+
+
+def test_torch_empty_like() -> None:
+    out = torch.empty_like(make())
+    assert out["a"].shape == torch.Size([4, 3, 2]) and out["a"].data_ptr() != make()["a"].data_ptr()
+
+
+def test_torch_full_like() -> None:
+    out = torch.full_like(make(), 3)
+    assert (out["a"] == 3).all() and (out["b", "c"] == 3).all()
+
+
+def test_torch_clone() -> None:
+    td = make()
+    out = torch.clone(td)
+    assert out["a"] is not td["a"] and (out == td).all()
+
+
+def test_torch_where_with_batch_shaped_condition() -> None:
+    td = make()
+    cond = torch.tensor([True, False, True, False]).unsqueeze(-1).expand(4, 3)
+    out = torch.where(cond, td, torch.zeros_like(td))
+    expected = torch.where(cond.unsqueeze(-1), td["a"], torch.zeros(()))
+    assert torch.equal(out["a"], expected)
+    assert torch.equal(out["b", "c"], torch.where(cond, td["b", "c"], 0))
+
+
+def test_torch_where_with_scalar_other() -> None:
+    td = make()
+    cond = td["b", "c"] > 5
+    out = torch.where(cond, td, 0)
+    assert torch.equal(out["b", "c"], torch.where(cond, td["b", "c"], 0))
+
+
+def test_torch_where_with_scalar_input() -> None:
+    td = make()
+    cond = td["b", "c"] > 5
+    out = torch.where(cond, -1, td)
+    assert torch.equal(out["b", "c"], torch.where(cond, -1, td["b", "c"]))
+
+
+def test_unsupported_torch_function_raises_type_error() -> None:
+    with pytest.raises(TypeError):
+        torch.sort(make())  # type: ignore[call-overload]

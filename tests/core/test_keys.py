@@ -1,0 +1,197 @@
+"""Nested keys, key views, flatten_keys / unflatten_keys."""
+
+# `key in td` is refused by design: membership tests go through td.keys().
+# ruff: noqa: SIM118
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tensordict import TensorDict, unravel_key, unravel_key_list
+from tensordict.errors import KeyTypeError, TensorDictKeyError
+
+
+def make() -> TensorDict:
+    return TensorDict(
+        {"a": torch.zeros(3), "b": {"c": torch.ones(3), "d": {"e": torch.ones(3, 2)}}, "s": "x"},
+        batch_size=[3],
+    )
+
+
+def test_getitem_tuple_key_reads_nested_leaf() -> None:
+    assert make()["b", "d", "e"].shape == torch.Size([3, 2])
+
+
+def test_get_tuple_key_reads_nested_leaf() -> None:
+    assert make().get(("b", "c")).shape == torch.Size([3])
+
+
+def test_nested_tuples_in_keys_are_flattened() -> None:
+    td = make()
+    assert td["b", ("d", "e")] is td["b", "d", "e"]
+
+
+def test_one_element_tuple_key_is_the_string_key() -> None:
+    td = make()
+    assert td[("a",)] is td["a"]
+
+
+def test_set_tuple_key_creates_intermediate_tensordicts() -> None:
+    td = TensorDict({}, [3])
+    td.set(("x", "y", "z"), torch.zeros(3))
+    assert isinstance(td["x"], TensorDict) and isinstance(td["x", "y"], TensorDict)
+    assert td["x", "y"].batch_size == torch.Size([3])
+
+
+def test_setitem_tuple_key_creates_intermediate_tensordicts() -> None:
+    td = TensorDict({}, [2])
+    td["x", "y"] = torch.ones(2)
+    assert torch.equal(td["x"]["y"], torch.ones(2))
+
+
+def test_set_through_a_leaf_raises_key_error_and_writes_nothing() -> None:
+    td = make()
+    with pytest.raises(TensorDictKeyError, match="'a'"):
+        td.set(("a", "x"), torch.zeros(3))
+    assert isinstance(td["a"], torch.Tensor)
+    assert list(td.keys()) == ["a", "b", "s"]
+
+
+def test_key_of_wrong_type_raises_key_type_error() -> None:
+    td = make()
+    with pytest.raises(KeyTypeError, match="int"):
+        td.get(1)  # type: ignore[arg-type]
+    with pytest.raises(KeyTypeError, match="int"):
+        td.set(1, torch.zeros(3))  # type: ignore[arg-type]
+
+
+def test_tuple_key_with_non_string_part_raises_key_type_error() -> None:
+    with pytest.raises(KeyTypeError, match=r"\('a', 1\)"):
+        make()["a", 1]
+
+
+def test_key_type_error_is_a_type_error() -> None:
+    assert issubclass(KeyTypeError, TypeError)
+
+
+def test_empty_tuple_key_raises() -> None:
+    with pytest.raises(KeyTypeError, match="empty"):
+        make().get(())
+
+
+# ---------------------------------------------------------------------- key views
+def test_keys_default_are_top_level_in_insertion_order() -> None:
+    assert list(make().keys()) == ["a", "b", "s"]
+
+
+def test_keys_include_nested() -> None:
+    keys = list(make().keys(include_nested=True))
+    assert keys == ["a", "b", ("b", "c"), ("b", "d"), ("b", "d", "e"), "s"]
+
+
+def test_keys_include_nested_leaves_only() -> None:
+    keys = list(make().keys(include_nested=True, leaves_only=True))
+    assert keys == ["a", ("b", "c"), ("b", "d", "e"), "s"]
+
+
+def test_keys_leaves_only_without_nesting() -> None:
+    assert list(make().keys(leaves_only=True)) == ["a", "s"]
+
+
+def test_keys_view_supports_in_with_nested_keys() -> None:
+    keys = make().keys(include_nested=True)
+    assert ("b", "d", "e") in keys
+    assert ("b", "x") not in keys
+    assert "a" in keys
+
+
+def test_nested_key_not_in_flat_keys_view() -> None:
+    assert ("b", "c") not in make().keys()
+
+
+def test_leaves_only_view_excludes_tensordicts_from_in() -> None:
+    keys = make().keys(include_nested=True, leaves_only=True)
+    assert "b" not in keys
+    assert ("b", "c") in keys
+
+
+def test_keys_view_len() -> None:
+    td = make()
+    assert len(td.keys()) == 3
+    assert len(td.keys(include_nested=True)) == 6
+    assert len(td.keys(include_nested=True, leaves_only=True)) == 4
+
+
+def test_keys_view_is_live() -> None:
+    td = make()
+    keys = td.keys()
+    td["new"] = torch.zeros(3)
+    assert "new" in keys and len(keys) == 4
+
+
+def test_values_follow_key_order() -> None:
+    td = make()
+    values = list(td.values(include_nested=True, leaves_only=True))
+    assert values[0] is td["a"] and values[1] is td["b", "c"]
+
+
+def test_items_pairs_keys_and_values() -> None:
+    td = make()
+    items = dict(td.items(include_nested=True, leaves_only=True))
+    assert items["b", "d", "e"] is td["b", "d", "e"]
+
+
+def test_in_on_tensordict_itself_is_refused() -> None:
+    with pytest.raises(NotImplementedError, match="keys"):
+        "a" in make()  # noqa: B015
+
+
+# ---------------------------------------------------------------------- flatten / unflatten
+def test_flatten_keys_joins_with_separator() -> None:
+    flat = make().flatten_keys("/")
+    assert list(flat.keys()) == ["a", "b/c", "b/d/e", "s"]
+
+
+def test_flatten_keys_shares_tensors() -> None:
+    td = make()
+    assert td.flatten_keys()["b.c"] is td["b", "c"]
+
+
+def test_flatten_keys_default_separator_is_dot() -> None:
+    assert "b.d.e" in make().flatten_keys().keys()
+
+
+def test_unflatten_keys_inverts_flatten_keys() -> None:
+    td = make()
+    back = td.flatten_keys("/").unflatten_keys("/")
+    assert list(back.keys(True, True)) == list(td.keys(True, True))
+    assert back["b", "d"].batch_size == torch.Size([3])
+
+
+def test_flatten_keys_collision_raises_naming_the_key() -> None:
+    td = TensorDict({"a.b": torch.zeros(()), "a": {"b": torch.zeros(())}})
+    with pytest.raises(TensorDictKeyError, match=r"'a\.b'"):
+        td.flatten_keys()
+
+
+def test_flatten_keys_inplace() -> None:
+    td = make()
+    assert td.flatten_keys(inplace=True) is td
+    assert "b.c" in td.keys()
+
+
+# ---------------------------------------------------------------------- helpers
+def test_unravel_key() -> None:
+    assert unravel_key(("a",)) == "a"
+    assert unravel_key(("a", ("b", "c"))) == ("a", "b", "c")
+    assert unravel_key("a") == "a"
+
+
+def test_unravel_key_list() -> None:
+    assert unravel_key_list([("a",), ("b", ("c",))]) == ["a", ("b", "c")]
+
+
+def test_sorted_keys() -> None:
+    td = TensorDict({"b": torch.zeros(()), "a": torch.zeros(())})
+    assert td.sorted_keys() == ["a", "b"]

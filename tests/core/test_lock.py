@@ -1,0 +1,182 @@
+"""Locking: which writes a locked tensordict refuses, and which it allows."""
+
+# `key in td` is refused by design: membership tests go through td.keys().
+# ruff: noqa: SIM118
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from tensordict import TensorDict
+from tensordict.errors import LockedError
+
+
+def make() -> TensorDict:
+    return TensorDict({"a": torch.zeros(3, 4), "b": {"c": torch.ones(3)}, "s": "x"}, [3])
+
+
+def locked() -> TensorDict:
+    return make().lock_()
+
+
+def test_lock_returns_self_and_sets_is_locked() -> None:
+    td = make()
+    assert td.lock_() is td and td.is_locked
+
+
+def test_unlock_returns_self_and_clears_is_locked() -> None:
+    td = locked()
+    assert td.unlock_() is td and not td.is_locked
+
+
+def test_lock_is_recursive() -> None:
+    assert locked()["b"].is_locked
+
+
+def test_unlock_is_recursive() -> None:
+    assert not locked().unlock_()["b"].is_locked
+
+
+def test_unlock_as_context_manager_relocks_on_exit() -> None:
+    td = locked()
+    with td.unlock_():
+        assert not td.is_locked
+        td["new"] = torch.zeros(3)
+    assert td.is_locked and td["b"].is_locked
+    assert "new" in td.keys()
+
+
+def test_unlock_context_relocks_after_an_exception() -> None:
+    td = locked()
+    with pytest.raises(ValueError), td.unlock_():
+        raise ValueError("boom")
+    assert td.is_locked
+
+
+def test_lock_as_context_manager_unlocks_on_exit() -> None:
+    td = make()
+    with td.lock_():
+        assert td.is_locked
+    assert not td.is_locked
+
+
+def test_is_locked_setter() -> None:
+    td = make()
+    td.is_locked = True
+    assert td["b"].is_locked
+
+
+def test_tensordict_set_into_locked_parent_gets_locked() -> None:
+    td = locked()
+    with td.unlock_():
+        td["n"] = {"x": torch.zeros(3)}
+    assert td["n"].is_locked
+
+
+REFUSED: dict[str, Callable[[TensorDict], object]] = {
+    "set new key": lambda td: td.set("x", torch.zeros(3)),
+    "set existing key": lambda td: td.set("a", torch.zeros(3, 4)),
+    "setitem new key": lambda td: td.__setitem__("x", torch.zeros(3)),
+    "set non-tensor": lambda td: td.set("s", "y"),
+    "new nested key": lambda td: td.set(("b", "x"), torch.zeros(3)),
+    "new nested key via child": lambda td: td["b"].set("x", torch.zeros(3)),
+    "new intermediate": lambda td: td.set(("n", "x"), torch.zeros(3)),
+    "update": lambda td: td.update({"a": torch.zeros(3, 4)}),
+    "del": lambda td: td.__delitem__("a"),
+    "del nested": lambda td: td.__delitem__(("b", "c")),
+    "pop": lambda td: td.pop("a"),
+    "rename_key_": lambda td: td.rename_key_("a", "z"),
+    "select inplace": lambda td: td.select("a", inplace=True),
+}
+
+
+@pytest.mark.parametrize("op", list(REFUSED), ids=list(REFUSED))
+def test_structural_write_on_locked_td_raises_locked_error(op: str) -> None:
+    td = locked()
+    keys_before = list(td.keys(True))
+    with pytest.raises(LockedError) as info:
+        REFUSED[op](td)
+    msg = str(info.value)
+    assert "locked" in msg and "unlock_()" in msg
+    assert list(td.keys(True)) == keys_before
+
+
+def test_locked_error_is_a_runtime_error() -> None:
+    with pytest.raises(RuntimeError):
+        locked().set("x", torch.zeros(3))
+
+
+def test_locked_error_names_the_key() -> None:
+    with pytest.raises(LockedError, match="'x'"):
+        locked().set("x", torch.zeros(3))
+
+
+ALLOWED: dict[str, Callable[[TensorDict], object]] = {
+    "set_": lambda td: td.set_("a", torch.ones(3, 4)),
+    "set inplace": lambda td: td.set("a", torch.ones(3, 4), inplace=True),
+    "update_": lambda td: td.update_({"a": torch.ones(3, 4)}),
+    "update inplace": lambda td: td.update({"a": torch.ones(3, 4)}, inplace=True),
+    "iadd": lambda td: td.__iadd__(1),
+    "apply_": lambda td: td.apply_(lambda x: x + 1),
+    "setitem index": lambda td: td.__setitem__(slice(None), {"a": torch.ones(4)}),
+    "leaf in-place op": lambda td: td["a"].add_(1),
+    "zero_": lambda td: td.zero_(),
+}
+
+
+@pytest.mark.parametrize("op", list(ALLOWED), ids=list(ALLOWED))
+def test_in_place_write_on_locked_td_is_allowed(op: str) -> None:
+    td = locked()
+    a = td["a"]
+    ALLOWED[op](td)
+    assert td["a"] is a and td.is_locked
+
+
+def test_set__on_non_tensor_entry_of_locked_td_is_allowed() -> None:
+    td = locked()
+    td.set_("s", "y")
+    assert td["s"] == "y"
+
+
+def test_clone_of_locked_td_is_unlocked() -> None:
+    c = locked().clone()
+    assert not c.is_locked and not c["b"].is_locked
+
+
+def test_empty_of_locked_td_is_unlocked() -> None:
+    assert not locked().empty().is_locked
+
+
+def test_select_and_exclude_of_locked_td_are_unlocked() -> None:
+    td = locked()
+    assert not td.select("a").is_locked
+    assert not td.exclude("a").is_locked
+
+
+def test_index_of_locked_td_is_unlocked() -> None:
+    td = locked()
+    assert not td[0].is_locked and not td[0:2].is_locked
+
+
+def test_split_and_unbind_of_locked_td_are_locked() -> None:
+    td = locked()
+    assert all(p.is_locked for p in td.split(2))
+    assert all(p.is_locked for p in td.unbind(0))
+    assert all(p.is_locked for p in td.chunk(2))
+
+
+def test_shape_ops_of_locked_td_are_locked() -> None:
+    td = locked()
+    assert td.unsqueeze(0).is_locked
+    assert td.unsqueeze(0).squeeze(0)["b"].is_locked
+
+
+def test_dtype_shortcut_of_locked_td_is_locked() -> None:
+    assert locked().double().is_locked
+
+
+def test_share_memory_locks() -> None:
+    assert make().share_memory_().is_locked

@@ -1,0 +1,347 @@
+"""apply / named_apply, arithmetic, comparisons, reductions and casts."""
+
+# `key in td` is refused by design: membership tests go through td.keys().
+# ruff: noqa: SIM118
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from tensordict import TensorDict
+from tensordict.errors import BatchSizeError, ShapeMismatchError
+
+
+def make() -> TensorDict:
+    return TensorDict(
+        {
+            "a": torch.arange(1.0, 25.0).reshape(4, 3, 2),
+            "b": {"c": torch.arange(1.0, 13.0).reshape(4, 3)},
+        },
+        [4, 3],
+    )
+
+
+def leaves(td: TensorDict) -> dict[Any, torch.Tensor]:
+    return dict(td.items(include_nested=True, leaves_only=True))
+
+
+# ---------------------------------------------------------------------- apply
+def test_apply_calls_fn_on_every_leaf() -> None:
+    td = make()
+    out = td.apply(lambda x: x * 2)
+    for key, value in leaves(td).items():
+        assert torch.equal(out[key], value * 2)
+
+
+def test_apply_keeps_structure_and_batch_size() -> None:
+    out = make().apply(lambda x: x + 1)
+    assert out.batch_size == torch.Size([4, 3]) and out["b"].batch_size == torch.Size([4, 3])
+
+
+def test_apply_does_not_modify_source() -> None:
+    td = make()
+    td.apply(lambda x: x + 1)
+    assert td["a"][0, 0, 0] == 1
+
+
+def test_apply_none_result_drops_the_key() -> None:
+    out = make().apply(lambda x: None if x.ndim == 3 else x)
+    assert list(out.keys(True, True)) == [("b", "c")]
+
+
+def test_apply_filter_empty_drops_empty_nested_tensordicts() -> None:
+    out = make().apply(lambda x: None if x.ndim == 2 else x, filter_empty=True)
+    assert list(out.keys(True)) == ["a"]
+
+
+def test_apply_with_other_tensordicts() -> None:
+    td = make()
+    out = td.apply(lambda x, y: x - y, td.clone())
+    assert all(v.abs().sum() == 0 for v in leaves(out).values())
+
+
+def test_apply_other_missing_key_raises_naming_it() -> None:
+    td = make()
+    with pytest.raises(ShapeMismatchError, match="'a'"):
+        td.apply(lambda x, y: x + y, td.exclude("a"))
+
+
+def test_apply_other_missing_key_with_default() -> None:
+    td = make()
+    out = td.apply(lambda x, y: x + y, td.exclude("a"), default=0)
+    assert torch.equal(out["a"], td["a"])
+
+
+def test_apply_with_batch_size() -> None:
+    out = make().apply(lambda x: x[0], batch_size=[3])
+    assert out.batch_size == torch.Size([3]) and out["b"].batch_size == torch.Size([3])
+    assert out["a"].shape == torch.Size([3, 2])
+
+
+def test_apply_with_batch_size_not_matching_results_raises() -> None:
+    with pytest.raises(BatchSizeError, match=r"\[5\]"):
+        make().apply(lambda x: x, batch_size=[5])
+
+
+def test_apply_inplace_writes_into_source() -> None:
+    td = make()
+    a = td["a"]
+    assert td.apply(lambda x: x * 0, inplace=True) is td
+    assert td["a"] is a and a.sum() == 0
+
+
+def test_apply__writes_into_source() -> None:
+    td = make()
+    c = td["b", "c"]
+    assert td.apply_(lambda x: x + 1) is td
+    assert td["b", "c"] is c and c[0, 0] == 2
+
+
+def test_named_apply_receives_leaf_name() -> None:
+    seen: list[Any] = []
+    make().named_apply(lambda k, x: seen.append(k) or x)
+    assert seen == ["a", "c"]
+
+
+def test_named_apply_nested_keys() -> None:
+    seen: list[Any] = []
+    make().named_apply(lambda k, x: seen.append(k) or x, nested_keys=True)
+    assert seen == ["a", ("b", "c")]
+
+
+def test_named_apply_none_drops_key() -> None:
+    out = make().named_apply(lambda k, x: None if k == "a" else x)
+    assert "a" not in out.keys()
+
+
+def test_apply_carries_non_tensor_data() -> None:
+    td = TensorDict({"x": torch.ones(2), "s": "lbl"}, [2])
+    assert td.apply(lambda x: x + 1)["s"] == "lbl"
+
+
+# ---------------------------------------------------------------------- arithmetic
+BINARY: dict[str, Callable[[Any, Any], Any]] = {
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "truediv": operator.truediv,
+    "pow": operator.pow,
+}
+
+
+@pytest.mark.parametrize("op", list(BINARY), ids=list(BINARY))
+@pytest.mark.parametrize("other_kind", ["scalar", "tensor", "tensordict"])
+def test_binary_op_matches_leafwise(op: str, other_kind: str) -> None:
+    td = make()
+    fn = BINARY[op]
+    other: Any = {"scalar": 2.0, "tensor": torch.tensor(3.0), "tensordict": make() + 1}[other_kind]
+    out = fn(td, other)
+    for key, value in leaves(td).items():
+        o = other[key] if other_kind == "tensordict" else other
+        assert torch.allclose(out[key], fn(value, o)), key
+
+
+@pytest.mark.parametrize("op", list(BINARY), ids=list(BINARY))
+def test_reflected_binary_op_with_scalar(op: str) -> None:
+    td = make()
+    fn = BINARY[op]
+    out = fn(2.0, td)
+    for key, value in leaves(td).items():
+        assert torch.allclose(out[key], fn(2.0, value)), key
+
+
+def test_tensor_operand_broadcasts_over_trailing_dims() -> None:
+    td = TensorDict({"a": torch.ones(4, 3)}, [4])
+    out = td * torch.tensor([1.0, 2.0, 3.0])
+    assert out["a"][0].tolist() == [1.0, 2.0, 3.0]
+
+
+def test_neg_and_abs() -> None:
+    td = make()
+    assert torch.equal((-td)["a"], -td["a"])
+    assert torch.equal(abs(-td)["b", "c"], td["b", "c"])
+    assert torch.equal(td.neg()["a"], -td["a"]) and torch.equal((-td).abs()["a"], td["a"])
+
+
+INPLACE: dict[str, Callable[[Any, Any], Any]] = {
+    "iadd": operator.iadd,
+    "isub": operator.isub,
+    "imul": operator.imul,
+    "itruediv": operator.itruediv,
+    "ipow": operator.ipow,
+}
+
+
+@pytest.mark.parametrize("op", list(INPLACE), ids=list(INPLACE))
+def test_inplace_op_writes_into_leaves(op: str) -> None:
+    td = make()
+    a = td["a"]
+    expected = INPLACE[op](td["a"].clone(), 2.0)
+    out = INPLACE[op](td, 2.0)
+    assert out is td and td["a"] is a and torch.allclose(a, expected)
+
+
+def test_inplace_op_with_tensordict() -> None:
+    td = make()
+    td += make()
+    assert torch.equal(td["a"], make()["a"] * 2)
+
+
+def test_named_inplace_methods() -> None:
+    td = make()
+    td.add_(1).mul_(2).sub_(2).div_(2)
+    assert torch.equal(td["a"], make()["a"])
+
+
+def test_binary_op_with_different_keys_raises_naming_keys() -> None:
+    with pytest.raises(ShapeMismatchError) as info:
+        make() + make().exclude("a")
+    assert "'a'" in str(info.value)
+
+
+def test_inplace_op_with_different_keys_raises_and_writes_nothing() -> None:
+    td = make()
+    with pytest.raises(ShapeMismatchError):
+        td += make().exclude("a")
+    assert torch.equal(td["b", "c"], make()["b", "c"])
+
+
+# ---------------------------------------------------------------------- comparisons
+COMPARE: dict[str, Callable[[Any, Any], Any]] = {
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "lt": operator.lt,
+    "le": operator.le,
+    "gt": operator.gt,
+    "ge": operator.ge,
+}
+
+
+@pytest.mark.parametrize("op", list(COMPARE), ids=list(COMPARE))
+def test_comparison_gives_bool_tensordict(op: str) -> None:
+    td = make()
+    out = COMPARE[op](td, 5.0)
+    assert isinstance(out, TensorDict) and out.batch_size == td.batch_size
+    for key, value in leaves(td).items():
+        assert out[key].dtype == torch.bool
+        assert torch.equal(out[key], COMPARE[op](value, 5.0))
+
+
+def test_equality_of_clones_is_all_true() -> None:
+    td = make()
+    assert (td == td.clone()).all() is True
+    assert (td != td.clone()).any() is False
+
+
+def test_equality_detects_a_difference() -> None:
+    td = make()
+    other = td.clone()
+    other["b", "c"][0, 0] = -1
+    assert (td == other).all() is False
+    assert (td != other).any() is True
+
+
+def test_equality_with_different_keys_raises() -> None:
+    with pytest.raises(ShapeMismatchError, match="'a'"):
+        make() == make().exclude("a")  # noqa: B015
+
+
+def test_equality_with_none_is_false() -> None:
+    assert (make() == None) is False  # noqa: E711
+    assert (make() != None) is True  # noqa: E711
+
+
+def test_truth_value_of_tensordict_raises() -> None:
+    with pytest.raises(RuntimeError, match="all\\(\\)"):
+        bool(make())
+
+
+def test_equality_compares_non_tensor_data() -> None:
+    x = TensorDict({"a": torch.ones(2), "s": "x"}, [2])
+    y = TensorDict({"a": torch.ones(2), "s": "y"}, [2])
+    assert (x == x.clone()).all() is True
+    assert (x == y).all() is False
+
+
+# ---------------------------------------------------------------------- all / any
+def test_all_and_any_return_python_bools() -> None:
+    td = make()
+    assert (td > 0).all() is True
+    assert (td > 100).any() is False
+    assert (td > 20).any() is True
+
+
+def test_all_with_dim_gives_tensordict() -> None:
+    out = (make() > 2).all(dim=0)
+    assert out.batch_size == torch.Size([3])
+    assert torch.equal(out["a"], (make()["a"] > 2).all(dim=0))
+
+
+# ---------------------------------------------------------------------- reductions
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("dim", [0, 1, -1, (0, 1)])
+def test_reduction_over_batch_dims_matches_leafwise(name: str, dim: Any) -> None:
+    td = make()
+    out = getattr(td, name)(dim=dim)
+    dims = (dim,) if isinstance(dim, int) else dim
+    kept = [s for i, s in enumerate(td.batch_size) if i not in {d % 2 for d in dims}]
+    assert out.batch_size == torch.Size(kept)
+    torch_fn = {"sum": torch.sum, "mean": torch.mean, "max": torch.amax, "min": torch.amin}[name]
+    for key, value in leaves(td).items():
+        expected = torch_fn(value, dim=tuple(d % 2 for d in dims))
+        assert torch.allclose(out[key], expected), key
+
+
+def test_reduction_keepdim() -> None:
+    out = make().sum(dim=0, keepdim=True)
+    assert out.batch_size == torch.Size([1, 3]) and out["a"].shape == torch.Size([1, 3, 2])
+
+
+def test_reduction_without_dim_reduces_each_leaf() -> None:
+    out = make().sum()
+    assert out.batch_size == torch.Size([]) and out["a"].item() == make()["a"].sum().item()
+
+
+def test_reduction_without_dim_and_reduce_gives_a_tensor() -> None:
+    assert make().sum(reduce=True).item() == make()["a"].sum().item() + make()["b", "c"].sum()
+
+
+def test_reduction_dim_out_of_range_raises_naming_dim_and_batch_size() -> None:
+    with pytest.raises(BatchSizeError) as info:
+        make().sum(dim=2)
+    assert "dim 2" in str(info.value) and "[4, 3]" in str(info.value)
+
+
+# ---------------------------------------------------------------------- elementwise tests and casts
+def test_isfinite_and_isnan() -> None:
+    td = make() / 0
+    assert (td.isfinite() == False).all()  # noqa: E712
+    assert not td.isnan().any()
+    assert (make() * float("nan")).isnan().all()
+
+
+def test_torch_isfinite_dispatches() -> None:
+    assert torch.isfinite(make()).all()
+
+
+@pytest.mark.parametrize(
+    ("method", "dtype"), [("float", torch.float32), ("int", torch.int32), ("bool", torch.bool)]
+)
+def test_dtype_shortcuts(method: str, dtype: torch.dtype) -> None:
+    out = getattr(make(), method)()
+    assert all(v.dtype == dtype for v in leaves(out).values())
+
+
+def test_to_dtype() -> None:
+    out = make().to(torch.float16)
+    assert all(v.dtype == torch.float16 for v in leaves(out).values())
+
+
+def test_casts_keep_non_tensor_data() -> None:
+    td = TensorDict({"a": torch.ones(2), "s": "x"}, [2])
+    assert td.int()["s"] == "x"

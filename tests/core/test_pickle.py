@@ -1,0 +1,133 @@
+"""Pickling: round trips, lock state, and views pickling only their own elements."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import pytest
+import torch
+
+from tensordict import LazyStackedTensorDict, NonTensorData, TensorDict
+
+
+def make() -> TensorDict:
+    return TensorDict(
+        {
+            "a": torch.randn(4, 3),
+            "b": {"c": torch.arange(4), "d": {"e": torch.ones(4, 2, dtype=torch.bool)}},
+            "s": "label",
+        },
+        [4],
+        names=["rows"],
+    )
+
+
+def roundtrip(obj: object, protocol: int = pickle.HIGHEST_PROTOCOL) -> object:
+    return pickle.loads(pickle.dumps(obj, protocol=protocol))
+
+
+@pytest.mark.parametrize("protocol", [2, 4, 5])
+def test_round_trip_keeps_values_structure_and_batch_size(protocol: int) -> None:
+    td = make()
+    out = roundtrip(td, protocol)
+    assert isinstance(out, TensorDict)
+    assert list(out.keys(True)) == list(td.keys(True))
+    assert out.batch_size == td.batch_size and out["b", "d"].batch_size == td.batch_size
+    assert (out == td).all()
+
+
+def test_round_trip_keeps_non_tensor_data() -> None:
+    out = roundtrip(make())
+    assert out["s"] == "label" and isinstance(out.get("s"), NonTensorData)  # type: ignore[index]
+
+
+def test_round_trip_keeps_names_and_device() -> None:
+    td = TensorDict({"a": torch.zeros(2)}, [2], device="cpu", names=["x"])
+    out = roundtrip(td)
+    assert out.names == ["x"] and out.device == torch.device("cpu")  # type: ignore[attr-defined]
+
+
+def test_round_trip_keeps_dtypes() -> None:
+    dtypes = [torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.uint8, torch.bool]
+    td = TensorDict({str(d): torch.ones(3, dtype=d) for d in dtypes}, [3])
+    out = roundtrip(td)
+    assert all(out[str(d)].dtype == d for d in dtypes)  # type: ignore[index]
+
+
+def test_round_trip_keeps_locked_state_recursively() -> None:
+    out = roundtrip(make().lock_())
+    assert out.is_locked and out["b"].is_locked and out["b", "d"].is_locked  # type: ignore[attr-defined,index]
+
+
+def test_round_trip_of_unlocked_td_is_unlocked() -> None:
+    assert not roundtrip(make()).is_locked  # type: ignore[attr-defined]
+
+
+def test_unpickled_tensors_are_writable_and_independent() -> None:
+    td = make()
+    out = roundtrip(td[1:3])
+    out["a"].zero_()  # type: ignore[index]
+    assert td["a"][1:3].abs().sum() > 0
+
+
+def test_round_trip_of_non_contiguous_leaf() -> None:
+    td = TensorDict({"a": torch.arange(12).reshape(3, 4).t()}, [4])
+    assert torch.equal(roundtrip(td)["a"], td["a"])  # type: ignore[index]
+
+
+def test_round_trip_of_empty_leaf() -> None:
+    td = TensorDict({"a": torch.zeros(0, 3)}, [0])
+    assert roundtrip(td)["a"].shape == torch.Size([0, 3])  # type: ignore[index]
+
+
+def test_round_trip_of_leaf_requiring_grad() -> None:
+    td = TensorDict({"a": torch.zeros(3, requires_grad=True)}, [3])
+    assert roundtrip(td)["a"].requires_grad  # type: ignore[index]
+
+
+def test_round_trip_of_non_tensor_stack() -> None:
+    td = TensorDict({"s": "a"}, [3])
+    td[1] = {"s": "b"}
+    assert roundtrip(td)["s"] == ["a", "b", "a"]  # type: ignore[index]
+
+
+def test_round_trip_of_lazy_stack() -> None:
+    ls = LazyStackedTensorDict.lazy_stack(
+        [
+            TensorDict({"x": torch.zeros(2)}, [2]),
+            TensorDict({"x": torch.ones(2), "y": torch.ones(2)}, [2]),
+        ]
+    )
+    out = roundtrip(ls)
+    assert isinstance(out, LazyStackedTensorDict)
+    assert torch.equal(out[1]["y"], torch.ones(2)) and out.batch_size == torch.Size([2, 2])
+
+
+def test_slice_pickles_only_its_own_rows() -> None:
+    big = TensorDict({"a": torch.zeros(100_000, 16)}, [100_000])
+    size = len(pickle.dumps(big[10:20]))
+    assert size < 10 * 16 * 4 + 2_000
+
+
+def test_row_pickles_only_its_own_elements() -> None:
+    big = TensorDict({"a": torch.zeros(100_000, 16)}, [100_000])
+    assert len(pickle.dumps(big[5])) < 16 * 4 + 2_000
+
+
+def test_view_of_view_survives_pickling() -> None:
+    td = TensorDict({"x": torch.arange(100)}, [100])
+    out = roundtrip(td[10:][5:25])
+    assert out["x"].tolist() == list(range(15, 35))  # type: ignore[index]
+
+
+def test_column_view_pickles_its_elements() -> None:
+    td = TensorDict({"x": torch.arange(40).reshape(10, 4)}, [10, 4])
+    out = roundtrip(td[:, 1])
+    assert torch.equal(out["x"], td["x"][:, 1])  # type: ignore[index]
+
+
+def test_deepcopy_copies_tensors() -> None:
+    td = make()
+    out = copy.deepcopy(td)
+    assert out["a"] is not td["a"] and (out == td).all()

@@ -1,0 +1,107 @@
+"""repr in upstream tensordict's layout."""
+
+from __future__ import annotations
+
+import torch
+
+from tensordict import LazyStackedTensorDict, NonTensorData, NonTensorStack, TensorDict
+
+
+def test_repr_of_nested_tensordict_matches_upstream_layout() -> None:
+    td = TensorDict(
+        {"a": torch.zeros(4, 3, 2, 1, 5), "nested": {"b": torch.zeros(4, 3)}}, batch_size=[4, 3]
+    )
+    expected = (
+        "TensorDict(\n"
+        "    fields={\n"
+        "        a: Tensor(shape=torch.Size([4, 3, 2, 1, 5]), device=cpu, dtype=torch.float32, "
+        "is_shared=False),\n"
+        "        nested: TensorDict(\n"
+        "            fields={\n"
+        "                b: Tensor(shape=torch.Size([4, 3]), device=cpu, dtype=torch.float32, "
+        "is_shared=False)},\n"
+        "            batch_size=torch.Size([4, 3]),\n"
+        "            device=None,\n"
+        "            is_shared=False)},\n"
+        "    batch_size=torch.Size([4, 3]),\n"
+        "    device=None,\n"
+        "    is_shared=False)"
+    )
+    assert repr(td) == expected
+
+
+def test_repr_of_empty_tensordict() -> None:
+    expected = (
+        "TensorDict(\n    fields={\n    },\n    batch_size=torch.Size([]),\n    device=None,\n"
+        "    is_shared=False)"
+    )
+    assert repr(TensorDict()) == expected
+
+
+def test_repr_sorts_whole_field_lines() -> None:
+    td = TensorDict({"a": torch.zeros(()), "a0": torch.zeros(())})
+    text = repr(td)
+    assert text.index("a0:") < text.index("a:")
+
+
+def test_repr_shows_device_and_dtype() -> None:
+    td = TensorDict({"i": torch.zeros(2, dtype=torch.int64)}, [2], device="cpu")
+    text = repr(td)
+    assert "dtype=torch.int64" in text and "    device=cpu,\n" in text
+
+
+def test_repr_shows_shared_memory() -> None:
+    text = repr(TensorDict({"a": torch.zeros(2)}, [2]).share_memory_())
+    assert "is_shared=True)}" in text and text.endswith("is_shared=True)")
+
+
+def test_repr_of_non_tensor_data() -> None:
+    expected = "NonTensorData(data=hello, batch_size=torch.Size([3]), device=None)"
+    assert repr(NonTensorData("hello", batch_size=[3])) == expected
+
+
+def test_repr_of_long_non_tensor_data_is_shortened() -> None:
+    text = repr(NonTensorData("x" * 300))
+    assert "x" * 20 + "  ...  " + "x" * 20 in text and len(text) < 150
+
+
+def test_non_tensor_field_prints_on_one_line() -> None:
+    td = TensorDict({"s": "hi"}, [2])
+    assert "        s: NonTensorData(data=hi, batch_size=torch.Size([2]), device=None)}" in repr(td)
+
+
+def test_repr_of_non_tensor_stack() -> None:
+    expected = "NonTensorStack(\n    ['a', 'b'],\n    batch_size=torch.Size([2]),\n    device=None)"
+    assert repr(NonTensorStack(["a", "b"])) == expected
+
+
+def test_repr_of_lazy_stack_matches_upstream_layout() -> None:
+    a = TensorDict({"a": torch.zeros(4, 3, 1, 5), "c": torch.zeros(4, 3, 1, 5)}, [4, 3, 1])
+    b = TensorDict({"a": torch.zeros(4, 3, 1, 5), "b": torch.zeros(4, 3, 1, 10)}, [4, 3, 1])
+    ls = LazyStackedTensorDict.lazy_stack([a, b], 2)
+    expected = (
+        "LazyStackedTensorDict(\n"
+        "    fields={\n"
+        "        a: Tensor(shape=torch.Size([4, 3, 2, 1, 5]), device=cpu, dtype=torch.float32, "
+        "is_shared=False)},\n"
+        "    exclusive_fields={\n"
+        "        0 ->\n"
+        "            c: Tensor(shape=torch.Size([4, 3, 1, 5]), device=cpu, dtype=torch.float32, "
+        "is_shared=False),\n"
+        "        1 ->\n"
+        "            b: Tensor(shape=torch.Size([4, 3, 1, 10]), device=cpu, dtype=torch.float32, "
+        "is_shared=False)},\n"
+        "    batch_size=torch.Size([4, 3, 2, 1]),\n"
+        "    device=None,\n"
+        "    is_shared=False,\n"
+        "    stack_dim=2)"
+    )
+    assert repr(ls) == expected
+
+
+def test_repr_of_lazy_stack_marks_differing_dims() -> None:
+    a = TensorDict({"y": torch.zeros(3, 4)}, [3])
+    b = TensorDict({"y": torch.zeros(3, 5)}, [3])
+    text = repr(LazyStackedTensorDict.lazy_stack([a, b]))
+    assert "y: Tensor(shape=torch.Size([2, 3, -1])" in text
+    assert "    exclusive_fields={\n    },\n" in text

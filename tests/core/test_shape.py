@@ -1,0 +1,216 @@
+"""Shape operations over the batch dimensions."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tensordict import TensorDict
+from tensordict.errors import BatchSizeError
+
+
+def make() -> TensorDict:
+    return TensorDict(
+        {
+            "a": torch.arange(24.0).reshape(4, 3, 2),
+            "b": {"c": torch.arange(12).reshape(4, 3)},
+            "n": TensorDict({"x": torch.arange(60.0).reshape(4, 3, 5)}, [4, 3, 5]),
+            "s": "label",
+        },
+        [4, 3],
+    )
+
+
+def assert_leaves(out: TensorDict, fn: object) -> None:
+    """Every tensor leaf of ``out`` equals ``fn`` applied to the source leaf."""
+    src = make()
+    for key, value in src.items(True, True):
+        if isinstance(value, torch.Tensor):
+            assert torch.equal(out[key], fn(value)), key  # type: ignore[operator]
+
+
+def test_reshape() -> None:
+    out = make().reshape(2, 6)
+    assert out.batch_size == torch.Size([2, 6])
+    assert_leaves(out, lambda t: t.reshape(2, 6, *t.shape[2:]))
+    assert out["n"].batch_size == torch.Size([2, 6, 5])
+
+
+def test_reshape_with_minus_one_and_tuple() -> None:
+    assert make().reshape((-1,)).batch_size == torch.Size([12])
+
+
+def test_reshape_invalid_raises_naming_batch_size() -> None:
+    with pytest.raises(BatchSizeError, match=r"\[4, 3\].*\[5\]"):
+        make().reshape(5)
+
+
+def test_view_shares_memory() -> None:
+    td = make()
+    out = td.view(12)
+    assert out["a"].data_ptr() == td["a"].data_ptr()
+    out["a"].zero_()
+    assert td["a"].sum() == 0
+
+
+def test_view_invalid_raises() -> None:
+    with pytest.raises(BatchSizeError, match=r"\[4, 3\]"):
+        make().view(7)
+
+
+def test_permute() -> None:
+    out = make().permute(1, 0)
+    assert out.batch_size == torch.Size([3, 4])
+    assert_leaves(out, lambda t: t.permute(1, 0, *range(2, t.ndim)))
+    assert out["n"].batch_size == torch.Size([3, 4, 5])
+
+
+def test_permute_negative_dims_and_list() -> None:
+    assert make().permute([-1, -2]).batch_size == torch.Size([3, 4])
+
+
+def test_permute_wrong_length_raises() -> None:
+    with pytest.raises(BatchSizeError, match=r"\[4, 3\]"):
+        make().permute(0)
+
+
+def test_permute_repeated_dim_raises() -> None:
+    with pytest.raises(BatchSizeError, match="permutation"):
+        make().permute(0, 0)
+
+
+def test_transpose() -> None:
+    out = make().transpose(0, -1)
+    assert_leaves(out, lambda t: t.transpose(0, 1))
+
+
+def test_transpose_out_of_range_raises_naming_dim_and_batch_size() -> None:
+    with pytest.raises(BatchSizeError) as info:
+        make().transpose(0, 2)
+    assert "dim 2" in str(info.value) and "[4, 3]" in str(info.value)
+
+
+def test_unsqueeze() -> None:
+    out = make().unsqueeze(1)
+    assert out.batch_size == torch.Size([4, 1, 3])
+    assert_leaves(out, lambda t: t.unsqueeze(1))
+
+
+def test_unsqueeze_negative_dim_inserts_before_feature_dims() -> None:
+    out = make().unsqueeze(-1)
+    assert out.batch_size == torch.Size([4, 3, 1]) and out["a"].shape == torch.Size([4, 3, 1, 2])
+
+
+def test_unsqueeze_out_of_range_raises() -> None:
+    with pytest.raises(BatchSizeError, match="dim 4"):
+        make().unsqueeze(4)
+
+
+def test_squeeze_dim() -> None:
+    out = make().unsqueeze(0).squeeze(0)
+    assert out.batch_size == torch.Size([4, 3])
+    assert_leaves(out, lambda t: t)
+
+
+def test_squeeze_all_size_one_batch_dims_only() -> None:
+    td = TensorDict({"a": torch.zeros(1, 3, 1)}, [1, 3])
+    out = td.squeeze()
+    assert out.batch_size == torch.Size([3]) and out["a"].shape == torch.Size([3, 1])
+
+
+def test_squeeze_dim_not_of_size_one_is_noop() -> None:
+    assert make().squeeze(0).batch_size == torch.Size([4, 3])
+
+
+def test_squeeze_out_of_range_raises_naming_dim() -> None:
+    with pytest.raises(BatchSizeError, match="dim 2"):
+        make().squeeze(2)
+
+
+def test_expand() -> None:
+    out = make().expand(5, 4, 3)
+    assert out.batch_size == torch.Size([5, 4, 3])
+    assert_leaves(out, lambda t: t.expand(5, *t.shape))
+
+
+def test_expand_shares_memory() -> None:
+    td = make()
+    assert td.expand(2, 4, 3)["a"].data_ptr() == td["a"].data_ptr()
+
+
+def test_expand_incompatible_raises() -> None:
+    with pytest.raises(BatchSizeError, match=r"\[4, 3\]"):
+        make().expand(4, 5)
+
+
+def test_expand_too_short_raises() -> None:
+    with pytest.raises(BatchSizeError, match=r"\[4, 3\]"):
+        make().expand(3)
+
+
+def test_flatten() -> None:
+    out = make().flatten(0, 1)
+    assert out.batch_size == torch.Size([12])
+    assert_leaves(out, lambda t: t.flatten(0, 1))
+    assert out["n"].batch_size == torch.Size([12, 5])
+
+
+def test_flatten_negative_dims() -> None:
+    assert make().flatten(0, -1).batch_size == torch.Size([12])
+
+
+def test_flatten_start_after_end_raises() -> None:
+    with pytest.raises(BatchSizeError):
+        make().flatten(1, 0)
+
+
+def test_unflatten() -> None:
+    out = make().flatten(0, 1).unflatten(0, (4, 3))
+    assert out.batch_size == torch.Size([4, 3])
+    assert_leaves(out, lambda t: t)
+
+
+def test_unflatten_negative_dim() -> None:
+    out = make().unflatten(-1, (3, 1))
+    assert out.batch_size == torch.Size([4, 3, 1]) and out["a"].shape == torch.Size([4, 3, 1, 2])
+
+
+def test_unflatten_wrong_sizes_raises() -> None:
+    with pytest.raises(BatchSizeError, match=r"\[4, 3\]"):
+        make().unflatten(0, (3, 3))
+
+
+def test_gather() -> None:
+    index = torch.tensor([[0, 1, 2], [3, 3, 3]])
+    out = make().gather(0, index)
+    assert out.batch_size == torch.Size([2, 3])
+    expected = make()["a"][index, torch.arange(3)]
+    assert torch.equal(out["a"], expected)
+
+
+def test_gather_wrong_index_ndim_raises() -> None:
+    with pytest.raises(BatchSizeError, match=r"\[4, 3\]"):
+        make().gather(0, torch.tensor([0, 1]))
+
+
+def test_shape_ops_carry_non_tensor_data() -> None:
+    out = make().reshape(12)
+    assert out["s"] == "label" and out.get("s").batch_size == torch.Size([12])
+
+
+def test_shape_ops_are_views_where_torch_gives_views() -> None:
+    td = make()
+    for out in (td.unsqueeze(0), td.permute(1, 0), td.transpose(0, 1), td.reshape(12)):
+        out["a"].add_(1)
+    assert td["a"][0, 0, 0] == 4
+
+
+def test_permute_carries_names() -> None:
+    td = TensorDict({"a": torch.zeros(4, 3)}, [4, 3], names=["x", "y"])
+    assert td.permute(1, 0).names == ["y", "x"]
+    assert td.unsqueeze(0).names == [None, "x", "y"]
+
+
+def test_shape_op_on_0d_raises_naming_dim() -> None:
+    with pytest.raises(BatchSizeError, match=r"batch_size=\[\]"):
+        TensorDict({}, []).squeeze(0)
