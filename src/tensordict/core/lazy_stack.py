@@ -60,7 +60,15 @@ class LazyStackedTensorDict(TensorDictBase):
         tensor([1.])
     """
 
-    __slots__ = ("__weakref__", "_context", "_is_locked", "_last_op", "stack_dim", "tensordicts")
+    __slots__ = (
+        "__weakref__",
+        "_context",
+        "_is_locked",
+        "_last_op",
+        "_saved_path",  # set by memmap_/load_memmap; unset reads as None (see saved_path)
+        "stack_dim",
+        "tensordicts",
+    )
 
     def __init__(
         self,

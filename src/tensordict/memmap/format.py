@@ -25,7 +25,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sys
+import threading
 from typing import Any
 
 import torch
@@ -103,6 +105,23 @@ def _inside(prefix: str, path: str) -> bool:
     return real == root or real.startswith(root + os.sep)
 
 
+def check_write_inside(root: str, path: str) -> None:
+    """Refuse to write ``path`` if a symlinked folder on the way leads outside ``root``.
+
+    (A symlinked *file* is harmless: files are written under a temporary name and renamed over
+    it, which replaces the link, never its target.)
+
+    Raises:
+        UnsafeKeyError: the folder of ``path`` resolves outside ``root``.
+    """
+    folder = os.path.dirname(path)
+    if not _inside(root, folder):
+        raise UnsafeKeyError(
+            f"refusing to write {path}: its folder resolves to {os.path.realpath(folder)}, outside "
+            f"{root} (a symlink on the way). Remove the link or choose another prefix."
+        )
+
+
 def _traversal(key: str) -> bool:
     parts = key.replace("\\", "/").split("/")
     return os.path.isabs(key) or ".." in parts or "\0" in key
@@ -168,7 +187,7 @@ def write_meta(directory: str, meta: dict[str, Any]) -> None:
     """Write ``directory/meta.json`` atomically (temporary file, fsync-free rename)."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, META)
-    tmp = f"{path}.tmp-{os.getpid()}"
+    tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
     try:
         with open(tmp, "wb") as f:
             f.write(dumps(meta))
@@ -179,18 +198,22 @@ def write_meta(directory: str, meta: dict[str, Any]) -> None:
         raise
 
 
-def invalidate(directory: str) -> None:
-    """Remove every ``meta.json`` below ``directory`` (top first) before rewriting it, so that an
-    interrupted rewrite never loads as complete data."""
-    if not os.path.isdir(directory):
-        return
-    top = os.path.join(directory, META)
-    if os.path.exists(top):
-        os.unlink(top)
-    for root, _dirs, files in os.walk(directory):
-        if META in files:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(root, META))
+def invalidate(directories: list[str]) -> None:
+    """Remove the ``meta.json`` of each directory (in order) before rewriting it, so that an
+    interrupted rewrite never loads as complete data. Nothing else is touched: other folders
+    under the prefix (unrelated data) keep their metadata."""
+    for directory in directories:
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            os.unlink(os.path.join(directory, META))
+
+
+def remove(path: str) -> None:
+    """Remove a file, a symlink (never its target) or a folder left by an earlier save."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 def read_meta(directory: str) -> dict[str, Any]:

@@ -1,10 +1,13 @@
-"""Writing and loading memory-mapped tensordicts: memmap_, memmap, memmap_like, load_memmap.
+"""Writing memory-mapped tensordicts: memmap_, memmap, memmap_like, make_memmap, refresh.
+
+Loading lives in :mod:`tensordict.memmap.load` (``load_memmap`` is re-exported here).
 
 A write runs in four steps, so that bad input writes nothing and an interrupted write never loads:
 
 1. plan: walk the tree, validate every leaf, list the data files and the ``meta.json`` of every
    directory (children before parents);
-2. invalidate: remove the ``meta.json`` files already in the target directory;
+2. invalidate: remove the ``meta.json`` of every directory about to be rewritten (the root's
+   first), and what an earlier save left that the new one would not overwrite;
 3. write the data files (in ``num_threads`` threads when asked) and map them;
 4. write each ``meta.json`` atomically, deepest first, the root's last.
 """
@@ -23,17 +26,20 @@ from tensordict.core.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, key_path
 from tensordict.core.lazy_stack import LazyStackedTensorDict
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack, _object_array
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.pickling import _DTYPES
 from tensordict.errors import (
     AlreadyMemmappedError,
     BatchSizeError,
-    IncompleteMemmapError,
     MemmapFormatError,
-    PickleNotAllowedError,
 )
 from tensordict.memmap import format as fmt
-from tensordict.memmap.tensor import MemoryMappedTensor, dtype_from_str, write_file
+from tensordict.memmap.load import load_memmap
+from tensordict.memmap.tensor import (
+    MemoryMappedTensor,
+    is_whole_file,
+    write_file,
+)
 
 __all__ = [
     "load_memmap",
@@ -58,6 +64,8 @@ class _Plan:
         self.files: list[tuple[str, torch.Tensor | None, torch.Size, torch.dtype]] = []
         self.pickles: list[tuple[str, Any]] = []
         self.metas: list[tuple[str, dict[str, Any]]] = []
+        #: files and folders of an earlier save that the new one must not leave behind
+        self.stale: list[str] = []
 
 
 def _is_tensorclass(value: Any) -> bool:
@@ -99,26 +107,34 @@ def _check_leaf(key: str, value: torch.Tensor, directory: str) -> None:
         )
 
 
-def _same_file(value: torch.Tensor, path: str) -> bool:
-    """Whether ``value`` already *is* the whole file at ``path`` (nothing to write)."""
-    return (
-        isinstance(value, MemoryMappedTensor)
-        and value.filename == path
-        and value.storage_offset() == 0
-        and value.is_contiguous()
-        and value.untyped_storage().nbytes() == value.numel() * value.element_size()
-        and os.path.exists(path)
-    )
+def _claim_name(taken: dict[str, str], directory: str, key: str, suffix: str) -> None:
+    """Refuse, before anything is written, a key the format cannot hold apart from the others."""
+    if key in fmt.RESERVED:
+        raise MemmapFormatError(
+            f"cannot memory-map the entry {key!r} (in {directory}): meta.json uses {key!r} for "
+            "the tensordict itself, so the entry would be lost. Rename the key."
+        )
+    name = fmt.encode_key(key) + suffix
+    clash = "the metadata file" if name == fmt.META else taken.get(name)
+    if clash is not None:
+        raise MemmapFormatError(
+            f"cannot memory-map the entry {key!r} (in {directory}): its file name {name!r} is "
+            f"also used by {clash}. Rename one of them."
+        )
+    taken[name] = f"the entry {key!r}"
 
 
 def _plan_td(td: TensorDictBase, directory: str, plan: _Plan) -> Builder:
     entries: dict[str, Any] = {}
     builders: dict[str, Builder] = {}
+    taken: dict[str, str] = {}
     for key, value in td._own_items():
+        is_leaf = isinstance(value, torch.Tensor)
+        _claim_name(taken, directory, key, ".memmap" if is_leaf else "")
         if isinstance(value, torch.Tensor):
             _check_leaf(key, value, directory)
             path = fmt.entry_path(directory, key, ".memmap")
-            if plan.like or not _same_file(value, path):
+            if plan.like or not is_whole_file(value, path):
                 plan.files.append((path, None if plan.like else value, value.shape, value.dtype))
             entries[key] = fmt.leaf_entry(value)
             builders[key] = _leaf_builder(path, value.dtype, value.shape)
@@ -159,6 +175,11 @@ def _plan_lazy(td: LazyStackedTensorDict, directory: str, plan: _Plan) -> Builde
     members = [
         _plan_node(m, os.path.join(directory, str(i)), plan) for i, m in enumerate(td.tensordicts)
     ]
+    # members of an earlier, longer stack would load as extra members: remove them
+    extra = len(members)
+    while os.path.lexists(os.path.join(directory, str(extra))):
+        plan.stale.append(os.path.join(directory, str(extra)))
+        extra += 1
     plan.metas.append(
         (
             directory,
@@ -178,6 +199,7 @@ def _plan_lazy(td: LazyStackedTensorDict, directory: str, plan: _Plan) -> Builde
             td._saved_path = directory  # type: ignore[attr-defined]
             return td
         out = LazyStackedTensorDict(*built, stack_dim=td.stack_dim)
+        out._saved_path = directory  # type: ignore[attr-defined]
         return out
 
     return build
@@ -192,8 +214,7 @@ def _split_jsonable(fields: dict[str, Any]) -> tuple[dict[str, Any], dict[str, A
 def _plan_tensorclass(tc: Any, directory: str, plan: _Plan) -> Builder:
     inner = _plan_td(tc._tensordict, os.path.join(directory, "_tensordict"), plan)
     inline, pickled = _split_jsonable(dict(tc._non_tensordict))
-    if pickled:
-        plan.pickles.append((os.path.join(directory, "other.pickle"), pickled))
+    _plan_pickle(plan, os.path.join(directory, "other.pickle"), pickled or None)
     plan.metas.append((directory, {"_type": fmt.type_string(type(tc)), **inline}))
 
     def build() -> Any:
@@ -207,10 +228,11 @@ def _plan_tensorclass(tc: Any, directory: str, plan: _Plan) -> Builder:
 
 def _plan_non_tensor(value: NonTensorData, directory: str, plan: _Plan) -> Builder:
     meta: dict[str, Any] = {"_type": fmt.TYPE_NON_TENSOR}
-    if fmt.is_jsonable(value.data):
+    inline = fmt.is_jsonable(value.data)
+    if inline:
         meta["data"] = value.data
-    else:
-        plan.pickles.append((os.path.join(directory, "other.pickle"), {"data": value.data}))
+    pickled = None if inline else {"data": value.data}
+    _plan_pickle(plan, os.path.join(directory, "other.pickle"), pickled)
     meta["_metadata"] = None
     meta["_is_non_tensor"] = True
     plan.metas.append((directory, meta))
@@ -220,18 +242,31 @@ def _plan_non_tensor(value: NonTensorData, directory: str, plan: _Plan) -> Build
 def _plan_non_tensor_stack(value: NonTensorStack, directory: str, plan: _Plan) -> Builder:
     data = value.tolist()
     meta: dict[str, Any] = {"_type": fmt.TYPE_NON_TENSOR_STACK, "stack_dim": 0, "device": None}
-    if fmt.is_jsonable(data):
-        meta["data"] = data
-    else:
-        meta["data"] = "pickle.pkl"
-        plan.pickles.append((os.path.join(directory, "pickle.pkl"), data))
+    inline = fmt.is_jsonable(data)
+    meta["data"] = data if inline else "pickle.pkl"
+    _plan_pickle(plan, os.path.join(directory, "pickle.pkl"), None if inline else data)
     plan.metas.append((directory, meta))
     return lambda: value
 
 
+def _plan_pickle(plan: _Plan, path: str, obj: Any) -> None:
+    """Pickle ``obj`` to ``path``; with nothing to pickle, remove a stale file left there (an
+    upstream loader would let it override the inline data)."""
+    if obj is not None:
+        plan.pickles.append((path, obj))
+    elif os.path.lexists(path):
+        plan.stale.append(path)
+
+
 # ====================================================================== executing
 def _execute(plan: _Plan, root: str, build: Builder, num_threads: int) -> Any:
-    fmt.invalidate(root)
+    targets = [job[0] for job in plan.files] + [path for path, _ in plan.pickles] + plan.stale
+    for path in targets + [os.path.join(d, fmt.META) for d, _ in plan.metas]:
+        fmt.check_write_inside(root, path)
+    # the root's meta.json goes first: from here until the end, the directory does not load
+    fmt.invalidate([root] + [d for d, _ in reversed(plan.metas)])
+    for path in plan.stale:
+        fmt.remove(path)
     if num_threads and num_threads > 0 and len(plan.files) > 1:
         with ThreadPoolExecutor(max_workers=num_threads) as pool:
             list(pool.map(lambda job: write_file(*job), plan.files))
@@ -298,6 +333,35 @@ def _mark_memmap(node: Any, prefix: str | None) -> None:
         _mark_memmap(node._tensordict, None)
 
 
+def _is_written(node: Any, directory: str | None) -> bool:
+    """Whether every leaf already is its file under ``directory`` (any memory-mapped tensor when
+    ``directory`` is None), so that memmap_ has nothing to do."""
+    if isinstance(node, LazyStackedTensorDict):
+        return all(
+            _is_written(m, None if directory is None else os.path.join(directory, str(i)))
+            for i, m in enumerate(node.tensordicts)
+        )
+    if _is_tensorclass(node):
+        sub = None if directory is None else os.path.join(directory, "_tensordict")
+        return _is_written(node._tensordict, sub)
+    if not isinstance(node, TensorDictBase):
+        return True  # non-tensor data: nothing mapped
+    for key, value in node._own_items():
+        is_leaf = isinstance(value, torch.Tensor)
+        path = None
+        if directory is not None:
+            path = fmt.entry_path(directory, key, ".memmap" if is_leaf else "")
+        if not is_leaf:
+            ok = _is_written(value, path)
+        elif path is None:
+            ok = isinstance(value, MemoryMappedTensor)
+        else:
+            ok = is_whole_file(value, path)
+        if not ok:
+            return False
+    return True
+
+
 def memmap_(
     td: Any,
     prefix: Any = None,
@@ -331,17 +395,21 @@ def memmap_(
             "return_early=True is not supported; the write completes before returning."
         )
     if prefix is None:
-        if td.is_memmap() and td.saved_path is None:
+        if td.is_memmap() and td.saved_path is None and td.is_locked and _is_written(td, None):
             return td
         return _anonymous(td, like=False, inplace=True)
     root = _prefix(prefix)
     if td.is_memmap() and td.saved_path is not None and not copy_existing:
-        if td.saved_path == root:
+        if td.saved_path != root:
+            raise AlreadyMemmappedError(
+                f"this tensordict is memory-mapped at {td.saved_path}; memmap_({root!r}) would "
+                "move it. Pass copy_existing=True to copy the files, or use td.memmap(prefix) for "
+                "a copy."
+            )
+        if td.is_locked and _is_written(td, root):
             return td
-        raise AlreadyMemmappedError(
-            f"this tensordict is memory-mapped at {td.saved_path}; memmap_({root!r}) would move "
-            "it. Pass copy_existing=True to copy the files, or use td.memmap(prefix) for a copy."
-        )
+        # entries were added or replaced since: rewrite the metadata, and the data files of
+        # the leaves that are not already their file
     _check_target(root, existsok)
     plan = _Plan(like=False, inplace=True)
     build = _plan_node(td, root, plan)
@@ -406,207 +474,6 @@ def _check_target(root: str, existsok: bool) -> None:
         )
 
 
-# ====================================================================== loading
-def load_memmap(
-    prefix: Any,
-    device: Any = None,
-    *,
-    allow_pickle: bool = False,
-    non_blocking: bool = False,
-    out: Any = None,
-    robust_key: bool | None = None,
-) -> Any:
-    """Load a tensordict saved by :func:`memmap_` / :func:`memmap` (here or by upstream tensordict).
-
-    The leaves are :class:`MemoryMappedTensor` (nothing is read until used); the result is not
-    locked. Nothing is unpickled unless ``allow_pickle=True``.
-
-    Raises:
-        IncompleteMemmapError: missing ``meta.json`` or data files (e.g. an interrupted write).
-        MemmapFormatError: malformed metadata, unknown dtype, a file of the wrong size.
-        UnsafeKeyError: an entry that would be read from outside ``prefix``.
-        PickleNotAllowedError: an entry needs unpickling and ``allow_pickle`` is False.
-
-    Examples:
-        >>> import tempfile
-        >>> from tensordict import TensorDict
-        >>> d = tempfile.mkdtemp()
-        >>> _ = TensorDict({"a": {"b": torch.arange(3)}}, [3]).memmap(d)
-        >>> TensorDict.load_memmap(d)["a", "b"]
-        MemoryMappedTensor([0, 1, 2])
-    """
-    root = _prefix(prefix)
-    node = _load_node(root, fmt.read_meta(root), allow_pickle, None)
-    if device is not None and torch.device(device) != CPU:
-        node = node.to(device)
-    if out is not None:
-        out.update_(node)
-        return out
-    return node
-
-
-def _load_node(directory: str, meta: dict[str, Any], allow_pickle: bool, batch_size: Any) -> Any:
-    tag = meta.get("_class") or meta.get("_type")
-    if tag in (fmt.CLASS_TD, fmt.TYPE_TD) or tag is None:
-        return _load_td(directory, meta, allow_pickle)
-    if tag in (fmt.CLASS_LAZY, fmt.TYPE_LAZY):
-        return _load_lazy(directory, meta, allow_pickle)
-    if tag == fmt.TYPE_NON_TENSOR:
-        return _load_non_tensor(directory, meta, allow_pickle, batch_size)
-    if tag == fmt.TYPE_NON_TENSOR_STACK:
-        return _load_non_tensor_stack(directory, meta, allow_pickle, batch_size)
-    meta_path = os.path.join(directory, fmt.META)
-    cls = fmt.resolve_class(str(tag), meta_path)
-    if not getattr(cls, "_is_tensorclass", False):
-        raise MemmapFormatError(f"{meta_path}: {tag} is not a tensordict class or a tensorclass.")
-    return _load_tensorclass(cls, directory, meta, allow_pickle)
-
-
-def _read_pickle(path: str, allow_pickle: bool) -> Any:
-    if not allow_pickle:
-        raise PickleNotAllowedError(
-            f"{path} can only be read by unpickling it, which can run arbitrary code. Pass "
-            "allow_pickle=True to load_memmap if you trust where this directory came from."
-        )
-    with open(path, "rb") as f:
-        return pickle.load(f)
-
-
-def _load_td(directory: str, meta: dict[str, Any], allow_pickle: bool) -> TensorDict:
-    meta_path = os.path.join(directory, fmt.META)
-    try:
-        batch_size = torch.Size(meta.get("shape", []))
-    except (TypeError, ValueError):
-        raise MemmapFormatError(f"{meta_path}: 'shape' must be a list of ints.") from None
-    dev = meta.get("device")
-    device = None if dev in (None, "None") else torch.device(str(dev))
-    source: dict[str, Any] = {}
-    n = len(batch_size)
-    for key, entry in meta.items():
-        if key in fmt.RESERVED and not isinstance(entry, dict):
-            continue
-        if not isinstance(entry, dict):
-            continue
-        if "type" in entry:
-            sub = fmt.find_entry(directory, key)
-            if sub is None:
-                raise IncompleteMemmapError(
-                    f"{meta_path} lists {key!r} but its directory "
-                    f"{fmt.entry_path(directory, key)} is missing."
-                )
-            value = _load_node(sub, fmt.read_meta(sub), allow_pickle, batch_size)
-        elif "dtype" in entry and "shape" in entry:
-            value = _load_leaf(directory, key, entry, meta_path)
-        else:
-            continue
-        shape = (
-            getattr(value, "batch_size", None)
-            if not isinstance(value, torch.Tensor)
-            else value.shape
-        )
-        if isinstance(value, NonTensorData):
-            value = value._with_batch_size(batch_size)
-        elif shape is not None and tuple(shape[:n]) != tuple(batch_size):
-            raise MemmapFormatError(
-                f"{meta_path}: entry {key!r} has shape {list(shape)}, which does not start with "
-                f"the batch size {list(batch_size)}."
-            )
-        source[key] = value
-    td = TensorDict._new_unsafe(source, batch_size, device, is_memmap=True)
-    td._memmap_prefix = directory
-    return td
-
-
-def _load_leaf(directory: str, key: str, entry: dict[str, Any], meta_path: str) -> torch.Tensor:
-    if entry.get("is_nested"):
-        raise MemmapFormatError(
-            f"{meta_path}: {key!r} is a nested (jagged) tensor, which this library does not store."
-        )
-    dtype = dtype_from_str(str(entry["dtype"]), meta_path)
-    try:
-        shape = torch.Size(entry["shape"])
-    except (TypeError, ValueError):
-        raise MemmapFormatError(
-            f"{meta_path}: the shape of {key!r} must be a list of ints."
-        ) from None
-    numel = shape.numel()
-    path = fmt.find_entry(directory, key, ".memmap")
-    if path is None:
-        if numel == 0:
-            return MemoryMappedTensor.from_tensor(torch.empty(shape, dtype=dtype))
-        raise IncompleteMemmapError(
-            f"{meta_path} lists {key!r} but its data file "
-            f"{fmt.entry_path(directory, key, '.memmap')} "
-            "is missing (an interrupted write, or files removed)."
-        )
-    expected = numel * torch.empty((), dtype=dtype).element_size()
-    size = os.path.getsize(path)
-    if size != expected:
-        raise MemmapFormatError(
-            f"{path} holds {size} bytes, but {meta_path} describes {key!r} as {list(shape)} "
-            f"{dtype} ({expected} bytes). The file is truncated or does not match its metadata."
-        )
-    return MemoryMappedTensor.from_filename(path, dtype, shape)
-
-
-def _load_lazy(directory: str, meta: dict[str, Any], allow_pickle: bool) -> LazyStackedTensorDict:
-    members = []
-    i = 0
-    while os.path.isdir(os.path.join(directory, str(i))):
-        sub = os.path.join(directory, str(i))
-        members.append(_load_node(sub, fmt.read_meta(sub), allow_pickle, None))
-        i += 1
-    if not members:
-        raise IncompleteMemmapError(
-            f"{directory} is a saved lazy stack with no members (0/, 1/, ...)."
-        )
-    out = LazyStackedTensorDict(*members, stack_dim=int(meta.get("stack_dim", 0)))
-    out._saved_path = directory  # type: ignore[attr-defined]
-    return out
-
-
-def _load_non_tensor(
-    directory: str, meta: dict[str, Any], allow_pickle: bool, batch_size: Any
-) -> NonTensorData:
-    if "data" in meta:
-        data = meta["data"]
-    else:
-        path = os.path.join(directory, "other.pickle")
-        if os.path.exists(path):
-            data = _read_pickle(path, allow_pickle).get("data")
-        elif os.path.exists(os.path.join(directory, "_tensordict")):
-            data = None
-        else:
-            raise IncompleteMemmapError(
-                f"{directory}: non-tensor entry without data or other.pickle."
-            )
-    return NonTensorData(data, batch_size=batch_size if batch_size is not None else [])
-
-
-def _load_non_tensor_stack(
-    directory: str, meta: dict[str, Any], allow_pickle: bool, batch_size: Any
-) -> Any:
-    data = meta.get("data")
-    if data == "pickle.pkl":
-        data = _read_pickle(os.path.join(directory, "pickle.pkl"), allow_pickle)
-    elif isinstance(data, str):
-        raise MemmapFormatError(f"{directory}: invalid pickled NonTensorStack file name {data!r}.")
-    if data is None:
-        return _load_lazy(directory, meta, allow_pickle)
-    shape = list(batch_size) if batch_size is not None else None
-    return NonTensorStack.from_array(_object_array(data, shape))
-
-
-def _load_tensorclass(cls: type, directory: str, meta: dict[str, Any], allow_pickle: bool) -> Any:
-    fields = {k: v for k, v in meta.items() if k != "_type"}
-    pickled = os.path.join(directory, "other.pickle")
-    if os.path.exists(pickled):
-        fields.update(_read_pickle(pickled, allow_pickle))
-    inner_dir = os.path.join(directory, "_tensordict")
-    td = _load_td(inner_dir, fmt.read_meta(inner_dir), allow_pickle)
-    return cls._from_tensordict(td, fields)  # type: ignore[attr-defined]
-
-
 # ====================================================================== in-place updates
 def memmap_refresh_(td: Any) -> Any:
     """Reload the leaves from the directory (after another process rewrote its metadata)."""
@@ -663,6 +530,11 @@ def _add_leaf(
             f"{list(bs)}."
         )
     directory = str(parent.saved_path)
+    if name in fmt.RESERVED:
+        raise MemmapFormatError(
+            f"cannot make the memory-mapped entry {name!r} (in {directory}): meta.json uses "
+            f"{name!r} for the tensordict itself. Choose another key."
+        )
     path = fmt.entry_path(directory, name, ".memmap")
     write_file(path, data, shape, dtype)
     leaf = MemoryMappedTensor._map(path, dtype, shape)

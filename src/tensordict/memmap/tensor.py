@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from tensordict.core.pickling import _DTYPES
-from tensordict.errors import MemmapFormatError
+from tensordict.errors import IncompleteMemmapError, MemmapFormatError
 
 __all__ = ["MemoryMappedTensor", "rebuild_anonymous", "rebuild_file_view"]
 
@@ -49,7 +49,12 @@ def _file_base(
     """The whole file as a 1-d tensor, from the per-process cache when it is still the same file."""
     if numel == 0:
         return torch.empty(0, dtype=dtype)
-    st = os.stat(filename)
+    try:
+        st = os.stat(filename)
+    except FileNotFoundError:
+        raise IncompleteMemmapError(
+            f"{filename} does not exist: the memory-mapped file was removed, or never written."
+        ) from None
     ident = (st.st_dev, st.st_ino, st.st_size)
     key = (filename, str(dtype), numel)
     with _cache_lock:
@@ -65,15 +70,41 @@ def _file_base(
         )
     if writable is None:
         writable = os.access(filename, os.W_OK)
-    # shared=True maps the file read-write (writes reach the file); on a read-only file or file
-    # system, a private copy-on-write mapping reads the same bytes without needing write access.
-    base = torch.from_file(filename, shared=writable, size=numel, dtype=dtype)
+    base = _map_file(filename, dtype, numel, writable)
     with _cache_lock:
         _cache[key] = (ident, base)
         _cache.move_to_end(key)
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return base
+
+
+def _map_file(filename: str, dtype: torch.dtype, numel: int, writable: bool) -> torch.Tensor:
+    # shared=True maps the file read-write (writes reach the file); on a read-only file or file
+    # system, a private copy-on-write mapping reads the same bytes without needing write access.
+    # os.access can claim write access that open() then refuses (root on a file the kernel still
+    # protects, some network file systems): fall back to the private mapping then too.
+    if writable:
+        try:
+            return torch.from_file(filename, shared=True, size=numel, dtype=dtype)
+        except RuntimeError:
+            pass
+    try:
+        return torch.from_file(filename, shared=False, size=numel, dtype=dtype)
+    except RuntimeError as err:
+        raise MemmapFormatError(f"cannot map {filename}: {err}") from None
+
+
+def is_whole_file(value: Any, path: str) -> bool:
+    """Whether ``value`` is a MemoryMappedTensor that *is* the whole file at ``path``, in order."""
+    return (
+        isinstance(value, MemoryMappedTensor)
+        and value.filename == path
+        and value.storage_offset() == 0
+        and value.is_contiguous()
+        and value.untyped_storage().nbytes() == value.numel() * value.element_size()
+        and os.path.exists(path)
+    )
 
 
 def forget_file(filename: str) -> None:
@@ -157,19 +188,18 @@ class MemoryMappedTensor(torch.Tensor):
             FileExistsError: the file exists and ``existsok`` is False.
         """
         if (
-            isinstance(input, MemoryMappedTensor)
-            and filename is not None
+            filename is not None
             and not copy_existing
-            and input.filename is not None
-            and os.path.abspath(str(filename)) == input.filename
+            and shape is None
+            and is_whole_file(input, os.path.abspath(os.fspath(filename)))
         ):
-            return input
+            return input  # type: ignore[return-value]
         src = input.detach()
         if src.device.type != "cpu":
             src = src.cpu()
         shape = src.shape if shape is None else torch.Size(shape)
         if filename is None:
-            out = torch.empty(shape, dtype=src.dtype).share_memory_()
+            out = _new_shared(shape, src.dtype)
             if copy_data:
                 out.copy_(src)
             return _wrap(out, None)
@@ -311,6 +341,12 @@ class MemoryMappedTensor(torch.Tensor):
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Any, ...]:  # type: ignore[override]
         return tuple(_wrap(t, self.filename) for t in torch.Tensor.chunk(self, chunks, dim))
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> torch.Tensor:
+        # a copy is private memory, like every other non-view operation
+        out = self.as_subclass(torch.Tensor).clone()
+        memo[id(self)] = out
+        return out
+
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
         filename = self.filename
         plain = self.as_subclass(torch.Tensor)
@@ -332,6 +368,15 @@ class MemoryMappedTensor(torch.Tensor):
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
         text = repr(self.as_subclass(torch.Tensor))
         return "MemoryMappedTensor" + text[len("tensor") :]
+
+
+def _new_shared(shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
+    """A zero-filled tensor in new anonymous shared memory (allocated once, nothing copied)."""
+    nbytes = int(shape.numel()) * _itemsize(dtype)
+    if nbytes == 0:
+        return torch.empty(shape, dtype=dtype).share_memory_()
+    storage = torch.UntypedStorage._new_shared(nbytes)
+    return torch.empty(0, dtype=dtype).set_(storage).view(shape)
 
 
 def _shape_arg(shape: tuple[Any, ...]) -> torch.Size:
