@@ -2,6 +2,10 @@
 
 Run: ``python -m benchmarks.core_ops``. Upstream tensordict 0.15.3 on the reference machine is given
 for comparison (issue [core-1]/[core-2]).
+
+A second table measures a ``@tensorclass`` with the same ten fields against the TensorDict inside
+it, in the same run (issue [tensorclass]: attribute access, indexing and ``torch.stack`` must cost
+at most ~1.5x the TensorDict).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from typing import Any
 import torch
 
 from benchmarks.timing import per_call_us
-from tensordict import TensorDict
+from tensordict import TensorDict, tensorclass
 
 #: upstream tensordict 0.15.3 on the same 2-core machine (µs), from the issues.
 UPSTREAM_US = {
@@ -52,6 +56,34 @@ def workloads() -> dict[str, Any]:
     }
 
 
+def tensorclass_workloads() -> dict[str, tuple[Any, Any]]:
+    """name -> (operation on a tensorclass, the same operation on its inner TensorDict)."""
+    fields = {f"k{i}": torch.Tensor for i in range(10)}
+    sample_cls: Any = tensorclass(type("Sample", (), {"__annotations__": fields}))
+    tc = sample_cls(**{k: torch.randn(1000, 8) for k in fields}, batch_size=[1000])
+    td = tc._tensordict
+    tc0, tc1, td0, td1 = tc[0], tc[1], td[0], td[1]
+    return {
+        "attribute (tc.k0 vs td['k0'])": (lambda: tc.k0, lambda: td["k0"]),
+        'str key (tc["k0"] vs td["k0"])': (lambda: tc["k0"], lambda: td["k0"]),
+        "index [10:20]": (lambda: tc[10:20], lambda: td[10:20]),
+        "torch.stack of 2 rows": (
+            lambda: torch.stack([tc0, tc1], 0),
+            lambda: torch.stack([td0, td1], 0),
+        ),
+    }
+
+
+def run_tensorclass(repeat: int = 7) -> dict[str, dict[str, float]]:
+    """Tensorclass vs inner TensorDict: name -> {tensorclass, tensordict, ratio} medians (µs)."""
+    results = {}
+    for name, (on_tc, on_td) in tensorclass_workloads().items():
+        tc_us = per_call_us(on_tc, repeat=repeat)["median"]
+        td_us = per_call_us(on_td, repeat=repeat)["median"]
+        results[name] = {"tensorclass": tc_us, "tensordict": td_us, "ratio": tc_us / td_us}
+    return results
+
+
 def run(repeat: int = 7) -> dict[str, dict[str, float]]:
     """Measure every workload; returns name -> {median, min, max, upstream, ratio}."""
     results = {}
@@ -75,6 +107,10 @@ def main() -> None:
             f"{name:34s} {s['median']:10.2f} {s['min']:8.2f} {s['max']:8.2f} "
             f"{s['upstream']:9.2f} {s['ratio_vs_upstream']:6.2f}"
         )
+    print()
+    print(f"{'tensorclass vs inner TensorDict':34s} {'tc µs':>10s} {'td µs':>8s} {'ratio':>6s}")
+    for name, r in run_tensorclass().items():
+        print(f"{name:34s} {r['tensorclass']:10.3f} {r['tensordict']:8.3f} {r['ratio']:6.2f}")
 
 
 if __name__ == "__main__":

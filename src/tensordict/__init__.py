@@ -10,6 +10,8 @@ from tensordict.core.keys import NestedKey, unravel_key, unravel_key_list
 from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.memmap.tensor import MemoryMappedTensor
+from tensordict.parallel.worker import WorkerInfo, get_worker_info
+from tensordict.tensorclass import is_tensorclass, tensorclass
 
 __version__ = "0.16.0.dev0"
 
@@ -21,7 +23,11 @@ __all__ = [
     "NonTensorStack",
     "TensorDict",
     "TensorDictBase",
+    "WorkerInfo",
+    "get_worker_info",
     "is_tensor_collection",
+    "is_tensorclass",
+    "tensorclass",
     "unravel_key",
     "unravel_key_list",
 ]

@@ -10,10 +10,14 @@ Messages follow one rule: say what was expected, what was given, and what to do.
 
 from __future__ import annotations
 
+import dataclasses
+
 __all__ = [
     "AlreadyMemmappedError",
     "BatchSizeError",
     "ChunkError",
+    "FieldTypeError",
+    "FrozenTensorclassError",
     "IncompleteMemmapError",
     "IndexingError",
     "KeyTypeError",
@@ -23,7 +27,10 @@ __all__ = [
     "NotPicklableError",
     "PickleNotAllowedError",
     "ShapeMismatchError",
+    "TensorclassArgumentError",
+    "TensorclassDefinitionError",
     "TensorDictKeyError",
+    "UndeclaredFieldError",
     "UnsafeKeyError",
     "WorkerDiedError",
 ]
@@ -107,3 +114,29 @@ class ChunkError(RuntimeError):
 
 class MissingDependencyError(ImportError):
     """An optional dependency that a feature needs is not installed."""
+
+
+class TensorclassDefinitionError(TypeError, AttributeError):
+    """A ``@tensorclass`` declaration that cannot be built: a reserved field name, a field that
+    would hide a tensordict method (without ``shadow=True``), or exclusive options.
+
+    Subclasses ``AttributeError`` too, which upstream raises for a shadowing field name.
+    """
+
+
+class TensorclassArgumentError(TypeError):
+    """Bad arguments to a tensorclass constructor: an unknown keyword, a missing field, a field
+    given twice or too many positional arguments."""
+
+
+class UndeclaredFieldError(AttributeError):
+    """Setting an attribute (or entry) that is not a declared field of the tensorclass."""
+
+
+class FrozenTensorclassError(dataclasses.FrozenInstanceError):
+    """Assigning a field of an instance of a ``frozen=True`` tensorclass."""
+
+
+class FieldTypeError(TypeError, ValueError):
+    """A value a tensorclass field does not accept: under ``nocast``, a value that is not an
+    instance of the field's annotation; under ``autocast``, a value the annotation cannot cast."""

@@ -425,7 +425,9 @@ class TensorDictBase(OpsMixin, ShapeMixin, CombineMixin, CastMixin):
                     "that shape (or one that broadcasts to it)."
                 )
             existing.copy_(item)
-        elif isinstance(existing, TensorDictBase):
+        elif isinstance(existing, TensorDictBase) or getattr(
+            type(existing), "_is_tensorclass", False
+        ):
             existing.update_(item)
         else:
             parent = self._parent_for_write(path, create=False)

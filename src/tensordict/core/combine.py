@@ -109,6 +109,8 @@ def stack(
     tds = list(tds)
     if not tds:
         raise ValueError("cannot stack an empty list of tensordicts.")
+    if getattr(type(tds[0]), "_is_tensorclass", False):  # stacks the inner tensordicts, re-wraps
+        return torch.stack(tds, dim, out=out)
     _check_batch_sizes(tds, "stack")
     bs = tds[0].batch_size
     d = normalize_dim(dim, len(bs), bs, "stack", extra=1)
@@ -142,6 +144,8 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     tds = list(tds)
     if not tds:
         raise ValueError("cannot concatenate an empty list of tensordicts.")
+    if getattr(type(tds[0]), "_is_tensorclass", False):  # concatenates the inner tensordicts
+        return torch.cat(tds, dim, out=out)
     bs = tds[0].batch_size
     if not bs:
         raise BatchSizeError("cannot concatenate tensordicts without batch dimensions; use stack.")

@@ -88,7 +88,8 @@ def is_leaf_default(value: Any) -> bool:
     """Whether a value is a leaf for ``leaves_only`` purposes (tensors and non-tensor data)."""
     from tensordict.core.base import TensorDictBase
 
-    return not isinstance(value, TensorDictBase)
+    tensorclass = getattr(type(value), "_is_tensorclass", False)
+    return not isinstance(value, TensorDictBase) and not tensorclass
 
 
 class KeysView:
@@ -210,6 +211,8 @@ def _walk_items(
         leaf = bool(leaf_test(value))
         if not leaves_only or leaf:
             yield full, value
+        if include_nested and not leaf and getattr(type(value), "_is_tensorclass", False):
+            value = value._tensordict  # walk a tensorclass's fields like a nested tensordict
         if include_nested and not leaf and isinstance(value, TensorDictBase):
             yield from _walk_items(
                 value, prefix + (key,), include_nested, leaves_only, is_leaf, keys_only

@@ -61,11 +61,11 @@ class ShapeMixin(TensorCollection):
                 out[key] = value._with_batch_size(batch_size)
             elif isinstance(value, NonTensorStack):
                 out[key] = value._transform(leaf_fn)
-            elif isinstance(value, ShapeMixin):
+            elif isinstance(value, ShapeMixin) or getattr(type(value), "_is_tensorclass", False):
                 extra = value.batch_size[bd:]
                 out[key] = value._transform(leaf_fn, batch_size + extra if extra else batch_size)
             else:
-                out[key] = leaf_fn(value)  # tensorclass instances forward tensor methods
+                out[key] = leaf_fn(value)
         result = self._new_dense(out, torch.Size(batch_size), names)
         if self.is_locked:  # shape operations keep the lock, as upstream
             result._set_locked(True)

@@ -1,0 +1,12 @@
+"""``@tensorclass``: typed dataclasses whose tensor data lives in a TensorDict.
+
+``builder`` builds the class; ``fields`` holds the field spec and the rules that store a value
+(default, ``autocast``, ``nocast``); ``access`` reads and writes fields; ``construct`` makes
+instances and converts them; ``forwarding`` declares the forwarded TensorDict API in one table;
+``printing`` gives the upstream-style repr.
+"""
+
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.tensorclass.builder import is_tensorclass, tensorclass
+
+__all__ = ["NonTensorData", "NonTensorStack", "is_tensorclass", "tensorclass"]

@@ -1,0 +1,262 @@
+"""Reading and writing the fields of a tensorclass instance.
+
+Each field is a ``property`` on the class whose getter reads the inner tensordict's dict directly:
+``sample.obs`` costs one dict lookup more than ``td["obs"]``. Writes (``sample.obs = ...``,
+``sample["obs"] = ...``, ``sample.set("obs", ...)``) go through :func:`set_field`, which converts
+and validates the value before changing anything, so a failed assignment leaves the instance as it
+was. ``__getattr__`` is only reached for names the class does not define: it hands out the inner
+tensordict's attributes (methods come back wrapped like the forwarded ones).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from tensordict.core.keys import key_path
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.errors import (
+    BatchSizeError,
+    FrozenTensorclassError,
+    LockedError,
+    UndeclaredFieldError,
+)
+from tensordict.tensorclass.construct import initialising, spec_of
+from tensordict.tensorclass.fields import store_value
+from tensordict.tensorclass.forwarding import wrap_result
+
+__all__ = [
+    "field_property",
+    "get",
+    "getattr_fallback",
+    "getitem",
+    "set_",
+    "set_field",
+    "setattr_",
+    "setitem",
+]
+
+_MISSING: Any = object()
+_Tensor = torch.Tensor
+
+
+def _is_tc(value: Any) -> bool:
+    return getattr(type(value), "_is_tensorclass", False) is True
+
+
+def field_property(name: str, doc: str | None = None) -> property:
+    """The attribute of field ``name``: tensors as stored, non-tensor data unwrapped."""
+
+    def fget(self: Any) -> Any:
+        try:  # a TensorDict keeps its entries in the dict `_tensordict`
+            value = self._tensordict._tensordict[name]
+        except (AttributeError, KeyError):
+            value = self._tensordict._get_str(name, _MISSING)
+            if value is _MISSING:
+                return self._non_tensordict.get(name)
+        return value if value.__class__ is _Tensor else _unwrap_non_tensor(value)
+
+    def fset(self: Any, value: Any) -> None:
+        set_field(self, name, value)
+
+    fget.__qualname__ = fset.__qualname__ = name
+    fget.__tensorclass_generated__ = True  # type: ignore[attr-defined]
+    return property(fget, fset, None, doc or f"The field ``{name}``.")
+
+
+def set_field(self: Any, name: str, value: Any) -> None:
+    """Store ``value`` in field ``name`` (all checks first: a failure changes nothing).
+
+    Raises:
+        LockedError: the instance is locked (frozen classes are locked after ``__init__``).
+        FieldTypeError: a value the class options refuse (see ``tensordict.tensorclass.fields``).
+        BatchSizeError: a tensor or collection whose leading dims differ from the batch size.
+    """
+    td = self._tensordict
+    cls = type(self)
+    if td.is_locked:
+        raise LockedError(
+            f"cannot set {cls.__name__}.{name}: the instance is locked. Write tensors in place "
+            f"with instance.set_({name!r}, value), or unlock it with instance.unlock_()."
+        )
+    stored = store_value(spec_of(cls), name, value, td.batch_size, td.device)
+    nt = self._non_tensordict
+    if stored is None:
+        if td._get_str(name, None) is not None:
+            td._del_str(name)
+        nt[name] = None
+        return
+    try:
+        td.set(name, stored)
+    except BatchSizeError as err:
+        raise BatchSizeError(f"{cls.__name__}.{name}: {err}") from None
+    nt.pop(name, None)
+
+
+def setattr_(self: Any, name: str, value: Any) -> None:
+    """``__setattr__``: fields, and settable properties (``batch_size``, ``names``, user ones).
+
+    Raises:
+        FrozenTensorclassError: the class is frozen.
+        UndeclaredFieldError: ``name`` is not a field or a settable attribute of the class.
+    """
+    cls = type(self)
+    spec = spec_of(cls)
+    if spec.frozen and not initialising(self):
+        raise FrozenTensorclassError(
+            f"cannot assign to {name!r}: {cls.__name__} is frozen. Build a new instance, or write "
+            "tensor data in place (instance.set_(key, value), instance[index] = other)."
+        )
+    if name in spec.names:
+        set_field(self, name, value)
+        return
+    descriptor = getattr(cls, name, None)
+    if descriptor is not None and hasattr(type(descriptor), "__set__"):
+        object.__setattr__(self, name, value)
+        return
+    raise UndeclaredFieldError(
+        f"{cls.__name__} has no field {name!r}, so it cannot be set. Declared fields: "
+        f"{list(spec.order)}. Declare it in the class (e.g. `{name}: torch.Tensor`) to store it."
+    )
+
+
+def delattr_(self: Any, name: str) -> None:
+    cls = type(self)
+    spec = spec_of(cls)
+    if spec.frozen:
+        raise FrozenTensorclassError(f"cannot delete {name!r}: {cls.__name__} is frozen.")
+    if name in spec.names:
+        raise AttributeError(
+            f"fields of {cls.__name__} cannot be deleted; assign None to unset {name!r}."
+        )
+    object.__delattr__(self, name)
+
+
+def getattr_fallback(self: Any, name: str) -> Any:
+    """``__getattr__`` (only called for names the class lacks): the inner tensordict's attribute.
+
+    Private names are returned as they are (the protocol core code uses); public methods come back
+    wrapped like the forwarded ones.
+    """
+    td = self.__dict__.get("_tensordict")
+    if td is None or name.startswith("__"):
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    try:
+        attr = getattr(td, name)
+    except AttributeError:
+        raise AttributeError(
+            f"{type(self).__name__!r} object has no attribute {name!r} (fields: "
+            f"{list(spec_of(type(self)).order)})."
+        ) from None
+    if name.startswith("_") or not callable(attr):
+        return attr
+
+    def method(*args: Any, **kwargs: Any) -> Any:
+        return wrap_result(self, attr(*args, **kwargs))
+
+    method.__name__ = name
+    return method
+
+
+def getitem(self: Any, index: Any) -> Any:
+    """``instance[index]``: a str key reads that field (or entry); any other index selects along
+    the batch dimensions and returns an instance of the same class."""
+    cls = index.__class__
+    if cls is str:
+        try:
+            value = self._tensordict._tensordict[index]
+        except (AttributeError, KeyError):
+            return _getitem_slow(self, index)
+        return value if value.__class__ is _Tensor else _unwrap_non_tensor(value)
+    if cls is tuple and index and index[0].__class__ is str:
+        return self._tensordict[index]
+    td = self._tensordict._index(index)
+    out = object.__new__(type(self))
+    d = out.__dict__
+    d["_tensordict"] = td
+    nt = self._non_tensordict
+    d["_non_tensordict"] = nt.copy() if nt else {}
+    return out
+
+
+def _unwrap_non_tensor(value: Any) -> Any:
+    cls = value.__class__
+    if cls is NonTensorData:
+        return value.data
+    if cls is NonTensorStack:
+        return value.tolist()
+    return value
+
+
+def _getitem_slow(self: Any, key: str) -> Any:
+    """``instance[key]`` for a lazily stacked inner tensordict, an unset field or a missing key."""
+    value = self._tensordict._get_str(key, _MISSING)
+    if value is not _MISSING:
+        return _unwrap_non_tensor(value)
+    if key in spec_of(type(self)).names:
+        return self._non_tensordict.get(key)
+    return self._tensordict[key]  # raises the tensordict's missing-key error
+
+
+def setitem(self: Any, index: Any, value: Any) -> None:
+    """``instance[key] = value`` sets a field; ``instance[index] = other`` writes in place."""
+    if index.__class__ is str or (index.__class__ is tuple and index and index[0].__class__ is str):
+        set_(self, index, value)
+        return
+    self._tensordict[index] = value._tensordict if _is_tc(value) else value
+
+
+def get(self: Any, key: Any, default: Any = None) -> Any:
+    """The value of a field (as the attribute gives it) or of a nested entry, else ``default``."""
+    if key.__class__ is str:
+        if key in spec_of(type(self)).names:
+            value = getattr(self, key)
+            return default if value is None else value
+        return self._tensordict.get(key, default)
+    path = key_path(key)
+    if len(path) == 1:
+        return get(self, path[0], default)
+    return self._tensordict.get(path, default)
+
+
+def set_(self: Any, key: Any, item: Any, inplace: bool = False, **kwargs: Any) -> Any:
+    """Set a field (``key`` a str) or an entry inside a collection field (a nested key).
+
+    Raises:
+        UndeclaredFieldError: the (first part of the) key is not a field.
+    """
+    path = (key,) if key.__class__ is str else key_path(key)
+    spec = spec_of(type(self))
+    if path[0] not in spec.names:
+        raise UndeclaredFieldError(
+            f"{type(self).__name__} has no field {path[0]!r}, so it cannot be set. Declared "
+            f"fields: {list(spec.order)}."
+        )
+    if len(path) > 1 or (inplace and self._tensordict.get(path[0], None) is not None):
+        self._tensordict.set(path, item, inplace=inplace, **kwargs)
+    else:
+        set_field(self, path[0], item)
+    return self
+
+
+def saved_path(self: Any) -> str | None:
+    """The directory this instance was memory-mapped to (its ``meta.json``), if any."""
+    path = self._tensordict.saved_path
+    if path is not None and os.path.basename(path) == "_tensordict":
+        return os.path.dirname(path)
+    return path  # type: ignore[no-any-return]
+
+
+#: name -> implementation, attached by the builder
+ACCESS: dict[str, Callable[..., Any]] = {
+    "__setattr__": setattr_,
+    "__delattr__": delattr_,
+    "__getattr__": getattr_fallback,
+    "__getitem__": getitem,
+    "__setitem__": setitem,
+    "get": get,
+    "set": set_,
+}

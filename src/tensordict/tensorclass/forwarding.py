@@ -1,0 +1,231 @@
+"""The TensorDict API of a tensorclass, declared once in :data:`FORWARDED`.
+
+A tensorclass answers the tensordict methods by calling them on its inner tensordict. What
+happens to the result is declared per method:
+
+* ``WRAP``: a tensordict result (or a tuple of them, from ``split``/``unbind``/...) comes back as
+  an instance of the same tensorclass, with the same fields stored outside the tensordict;
+  anything else (a bool from ``all()``, a tensor from ``sum(reduce=True)``) as it is;
+* ``SELF``: in-place methods; the tensorclass itself is returned;
+* ``PLAIN``: the result is returned as it is (keys, values, sizes, entries);
+* ``BORROW``: the :class:`~tensordict.TensorDictBase` implementation runs with the tensorclass as
+  ``self``: memory mapping writes the tensorclass layout (``meta.json`` with its ``_type``, tensors
+  in ``_tensordict/``) and ``map``/``map_iter`` hand the tensorclass itself to the parallel engine.
+
+:data:`PROPERTIES` lists the attributes read from the inner tensordict. ``torch`` functions reach
+:func:`torch_function`, which unwraps tensorclass arguments, runs the tensordict implementation and
+wraps the result. Methods the class (or a user base class) defines itself are never replaced.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from tensordict.core.base import TensorDictBase
+from tensordict.core.combine import TORCH_FUNCTIONS
+from tensordict.core.lazy_stack import LazyStackedTensorDict
+from tensordict.tensorclass.construct import new_instance
+
+__all__ = ["FORWARDED", "PROPERTIES", "Kind", "forwarder", "torch_function", "wrap_result"]
+
+
+class Kind(enum.Enum):
+    """What a forwarded method does with the inner tensordict's result."""
+
+    WRAP = "wrap"
+    SELF = "self"
+    PLAIN = "plain"
+    BORROW = "borrow"
+
+
+_ARITHMETIC = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or")
+
+#: The forwarded tensordict API, by what happens to the result.
+FORWARDED: dict[Kind, tuple[str, ...]] = {
+    Kind.WRAP: (
+        # copies and conversions
+        *("clone", "copy", "contiguous", "detach", "to", "cpu", "cuda", "empty"),
+        *("select", "exclude", "filter_non_tensor_data", "flatten_keys", "unflatten_keys"),
+        *("half", "bfloat16", "double", "float", "int", "long", "bool"),
+        # shape
+        *("reshape", "view", "permute", "transpose", "squeeze", "unsqueeze", "expand"),
+        *("expand_as", "flatten", "unflatten", "gather", "flip", "repeat"),
+        *("split", "chunk", "unbind"),
+        # the tree walk, maths, comparisons, reductions
+        *("apply", "named_apply", "add", "sub", "mul", "div", "pow", "lerp", "clamp"),
+        *("abs", "neg", "exp", "log", "sqrt", "sign", "sigmoid", "reciprocal"),
+        *("isfinite", "isnan", "isinf", "logical_not"),
+        *("sum", "nansum", "mean", "nanmean", "prod", "max", "min", "std", "var", "all", "any"),
+        *(f"__{op}__" for op in _ARITHMETIC),
+        *(f"__r{op}__" for op in ("add", "sub", "mul", "truediv", "pow")),
+        *("__xor__", "__neg__", "__abs__", "__invert__"),
+        *("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"),
+        # the protocol core code calls on nested values
+        *("_apply_leaves", "_transform", "_index"),
+    ),
+    Kind.SELF: (
+        *("lock_", "unlock_", "share_memory_", "update", "update_", "set_", "set_at_"),
+        *("copy_", "zero_", "fill_", "apply_", "detach_", "clear_device_"),
+        *("auto_batch_size_", "refine_names", "del_", "rename_key_", "__enter__"),
+        *("add_", "sub_", "mul_", "div_", "pow_", "abs_", "neg_", "exp_", "sqrt_", "clamp_"),
+        *("__iadd__", "__isub__", "__imul__", "__itruediv__", "__ipow__"),
+    ),
+    Kind.PLAIN: (
+        *("keys", "values", "items", "sorted_keys", "numel", "size", "dim", "ndimension"),
+        *("is_empty", "is_memmap", "is_shared", "get_at", "setdefault", "pop"),
+        *("make_memmap", "make_memmap_from_tensor", "__contains__", "__delitem__", "__bool__"),
+        "__exit__",
+    ),
+    Kind.BORROW: (
+        *("memmap_", "memmap", "memmap_like", "save", "dumps", "memmap_refresh_"),
+        *("map", "map_iter", "__iter__", "__len__"),
+    ),
+}
+
+#: Attributes read from the inner tensordict: name -> settable.
+PROPERTIES: dict[str, bool] = {
+    "batch_size": True,
+    "shape": False,
+    "device": True,  # the tensordict's setter explains how to move it
+    "names": True,
+    "is_locked": True,
+    "batch_dims": False,
+    "ndim": False,
+}
+
+
+def _is_tc(value: Any) -> bool:
+    return getattr(type(value), "_is_tensorclass", False) is True
+
+
+def _unwrap(value: Any) -> Any:
+    if _is_tc(value):
+        return value._tensordict
+    if value.__class__ in (list, tuple) and any(_is_tc(v) for v in value):
+        return value.__class__(v._tensordict if _is_tc(v) else v for v in value)
+    return value
+
+
+def wrap_result(template: Any, result: Any) -> Any:
+    """A tensordict result as an instance of ``template``'s class (tuples element-wise)."""
+    if isinstance(result, TensorDictBase):
+        if result is template._tensordict:
+            return template
+        return new_instance(type(template), result, template._non_tensordict)
+    if result.__class__ is tuple and result and isinstance(result[0], TensorDictBase):
+        return tuple(wrap_result(template, r) for r in result)
+    return result
+
+
+def forwarder(name: str, kind: Kind) -> Callable[..., Any]:
+    """The method ``name`` of a tensorclass, forwarded as ``kind`` says."""
+    if kind is Kind.BORROW:
+        impl = getattr(TensorDictBase, name)
+
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return impl(self, *args, **kwargs)
+
+    elif kind is Kind.WRAP:
+
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if args:
+                args = tuple(_unwrap(a) for a in args)
+            return wrap_result(self, getattr(self._tensordict, name)(*args, **kwargs))
+
+    elif kind is Kind.SELF:
+
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if args:
+                args = tuple(_unwrap(a) for a in args)
+            getattr(self._tensordict, name)(*args, **kwargs)
+            return self
+
+    else:
+
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return getattr(self._tensordict, name)(*args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = _doc(name, kind)
+    method.__tensorclass_generated__ = True  # type: ignore[attr-defined]
+    return method
+
+
+def _doc(name: str, kind: Kind) -> str:
+    what = {
+        Kind.WRAP: "a tensordict result comes back as this tensorclass",
+        Kind.SELF: "works in place and returns this instance",
+        Kind.PLAIN: "the result is returned as it is",
+        Kind.BORROW: "runs the TensorDictBase implementation on this instance",
+    }[kind]
+    return f"``TensorDict.{name}`` on the inner tensordict; {what}."
+
+
+def property_forwarder(name: str, settable: bool) -> property:
+    def fget(self: Any) -> Any:
+        return getattr(self._tensordict, name)
+
+    def fset(self: Any, value: Any) -> None:
+        setattr(self._tensordict, name, value)
+
+    fget.__tensorclass_generated__ = True  # type: ignore[attr-defined]
+    doc = f"``TensorDict.{name}`` of the inner tensordict."
+    return property(fget, fset if settable else None, None, doc)
+
+
+def _template(args: Sequence[Any]) -> Any:
+    for a in args:
+        if _is_tc(a):
+            return a
+        if a.__class__ in (list, tuple):
+            for v in a:
+                if _is_tc(v):
+                    return v
+    return None
+
+
+def torch_function(
+    cls: type,
+    func: Callable[..., Any],
+    types: Any,
+    args: tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+) -> Any:
+    """``__torch_function__``: the tensordict implementation on the inner tensordicts, wrapped."""
+    impl = TORCH_FUNCTIONS.get(func)
+    if impl is None:
+        return NotImplemented
+    return _dispatch(impl, args, kwargs or {})
+
+
+def _dispatch(impl: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    template = _template(args)
+    if template is None:
+        template = _template(tuple(kwargs.values()))
+    result = impl(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()})
+    out = kwargs.get("out")
+    if out is not None and _is_tc(out) and result is out._tensordict:
+        return out
+    return result if template is None else wrap_result(template, result)
+
+
+def stack(cls: type, input: Sequence[Any], dim: int = 0, *, out: Any = None, **kw: Any) -> Any:
+    """Stack instances along a new batch dimension (same as ``torch.stack``)."""
+    return _dispatch(TORCH_FUNCTIONS[torch.stack], (list(input), dim), {"out": out})
+
+
+def cat(cls: type, input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
+    """Concatenate instances along a batch dimension (same as ``torch.cat``)."""
+    return _dispatch(TORCH_FUNCTIONS[torch.cat], (list(input), dim), {"out": out})
+
+
+def lazy_stack(cls: type, input: Sequence[Any], dim: int = 0, **kw: Any) -> Any:
+    """Stack instances without copying (the inner tensordict is a lazy stack)."""
+    members = list(input)
+    result = LazyStackedTensorDict(*members, stack_dim=dim)
+    template = _template(members)
+    return result if template is None else wrap_result(template, result)
