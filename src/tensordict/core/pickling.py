@@ -41,28 +41,42 @@ _DTYPES: dict[str, torch.dtype] = {
 for _name in ("uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2", "complex32"):
     if hasattr(torch, _name):
         _DTYPES[str(getattr(torch, _name))] = getattr(torch, _name)
+_NAMES: dict[torch.dtype, str] = {d: n for n, d in _DTYPES.items()}
+#: dtypes that numpy can hold (so ``t.numpy()`` works)
+_NUMPY_OK = frozenset(
+    d
+    for d in _DTYPES.values()
+    if d not in (torch.bfloat16, torch.complex32)
+    and not str(d).startswith(("torch.float8", "torch.uint16", "torch.uint32", "torch.uint64"))
+)
+
+
+#: tensors smaller than this travel inside the pickle as bytes; larger ones as PickleBuffer
+INLINE_BYTES = 64 * 1024
 
 
 def _packable(t: torch.Tensor) -> bool:
     return (
         t.__class__ is torch.Tensor
+        and not t.requires_grad
         and t.layout is torch.strided
         and t.device.type == "cpu"
-        and not t.requires_grad
-        and str(t.dtype) in _DTYPES
-        and not t.is_shared()
+        and t.dtype in _NAMES
+        and not t.untyped_storage().is_shared()
     )
 
 
 def pack_tensor(t: torch.Tensor, protocol: int) -> tuple[str, tuple[int, ...], Any]:
     """``(dtype name, shape, buffer)`` holding exactly the tensor's elements, C-contiguous."""
-    flat = t.contiguous().reshape(-1)
-    if flat.numel() == 0:
-        payload: Any = b""
-    else:
-        arr = flat.view(torch.uint8).numpy()
-        payload = pickle.PickleBuffer(arr.data) if protocol >= 5 else arr.tobytes()
-    return (str(t.dtype), tuple(t.shape), payload)
+    name = _NAMES[t.dtype]
+    nbytes = t.numel() * t.element_size()
+    if nbytes < INLINE_BYTES or protocol < 5:
+        if t.dtype in _NUMPY_OK:
+            return (name, tuple(t.shape), t.numpy().tobytes())
+        flat = t.contiguous().reshape(-1).view(torch.uint8)
+        return (name, tuple(t.shape), flat.numpy().tobytes())
+    flat = t.contiguous().reshape(-1).view(torch.uint8)
+    return (name, tuple(t.shape), pickle.PickleBuffer(flat.numpy().data))
 
 
 def unpack_tensor(dtype_name: str, shape: tuple[int, ...], payload: Any) -> torch.Tensor:
@@ -74,7 +88,10 @@ def unpack_tensor(dtype_name: str, shape: tuple[int, ...], payload: Any) -> torc
         return torch.empty(shape, dtype=dtype)
     if isinstance(payload, bytes) or (isinstance(payload, memoryview) and payload.readonly):
         payload = bytearray(payload)
-    return torch.frombuffer(payload, dtype=torch.uint8).view(dtype).reshape(shape)
+    out = torch.frombuffer(payload, dtype=dtype)
+    if len(shape) == 1:
+        return out
+    return out.view(shape)
 
 
 def reduce_tensordict(td: Any, protocol: Any) -> tuple[Any, ...]:
@@ -82,7 +99,7 @@ def reduce_tensordict(td: Any, protocol: Any) -> tuple[Any, ...]:
     proto = protocol if isinstance(protocol, int) else pickle.DEFAULT_PROTOCOL
     packed: dict[str, Any] = {}
     for key, value in td._tensordict.items():
-        if isinstance(value, torch.Tensor) and _packable(value):
+        if _packable(value) if isinstance(value, torch.Tensor) else False:
             packed[key] = pack_tensor(value, proto)
         else:
             packed[key] = value

@@ -1,0 +1,358 @@
+"""``map_iter`` and ``map``: check the arguments, plan the chunks, run them, reassemble.
+
+Everything that can be checked is checked when ``map_iter`` is called, before any worker starts
+(an unpicklable ``fn``, a bad ``dim``, exclusive options); the returned generator starts the
+workers on its first ``next()``.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from tensordict.errors import BatchSizeError, NotPicklableError
+from tensordict.parallel.engine import OwnPool, drive, start_method_context, usable_cpus
+from tensordict.parallel.plan import ChunkPlan, take
+
+__all__ = ["map", "map_iter"]
+
+_GENERATOR_WARNING = (
+    "map_iter/map called without a generator: the workers are seeded from a new "
+    "torch.Generator(), so every call uses the same base seed. From tensordict 0.17 the default "
+    "will draw the base seed from the global torch RNG (as DataLoader does). Pass "
+    "generator=torch.default_generator for that behaviour now, or generator=torch.Generator() to "
+    "keep the current seeds; either silences this warning."
+)
+
+
+def _check_fn(fn: Callable[..., Any]) -> None:
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}.")
+    try:
+        pickle.dumps(fn)
+    except Exception as err:
+        name = getattr(fn, "__qualname__", repr(fn))
+        raise NotPicklableError(
+            f"fn={name} cannot be sent to worker processes: it is not picklable ({err}). Define "
+            "it with `def` at the top level of a module or script (not a lambda, not a local or "
+            "nested function), or use functools.partial of such a function."
+        ) from None
+
+
+def _normalize_dim(td: Any, dim: int) -> int:
+    bd = len(td.batch_size)
+    if not -bd <= dim < bd:
+        raise BatchSizeError(
+            f"dim={dim} is out of range for batch_size={list(td.batch_size)}: map_iter splits "
+            f"along a batch dimension, in [{-bd}, {bd - 1}]."
+        )
+    return dim % bd
+
+
+def _user_stacklevel() -> int:
+    """The stacklevel of the first caller outside this package (so warnings point at user code)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
+
+
+def _base_seed(generator: torch.Generator | None) -> int:
+    if generator is None:
+        warnings.warn(_GENERATOR_WARNING, FutureWarning, stacklevel=_user_stacklevel())
+        generator = torch.Generator()
+    return int(torch.empty((), dtype=torch.int64).random_(generator=generator))
+
+
+def _remote_readable(td: Any) -> bool:
+    """Whether workers started by spawn can read ``td`` without its data travelling per chunk."""
+    try:
+        return bool(td.is_memmap() or td.is_shared())
+    except Exception:
+        return False
+
+
+def _index_payload(index: Any) -> Any:
+    # a permutation slice travels as a numpy array: torch's own pickling costs ~0.1 ms
+    return index.numpy() if isinstance(index, torch.Tensor) else index
+
+
+class _Options:
+    """The validated arguments of one call."""
+
+    def __init__(self, td: Any, fn: Any, dim: int, num_workers: int | None, **kw: Any) -> None:
+        _check_fn(fn)
+        self.fn = fn
+        self.dim = _normalize_dim(td, dim)
+        if kw["shuffle"] and not kw["index_with_generator"]:
+            raise RuntimeError(
+                "shuffle=True needs index_with_generator=True: shuffled chunks are gathered by "
+                "index in the workers. Drop index_with_generator=False."
+            )
+        if num_workers is not None and num_workers < 1:
+            raise ValueError(f"num_workers must be at least 1, got {num_workers}.")
+        if kw["worker_threads"] < 1:
+            raise ValueError(f"worker_threads must be at least 1, got {kw['worker_threads']}.")
+        mtpc = kw["max_tasks_per_child"]
+        if mtpc is not None and mtpc < 1:
+            raise ValueError(f"max_tasks_per_child must be at least 1 or None, got {mtpc}.")
+        n = td.batch_size[self.dim]
+        ChunkPlan(n, self.dim, chunksize=kw["chunksize"], num_chunks=kw["num_chunks"])  # validate
+        self.pool = kw["pool"]
+        self.kw = kw
+        if self.pool is None:
+            self.ctx = start_method_context(kw["mp_start_method"])
+            self.num_workers = num_workers if num_workers is not None else usable_cpus()
+            self.base_seed: int | None = _base_seed(kw["generator"])
+        else:
+            from tensordict.parallel.pools import pool_size
+
+            self.num_workers = pool_size(self.pool)
+            self.base_seed = None
+        perm = torch.randperm(n) if kw["shuffle"] else None
+        self.plan = ChunkPlan(
+            n,
+            self.dim,
+            chunksize=kw["chunksize"],
+            num_chunks=kw["num_chunks"],
+            default_chunks=self.num_workers,
+            perm=perm,
+        )
+
+
+def _split_up_front(td: Any, plan: ChunkPlan) -> list[Any]:
+    if plan.unbind:
+        return list(td.unbind(plan.dim))
+    sizes = [b - a for a, b in (plan.bounds(k) for k in range(len(plan)))]
+    return list(td.split(sizes, plan.dim)) if sizes else []
+
+
+def _job_and_payload(
+    td: Any, opts: _Options, out: Any = None
+) -> tuple[dict[str, Any], Callable[[int], Any]]:
+    """What every worker gets once (the job), and what travels with chunk ``k`` (the payload).
+
+    Workers that can read the source themselves (inherited through fork, or memory-mapped /
+    shared) get the plan once and receive bare chunk numbers; otherwise the chunk's own rows travel.
+    """
+    plan = opts.plan
+    dim = plan.dim
+    job: dict[str, Any] = {
+        "fn": opts.fn,
+        "dim": dim,
+        "lock": _remote_readable(td) and td.is_memmap(),
+    }
+    if out is not None:
+        job["out"] = (out, plan)
+    own_fork = opts.pool is None and opts.ctx.get_start_method() == "fork"
+    reachable = own_fork or _remote_readable(td)
+    if opts.kw["index_with_generator"]:
+        if reachable and opts.pool is None:
+            job["source"], job["plan"] = td, plan
+            return job, _no_payload
+        if reachable:  # a user's pool: every task is pickled on its own, so it names its index
+            job["source"] = td
+            return job, lambda k: ("index", _index_payload(plan.index(k)))
+        return job, lambda k: ("chunk", take(td, dim, plan.index(k)))
+    chunks = _split_up_front(td, plan)
+    if own_fork:
+        job["chunks"] = chunks
+        return job, lambda k: ("chunk_id", k)
+    return job, lambda k: ("chunk", chunks[k])
+
+
+def _no_payload(k: int) -> None:
+    return None
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total)
+
+
+def _run(td: Any, opts: _Options, out: Any = None) -> Iterator[Any]:
+    job, payload = _job_and_payload(td, opts, out)
+    plan = opts.plan
+    window = 2 * opts.num_workers
+    bar = _progress(len(plan), opts.kw["pbar"])
+    on_yield = bar.update if bar is not None else None
+    if opts.pool is None:
+        backend: Any = OwnPool(
+            opts.ctx,
+            opts.num_workers,
+            job,
+            opts.base_seed,
+            opts.kw["worker_threads"],
+            opts.kw["max_tasks_per_child"],
+        )
+    else:
+        from tensordict.parallel.pools import external_backend
+
+        backend = external_backend(opts.pool, job)
+    finished = False
+    try:
+        yield from drive(backend, len(plan), payload, window, not opts.kw["shuffle"], on_yield)
+        finished = True
+    finally:
+        backend.close(abort=not finished)
+        if bar is not None:
+            bar.close()
+
+
+def _empty_iter() -> Iterator[Any]:
+    yield from ()
+
+
+def map_iter(
+    td: Any,
+    fn: Callable[[Any], Any],
+    dim: int = 0,
+    num_workers: int | None = None,
+    *,
+    shuffle: bool = False,
+    chunksize: int | None = None,
+    num_chunks: int | None = None,
+    pool: Any = None,
+    generator: torch.Generator | None = None,
+    max_tasks_per_child: int | None = None,
+    worker_threads: int = 1,
+    index_with_generator: bool = True,
+    pbar: bool = False,
+    mp_start_method: str | None = None,
+) -> Iterator[Any]:
+    """Apply ``fn`` to chunks of ``td`` along ``dim`` in worker processes; yield each result.
+
+    Results come in chunk order (as soon as each is ready), or as workers finish them with
+    ``shuffle=True``. At most ``2 * num_workers`` chunks are sent and not yet consumed, a dead
+    worker raises :class:`~tensordict.errors.WorkerDiedError`, an exception in ``fn`` is re-raised
+    here with the worker's traceback, and closing the iterator stops the workers at once.
+
+    See :meth:`tensordict.TensorDictBase.map_iter` for the arguments.
+
+    Raises:
+        NotPicklableError: ``fn`` cannot be pickled (a lambda or local function).
+        ValueError: both ``chunksize`` and ``num_chunks``, or bad counts.
+        RuntimeError: ``shuffle=True`` with ``index_with_generator=False``.
+    """
+    opts = _Options(
+        td,
+        fn,
+        dim,
+        num_workers,
+        shuffle=shuffle,
+        chunksize=chunksize,
+        num_chunks=num_chunks,
+        pool=pool,
+        generator=generator,
+        max_tasks_per_child=max_tasks_per_child,
+        worker_threads=worker_threads,
+        index_with_generator=index_with_generator,
+        pbar=pbar,
+        mp_start_method=mp_start_method,
+    )
+    if len(opts.plan) == 0:
+        return _empty_iter()
+    return _run(td, opts)
+
+
+def map(
+    td: Any,
+    fn: Callable[[Any], Any],
+    dim: int = 0,
+    num_workers: int | None = None,
+    *,
+    out: Any = None,
+    chunksize: int | None = None,
+    num_chunks: int | None = None,
+    pool: Any = None,
+    generator: torch.Generator | None = None,
+    max_tasks_per_child: int | None = None,
+    worker_threads: int = 1,
+    index_with_generator: bool = False,
+    pbar: bool = False,
+    mp_start_method: str | None = None,
+) -> Any:
+    """Apply ``fn`` to chunks of ``td`` in worker processes and reassemble the results.
+
+    Results are concatenated along ``dim`` (stacked for ``chunksize=0``; lazily when they differ);
+    ``None`` results are skipped and all-``None`` gives ``None``. With ``out``, results are written
+    into it: a memory-mapped or shared ``out`` is written by the workers themselves (nothing
+    travels back), a plain ``out`` by this process; ``out`` is returned.
+    """
+    opts = _Options(
+        td,
+        fn,
+        dim,
+        num_workers,
+        shuffle=False,
+        chunksize=chunksize,
+        num_chunks=num_chunks,
+        pool=pool,
+        generator=generator,
+        max_tasks_per_child=max_tasks_per_child,
+        worker_threads=worker_threads,
+        index_with_generator=index_with_generator,
+        pbar=pbar,
+        mp_start_method=mp_start_method,
+    )
+    if out is not None:
+        _check_out(td, out, opts.dim)
+        if _remote_readable(out):
+            for _ in _run(td, opts, out=out):
+                pass
+            return out
+    results = [r for r in _run(td, opts) if r is not None] if len(opts.plan) else []
+    if out is not None:
+        _write_plain_out(out, results, opts.plan)
+        return out
+    if not results:
+        return None
+    if opts.plan.unbind:
+        from tensordict.core.combine import stack
+
+        first = results[0]
+        if isinstance(first, torch.Tensor):
+            return torch.stack(results, opts.dim)
+        return (
+            stack(results, opts.dim)
+            if hasattr(first, "_own_keys")
+            else torch.stack(results, opts.dim)
+        )
+    return torch.cat(results, opts.dim)
+
+
+def _check_out(td: Any, out: Any, dim: int) -> None:
+    n, m = td.batch_size[dim], out.batch_size[dim] if len(out.batch_size) > dim else None
+    if m != n:
+        raise BatchSizeError(
+            f"out has batch_size={list(out.batch_size)} but td has {list(td.batch_size)}: out must "
+            f"have the same size ({n}) along dim {dim}. Preallocate it with td.memmap_like(prefix) "
+            "or fn's output structure."
+        )
+
+
+def _write_plain_out(out: Any, results: list[Any], plan: ChunkPlan) -> None:
+    prefix = (slice(None),) * plan.dim
+    start = 0
+    for r in results:
+        if plan.unbind:
+            out[prefix + (start,)] = r
+            start += 1
+        else:
+            size = r.shape[plan.dim] if isinstance(r, torch.Tensor) else r.batch_size[plan.dim]
+            out[prefix + (slice(start, start + size),)] = r
+            start += size

@@ -1,0 +1,363 @@
+"""The dispatcher behind ``map_iter``: a bounded window of chunks, in order, that never hangs.
+
+Data flow (pool created by the call)::
+
+    parent (this module)                          workers (worker.worker_main), N processes
+    plan: chunk k -> index (slice | int | perm)   start: ignore SIGINT, close inherited parent ends,
+    window: <= 2N chunks sent and not yet yielded        set threads, seed (base + id), set info
+       send [(k, index)] --- socketpair (Channel) -->  chunk = source[index] (source inherited
+                                                        by fork, or mapped once from its files)
+       select(channels + process sentinels) <------    ("ok", k, fn(chunk)) small inline,
+                                                        large buffers through one memfd
+       reorder (unless shuffle) -> yield result k      ("err", k, exception, traceback text)
+
+A worker's sentinel becomes readable the moment it dies: its channel is drained (results it sent
+before dying are kept) and, if it still held chunks, :class:`~tensordict.errors.WorkerDiedError`
+names the first of them, the pid and the exit code or signal. A worker that used up its
+``max_tasks_per_child`` quota exits cleanly and is replaced with a new id and seed.
+
+Shutdown protocol (the generator's ``finally``, so ``break``, ``close()``, garbage collection,
+KeyboardInterrupt and errors all take it):
+
+1. stop sending; results received but not yielded are dropped;
+2. all chunks done: close the channels, so that the workers read end-of-stream and exit;
+   otherwise: SIGTERM every worker at once (they may be inside ``fn``);
+3. join each worker against a shared deadline, SIGKILL what is left, join again;
+4. close every channel: memfds still in flight are released with them.
+
+No thread, queue, semaphore or named shared memory is created, so nothing else can leak.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import selectors
+import signal
+import socket
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from tensordict.errors import WorkerDiedError
+from tensordict.parallel.channel import SPIN_SECONDS, Channel
+from tensordict.parallel.worker import decode_error, worker_main
+
+__all__ = ["Backend", "OwnPool", "drive", "exit_description"]
+
+#: how long shutdown waits for workers to exit before killing them
+SHUTDOWN_SECONDS = 1.5
+
+Event = tuple[Any, ...]
+
+
+class Backend:
+    """What :func:`drive` needs from a pool (own workers, a stdlib pool, a Ray pool)."""
+
+    num_workers: int
+
+    def submit(self, tasks: list[tuple[int, Any]]) -> int:
+        """Send some of ``tasks`` (in order); returns how many were taken."""
+        raise NotImplementedError
+
+    def wait(self) -> list[Event]:
+        """Block until at least one event: ``("ok", k, result)``, ``("err", k, exc, text)``, or
+        another event (ignored) after which :meth:`submit` may take more."""
+        raise NotImplementedError
+
+    def close(self, abort: bool) -> None:
+        raise NotImplementedError
+
+    def where(self, k: int) -> str:
+        """Where chunk ``k`` ran, for error notes."""
+        return "a worker"
+
+
+def drive(
+    backend: Backend,
+    count: int,
+    payload: Callable[[int], Any],
+    window: int,
+    ordered: bool,
+    on_yield: Callable[[], None] | None = None,
+) -> Iterator[Any]:
+    """Run ``count`` chunks through ``backend``, at most ``window`` sent and not yet yielded."""
+    next_k = 0
+    in_flight = 0
+    yielded = 0
+    pending: dict[int, Any] = {}
+    ready: deque[Any] = deque()
+    while yielded < count:
+        room = min(window - in_flight, count - next_k)
+        if room > 0:
+            taken = backend.submit([(k, payload(k)) for k in range(next_k, next_k + room)])
+            next_k += taken
+            in_flight += taken
+        if ordered:
+            if yielded in pending:
+                result = pending.pop(yielded)
+                yielded += 1
+                in_flight -= 1
+                if on_yield is not None:
+                    on_yield()
+                yield result
+                continue
+        elif ready:
+            result = ready.popleft()
+            yielded += 1
+            in_flight -= 1
+            if on_yield is not None:
+                on_yield()
+            yield result
+            continue
+        for event in backend.wait():
+            if event[0] not in ("ok", "err"):
+                continue  # e.g. a worker retired: capacity changed, submit again
+            if event[0] == "err":
+                _, k, exc, text = event
+                raise decode_error(exc, text, f"raised by fn on chunk {k} in {backend.where(k)}")
+            if ordered:
+                pending[event[1]] = event[2]
+            else:
+                ready.append(event[2])
+
+
+def exit_description(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "with an unknown exit status"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        hint = " (e.g. the OOM killer or kill -9)" if -exitcode == signal.SIGKILL else ""
+        return f"killed by {name}{hint}"
+    return f"with exit code {exitcode}"
+
+
+class _Worker:
+    __slots__ = ("assigned", "chan", "id", "process", "quota")
+
+    def __init__(self, wid: int, process: Any, chan: Channel, quota: int | None) -> None:
+        self.id = wid
+        self.process = process
+        self.chan = chan
+        self.assigned: deque[int] = deque()
+        self.quota = quota
+
+
+class OwnPool(Backend):
+    """Worker processes started for one ``map_iter`` call.
+
+    Args:
+        ctx: the multiprocessing context (start method).
+        num_workers: the number of workers.
+        job: what every worker needs (fn, source or pre-split chunks, dim, ...).
+        base_seed: torch seed of worker 0 (worker ``i`` gets ``base_seed + i``).
+        threads: ``torch.set_num_threads`` in each worker.
+        max_tasks: chunks per worker before it is replaced (None: no limit).
+        depth: chunks queued per worker.
+    """
+
+    def __init__(
+        self,
+        ctx: Any,
+        num_workers: int,
+        job: dict[str, Any],
+        base_seed: int | None,
+        threads: int,
+        max_tasks: int | None,
+        depth: int = 2,
+    ) -> None:
+        self.ctx = ctx
+        self.num_workers = num_workers
+        self.job = job
+        self.base_seed = base_seed
+        self.threads = threads
+        self.max_tasks = max_tasks
+        self.depth = depth
+        self.fork = ctx.get_start_method() == "fork"
+        self.selector = selectors.DefaultSelector()
+        self.workers: dict[int, _Worker] = {}
+        self.where_ran: dict[int, _Worker] = {}
+        self.next_id = 0
+        self.remaining = 0
+        for _ in range(num_workers):
+            self._start_worker()
+
+    # ------------------------------------------------------------------ workers
+    def _start_worker(self) -> _Worker:
+        wid = self.next_id
+        self.next_id += 1
+        parent_end, child_end = socket.socketpair()
+        inherited = [w.chan.fileno() for w in self.workers.values()] + [parent_end.fileno()]
+        process = self.ctx.Process(
+            target=worker_main,
+            args=(
+                child_end,
+                wid,
+                self.num_workers,
+                self.base_seed,
+                self.threads,
+                self.job,
+                self.max_tasks,
+                inherited if self.fork else [],
+            ),
+            name=f"tensordict-worker-{wid}",
+            daemon=True,
+        )
+        process.start()
+        child_end.close()
+        worker = _Worker(wid, process, Channel(parent_end), self.max_tasks)
+        self.workers[wid] = worker
+        self.selector.register(worker.chan.sock, selectors.EVENT_READ, ("chan", worker))
+        self.selector.register(process.sentinel, selectors.EVENT_READ, ("exit", worker))
+        return worker
+
+    def where(self, k: int) -> str:
+        w = self.where_ran.get(k)
+        return f"worker {w.id} (pid {w.process.pid})" if w is not None else "a worker"
+
+    # ------------------------------------------------------------------ tasks
+    def submit(self, tasks: list[tuple[int, Any]]) -> int:
+        batches: dict[int, list[tuple[int, Any]]] = {}
+        taken = 0
+        for task in tasks:
+            worker = self._least_busy()
+            if worker is None and len(self.workers) < self.num_workers:
+                worker = self._start_worker()  # replaces a worker retired by max_tasks_per_child
+            if worker is None:
+                break
+            worker.assigned.append(task[0])
+            if worker.quota is not None:
+                worker.quota -= 1
+            batches.setdefault(worker.id, []).append(task)
+            taken += 1
+        for wid, batch in batches.items():
+            # a worker that died meanwhile is reported by wait() through its sentinel
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                self.workers[wid].chan.send(batch)
+        return taken
+
+    def _least_busy(self) -> _Worker | None:
+        best = None
+        for w in self.workers.values():
+            if len(w.assigned) >= self.depth or (w.quota is not None and w.quota <= 0):
+                continue
+            if best is None or len(w.assigned) < len(best.assigned):
+                best = w
+        return best
+
+    def wait(self) -> list[Event]:
+        events: list[Event] = self._spin()
+        while not events:
+            for key, _mask in self.selector.select():
+                kind, worker = key.data
+                if worker.id not in self.workers:
+                    continue
+                if kind == "chan":
+                    if worker.chan.fill():
+                        self._collect(worker, events)
+                    else:
+                        self.selector.unregister(worker.chan.sock)
+                else:
+                    self._on_exit(worker, events)
+        return events
+
+    def _spin(self) -> list[Event]:
+        """Poll the channels for a short while before blocking (see ``channel.SPIN_SECONDS``)."""
+        events: list[Event] = []
+        deadline = time.perf_counter() + SPIN_SECONDS
+        while True:
+            for worker in list(self.workers.values()):
+                if worker.chan.closed:
+                    continue
+                try:
+                    if worker.chan.fill(block=False):
+                        self._collect(worker, events)
+                except BlockingIOError:
+                    pass
+            if events or time.perf_counter() > deadline:
+                return events
+            os.sched_yield()
+
+    def _collect(self, worker: _Worker, events: list[Event]) -> None:
+        for msg in worker.chan.messages():
+            k = msg[1]
+            worker.assigned.remove(k)
+            self.where_ran[k] = worker
+            events.append(msg)
+
+    def _on_exit(self, worker: _Worker, events: list[Event]) -> None:
+        # results sent before the exit are still in the channel: keep them
+        if not worker.chan.closed:
+            with contextlib.suppress(OSError):
+                while worker.chan.fill():
+                    pass
+            self._collect(worker, events)
+        worker.process.join(0.5)
+        self._forget(worker)
+        if worker.assigned:
+            k = worker.assigned[0]
+            raise WorkerDiedError(
+                f"worker {worker.id} (pid {worker.process.pid}) died while processing chunk {k}: "
+                f"it exited {exit_description(worker.process.exitcode)}. The remaining chunks "
+                "were cancelled.",
+                chunk=k,
+                pid=worker.process.pid,
+                exitcode=worker.process.exitcode,
+            )
+        events.append(("retired", worker.id))
+
+    def _forget(self, worker: _Worker) -> None:
+        for obj in (worker.chan.sock, worker.process.sentinel):
+            with contextlib.suppress(KeyError, ValueError):
+                self.selector.unregister(obj)
+        self.workers.pop(worker.id, None)
+        worker.chan.close()
+
+    # ------------------------------------------------------------------ shutdown
+    def close(self, abort: bool) -> None:
+        workers = list(self.workers.values())
+        self.workers.clear()
+        if abort:
+            for w in workers:
+                with contextlib.suppress(OSError, AttributeError):
+                    w.process.terminate()
+        for w in workers:
+            with contextlib.suppress(OSError):
+                w.chan.sock.shutdown(socket.SHUT_RDWR)
+        deadline = time.monotonic() + SHUTDOWN_SECONDS
+        for w in workers:
+            w.process.join(max(0.0, deadline - time.monotonic()))
+        for w in workers:
+            if w.process.is_alive():
+                with contextlib.suppress(OSError, AttributeError):
+                    w.process.kill()
+                w.process.join(1.0)
+            w.chan.close()
+            with contextlib.suppress(ValueError, AttributeError):
+                w.process.close()
+        self.selector.close()
+
+
+def start_method_context(method: str | None) -> Any:
+    """The multiprocessing context of ``method`` (None: the default start method)."""
+    if method is None:
+        method = mp.get_start_method(allow_none=False)
+    if method not in mp.get_all_start_methods():
+        raise ValueError(
+            f"mp_start_method={method!r} is not available here; choose one of "
+            f"{mp.get_all_start_methods()}."
+        )
+    return mp.get_context(method)
+
+
+def usable_cpus() -> int:
+    """The number of CPUs this process may run on (CPU affinity respected)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1

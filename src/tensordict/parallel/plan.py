@@ -1,0 +1,109 @@
+"""Chunk plans: which elements along ``dim`` each chunk holds, computed on demand.
+
+A plan never materialises the chunks: ``index(k)`` gives chunk ``k``'s index along ``dim`` (a slice,
+an int for ``chunksize=0``, or a tensor of positions when shuffled), which a worker applies to the
+source with :func:`take`. ``num_chunks=k`` gives ``k`` chunks whose sizes differ by at most one.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+__all__ = ["ChunkPlan", "take"]
+
+
+class ChunkPlan:
+    """How ``n`` elements along ``dim`` are cut into chunks.
+
+    Args:
+        n: the size of the source along ``dim``.
+        dim: the (non-negative) dimension to split.
+        chunksize: elements per chunk; ``0`` gives one element per chunk with ``dim`` removed.
+        num_chunks: the number of chunks (balanced). Exclusive with ``chunksize``.
+        default_chunks: the number of chunks when neither is given (the number of workers).
+        perm: a permutation of ``range(n)`` for shuffled chunks, or None.
+
+    Examples:
+        >>> plan = ChunkPlan(10, 0, num_chunks=3)
+        >>> [plan.index(k) for k in range(len(plan))]
+        [slice(0, 4, None), slice(4, 7, None), slice(7, 10, None)]
+        >>> ChunkPlan(5, 0, chunksize=0).index(3)
+        3
+    """
+
+    __slots__ = ("_base", "_extra", "_size", "count", "dim", "n", "perm", "unbind")
+
+    def __init__(
+        self,
+        n: int,
+        dim: int,
+        *,
+        chunksize: int | None = None,
+        num_chunks: int | None = None,
+        default_chunks: int = 1,
+        perm: torch.Tensor | None = None,
+    ) -> None:
+        if chunksize is not None and num_chunks is not None:
+            raise ValueError(
+                f"give chunksize or num_chunks, not both (got chunksize={chunksize}, "
+                f"num_chunks={num_chunks})."
+            )
+        if chunksize is not None and chunksize < 0:
+            raise ValueError(
+                f"chunksize must be >= 0 (0 passes elements one by one), got {chunksize}."
+            )
+        if num_chunks is not None and num_chunks <= 0:
+            raise ValueError(f"num_chunks must be a positive int, got {num_chunks}.")
+        self.n = n
+        self.dim = dim
+        self.perm = perm
+        self.unbind = chunksize == 0
+        self._size = 0
+        self._base = self._extra = 0
+        if self.unbind:
+            self.count = n
+        elif chunksize is not None:
+            self._size = chunksize
+            self.count = math.ceil(n / chunksize) if n else 0
+        else:
+            k = min(num_chunks if num_chunks is not None else max(default_chunks, 1), n)
+            self.count = k
+            if k:
+                self._base, self._extra = divmod(n, k)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def bounds(self, k: int) -> tuple[int, int]:
+        """``(start, stop)`` of chunk ``k`` in (permuted) position space."""
+        if self.unbind:
+            return k, k + 1
+        if self._size:
+            start = k * self._size
+            return start, min(start + self._size, self.n)
+        start = k * self._base + min(k, self._extra)
+        return start, start + self._base + (1 if k < self._extra else 0)
+
+    def index(self, k: int) -> Any:
+        """Chunk ``k``'s index along ``dim``: slice, int (``chunksize=0``) or position tensor."""
+        if not 0 <= k < self.count:
+            raise IndexError(f"chunk {k} out of range for a plan of {self.count} chunks.")
+        if self.perm is not None:
+            if self.unbind:
+                return int(self.perm[k])
+            start, stop = self.bounds(k)
+            return self.perm[start:stop]
+        if self.unbind:
+            return k
+        start, stop = self.bounds(k)
+        return slice(start, stop)
+
+
+def take(source: Any, dim: int, index: Any) -> Any:
+    """``source`` indexed by ``index`` along ``dim`` (the chunk a worker hands to ``fn``)."""
+    if dim == 0:
+        return source[index]
+    return source[(slice(None),) * dim + (index,)]

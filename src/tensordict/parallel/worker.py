@@ -1,0 +1,220 @@
+"""Code that runs in worker processes: setup, seeding, the task loop, errors sent home.
+
+A worker of a pool created by ``map_iter`` (see ``engine``) runs :func:`worker_main`: it ignores
+SIGINT (the parent decides when to stop), closes the parent's ends of the other workers' channels
+it inherited through ``fork``, sets its torch thread count, seeds torch/NumPy/``random`` from the
+base seed and its id, then answers tasks until its channel closes or its task quota is used up.
+
+A worker of a pool the user passed runs :func:`run_external_task` once per chunk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import random
+import signal
+import socket
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from tensordict.errors import ChunkError, NotPicklableError
+from tensordict.parallel.plan import take
+
+__all__ = ["WorkerInfo", "get_worker_info"]
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """Who is running ``fn``: returned by :func:`get_worker_info` inside a worker.
+
+    Attributes:
+        id: the worker's id, ``0 .. num_workers - 1`` (replacements under ``max_tasks_per_child``
+            get new ids after those); None in a pool passed by the user that cannot tell.
+        num_workers: the number of workers of the pool.
+        seed: the torch seed of this worker (``base_seed + id``); None when unseeded (a user pool).
+        pid: the worker's process id.
+    """
+
+    id: int | None
+    num_workers: int
+    seed: int | None
+    pid: int
+
+
+_info: WorkerInfo | None = None
+
+
+def get_worker_info() -> WorkerInfo | None:
+    """Inside ``fn`` run by ``map``/``map_iter``: the worker's id, count and seed; else None.
+
+    Examples:
+        >>> get_worker_info() is None  # in the main process
+        True
+    """
+    return _info
+
+
+def _set_info(info: WorkerInfo | None) -> None:
+    global _info
+    _info = info
+
+
+def seed_worker(base_seed: int, worker_id: int) -> int:
+    """Seed torch with ``base_seed + worker_id``; NumPy and ``random`` from both, as DataLoader."""
+    seed = base_seed + worker_id
+    torch.manual_seed(seed)
+    random.seed(seed)
+    entropy = [worker_id, base_seed & 0xFFFFFFFF, (base_seed >> 32) & 0xFFFFFFFF]
+    np.random.seed(np.random.SeedSequence(entropy).generate_state(4))
+    return seed
+
+
+# ---------------------------------------------------------------------- errors sent home
+class RemoteTraceback(Exception):
+    """The traceback of an exception raised in a worker, attached as ``__cause__``."""
+
+    def __init__(self, tb: str) -> None:
+        super().__init__(tb)
+        self.tb = tb
+
+    def __str__(self) -> str:
+        return f'\n"""\n{self.tb}"""'
+
+
+def encode_error(err: BaseException) -> tuple[Any, str]:
+    """(the exception, or None if it does not pickle; its formatted traceback)."""
+    text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    try:
+        pickle.loads(pickle.dumps(err))
+        return err, text
+    except Exception:
+        return None, text
+
+
+def decode_error(exc: Any, text: str, note: str) -> BaseException:
+    """The exception to raise in the parent, with the remote traceback and a note."""
+    if not isinstance(exc, BaseException):
+        last = text.strip().splitlines()[-1] if text.strip() else "unknown error"
+        exc = ChunkError(f"{last} (the original exception could not be pickled)")
+    exc.__cause__ = RemoteTraceback(text)
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    return exc
+
+
+# ---------------------------------------------------------------------- the worker loop
+def _resolve_job(job: dict[str, Any]) -> dict[str, Any]:
+    if "fn_bytes" in job:
+        job = dict(job)
+        job["fn"] = pickle.loads(job.pop("fn_bytes"))
+    return job
+
+
+def _run_one(job: dict[str, Any], k: int, payload: Any) -> Any:
+    if payload is None:
+        chunk = take(job["source"], job["dim"], job["plan"].index(k))
+    else:
+        chunk = _chunk_from_payload(job, payload)
+    if job.get("lock") and hasattr(chunk, "lock_"):
+        chunk.lock_()
+    result = job["fn"](chunk)
+    out = job.get("out")
+    if out is None:
+        return result
+    target, plan = out
+    if result is not None:
+        # the worker writes its slice of a memory-mapped or shared ``out``; nothing travels back
+        take(target, plan.dim, plan.index(k)).update_(result)
+    return None
+
+
+def _chunk_from_payload(job: dict[str, Any], payload: Any) -> Any:
+    kind, value = payload
+    if kind == "index":
+        if isinstance(value, np.ndarray):
+            value = torch.from_numpy(value)
+        return take(job["source"], job["dim"], value)
+    if kind == "chunk_id":
+        return job["chunks"][value]
+    return value
+
+
+def worker_main(
+    sock: socket.socket,
+    worker_id: int,
+    num_workers: int,
+    base_seed: int | None,
+    threads: int,
+    job: dict[str, Any],
+    max_tasks: int | None,
+    inherited_fds: list[int],
+) -> None:
+    """The main function of a worker of a pool created by ``map_iter``."""
+    from tensordict.parallel.channel import Channel, ChannelClosed
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for fd in inherited_fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    torch.set_num_threads(threads)
+    seed = seed_worker(base_seed, worker_id) if base_seed is not None else None
+    _set_info(WorkerInfo(worker_id, num_workers, seed, os.getpid()))
+    chan = Channel(sock)
+    job = _resolve_job(job)
+    done = 0
+    try:
+        while max_tasks is None or done < max_tasks:
+            tasks = chan.recv()
+            for k, payload in tasks:
+                _send_answer(chan, k, _answer(job, k, payload))
+                done += 1
+    except (ChannelClosed, BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        chan.close()
+
+
+def _answer(job: dict[str, Any], k: int, payload: Any) -> tuple[Any, ...]:
+    try:
+        return ("ok", k, _run_one(job, k, payload))
+    except BaseException as err:  # everything fn raises goes home, even SystemExit
+        exc, text = encode_error(err)
+        return ("err", k, exc, text)
+
+
+def _send_answer(chan: Any, k: int, msg: tuple[Any, ...]) -> None:
+    try:
+        chan.send(msg)
+    except (BrokenPipeError, ConnectionResetError):
+        raise
+    except Exception as err:  # the result (or the error) does not pickle; nothing was sent
+        bad = NotPicklableError(
+            f"the result of fn for chunk {k} cannot be sent back to the main process: {err}. "
+            "Return tensors, tensordicts, tensorclasses or other picklable objects."
+        )
+        exc, text = encode_error(bad)
+        chan.send(("err", k, exc, text))
+
+
+# ---------------------------------------------------------------------- pools passed by the user
+def run_external_task(job: dict[str, Any], k: int, payload: Any) -> Any:
+    """What a worker of a user's pool runs for chunk ``k``.
+
+    Reports the chunk to the parent's watchdog (stdlib pools) so that a dead worker is noticed,
+    sets :func:`get_worker_info`, and returns ``fn``'s result (errors propagate with the pool's own
+    remote traceback).
+    """
+    from tensordict.parallel.watchdog import report_start
+
+    wid = report_start(job.get("watch"), k)
+    _set_info(WorkerInfo(wid, job["num_workers"], None, os.getpid()))
+    try:
+        return _run_one(_resolve_job(job), k, payload)
+    finally:
+        _set_info(None)

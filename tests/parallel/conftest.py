@@ -1,0 +1,54 @@
+"""Fixtures for the parallel tests: sources, and a check that no worker outlives a test."""
+
+from __future__ import annotations
+
+import psutil
+import pytest
+import torch
+
+from tensordict import TensorDict
+
+
+@pytest.fixture
+def plain_td() -> TensorDict:
+    return TensorDict({"x": torch.arange(20.0), "z": torch.zeros(20, 3)}, [20])
+
+
+@pytest.fixture
+def memmap_td(tmp_path) -> TensorDict:
+    td = TensorDict({"x": torch.arange(20.0), "z": torch.zeros(20, 3)}, [20])
+    return td.memmap_(tmp_path / "src")
+
+
+@pytest.fixture
+def gen() -> torch.Generator:
+    return torch.Generator().manual_seed(0)
+
+
+#: processes multiprocessing keeps for the whole interpreter (one each, not workers)
+_INFRASTRUCTURE = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+
+
+def live_children() -> list[psutil.Process]:
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if any(name in " ".join(p.cmdline()) for name in _INFRASTRUCTURE):
+                continue
+            out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_workers(request):
+    """Every test must leave no worker process behind (pools passed by tests excepted)."""
+    before = {p.pid for p in live_children()}
+    yield
+    if request.node.get_closest_marker("keeps_children"):
+        return
+    left = [p for p in live_children() if p.pid not in before]
+    assert not left, f"worker processes left running: {[p.pid for p in left]}"

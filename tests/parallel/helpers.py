@@ -1,0 +1,123 @@
+"""Worker functions for the parallel tests (importable, so every start method can run them)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+
+import numpy as np
+import torch
+
+from tensordict import MemoryMappedTensor, TensorDict, get_worker_info
+
+
+def add_one(data):
+    return data.empty().set("y", data["x"] + 1)
+
+
+def reduce_sum(data):
+    return data.empty().set("y", data["x"].sum(-1))
+
+
+def as_tensor(data):
+    return data["x"] * 2
+
+
+def return_none(data):
+    return None
+
+
+def return_lambda(data):
+    return lambda: 0
+
+
+def describe_chunk(data):
+    """Flags about the chunk fn receives (one row per element)."""
+    x = data.get("x")
+    flags = torch.tensor(
+        [
+            data.is_memmap(),
+            data.is_locked,
+            isinstance(x, MemoryMappedTensor),
+            data.batch_size[0] if data.batch_size else -1,
+        ]
+    )
+    return TensorDict({"flags": flags.expand(*data.batch_size, 4).clone()}, data.batch_size)
+
+
+def worker_identity(data):
+    info = get_worker_info()
+    row = torch.tensor(
+        [
+            -1 if info.id is None else info.id,
+            -1 if info.seed is None else info.seed,
+            info.num_workers,
+            info.pid,
+            torch.get_num_threads(),
+        ]
+    )
+    return TensorDict({"info": row.expand(*data.batch_size, 5).clone()}, data.batch_size)
+
+
+def draw_random(data):
+    """Numbers from every RNG a worker is seeded with."""
+    row = torch.tensor(
+        [torch.rand(()).item(), float(np.random.rand()), random.random()], dtype=torch.float64
+    )
+    return TensorDict({"r": row.expand(*data.batch_size, 3).clone()}, data.batch_size)
+
+
+def raise_on_three(data):
+    if int(data["x"].reshape(-1)[0]) == 3:
+        raise ValueError("bad chunk three")
+    return data.empty().set("y", data["x"] + 1)
+
+
+def exit_on_three(data):
+    if int(data["x"].reshape(-1)[0]) == 3:
+        os._exit(3)
+    return data.empty().set("y", data["x"] + 1)
+
+
+def sigkill_on_three(data):
+    if int(data["x"].reshape(-1)[0]) == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return data.empty().set("y", data["x"] + 1)
+
+
+def interrupt_parent(data):
+    """Send SIGINT to the main process (like Ctrl-C), then keep the worker busy."""
+    os.kill(os.getppid(), signal.SIGINT)
+    return data.empty().set("y", data["x"] + 1)
+
+
+def marks_path() -> tuple[str, int]:
+    return os.environ["TD_TEST_MARKS"], int(os.environ["TD_TEST_N"])
+
+
+def record_start(data):
+    """Flag the chunk's elements as started and check the in-flight window at that moment.
+
+    The marks file holds ``n`` start flags, then the number of results the consumer has taken,
+    then a violation flag set when more than ``2 * num_workers + 1`` chunks are started but not
+    consumed (elements are chunks: ``chunksize=1``).
+    """
+    path, n = marks_path()
+    marks = MemoryMappedTensor.from_filename(path, torch.int64, [n + 2])
+    marks[data["idx"]] = 1
+    started = int(marks[:n].sum())
+    window = 2 * get_worker_info().num_workers
+    if started > int(marks[n]) + window + 1:
+        marks[n + 1] = 1
+    return data.empty().set("y", data["idx"])
+
+
+def fill_out(data):
+    return TensorDict({"y": data["x"] * 10}, data.batch_size)
+
+
+def ragged(data):
+    """Element i gives a y of length i + 1 (results that cannot be stacked densely)."""
+    n = int(data["x"]) + 1
+    return TensorDict({"y": torch.ones(n)}, [])

@@ -1,0 +1,68 @@
+"""The parent <-> worker channel: framing, out-of-band buffers through memfd, end of stream."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import torch
+
+from tensordict import TensorDict
+from tensordict.parallel.channel import OUT_OF_BAND_BYTES, Channel, ChannelClosed
+
+
+@pytest.fixture
+def pair():
+    a, b = socket.socketpair()
+    ca, cb = Channel(a), Channel(b)
+    yield ca, cb
+    ca.close()
+    cb.close()
+
+
+def test_small_objects_round_trip(pair):
+    ca, cb = pair
+    ca.send([(1, None), (2, ("index", slice(3, 4)))])
+    assert cb.recv() == [(1, None), (2, ("index", slice(3, 4)))]
+
+
+def test_messages_keep_their_order_and_boundaries(pair):
+    ca, cb = pair
+    for i in range(50):
+        ca.send(("ok", i, "x" * i))
+    assert [cb.recv()[1] for _ in range(50)] == list(range(50))
+
+
+def test_large_tensors_travel_out_of_band_and_arrive_intact(pair):
+    ca, cb = pair
+    td = TensorDict({"a": torch.randn(OUT_OF_BAND_BYTES), "b": torch.arange(3)}, [])
+    ca.send(("ok", 0, td))
+    got = cb.recv()[2]
+    assert torch.equal(got["a"], td["a"]) and torch.equal(got["b"], td["b"])
+
+
+def test_out_of_band_tensors_are_writable_and_independent(pair):
+    ca, cb = pair
+    src = torch.zeros(OUT_OF_BAND_BYTES)
+    ca.send(src)
+    got = cb.recv()
+    got += 1
+    assert src.sum() == 0 and got.sum() == got.numel()
+
+
+def test_several_out_of_band_messages_in_a_row(pair):
+    ca, cb = pair
+    tensors = [torch.full((OUT_OF_BAND_BYTES // 4 + i,), float(i)) for i in range(5)]
+    for t in tensors:
+        ca.send(t)
+    for t in tensors:
+        assert torch.equal(cb.recv(), t)
+
+
+def test_closed_peer_raises_channel_closed(pair):
+    ca, cb = pair
+    ca.send("last")
+    ca.sock.shutdown(socket.SHUT_WR)
+    assert cb.recv() == "last"
+    with pytest.raises(ChannelClosed):
+        cb.recv()

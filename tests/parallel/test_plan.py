@@ -1,0 +1,84 @@
+"""Chunk plans: balanced splits, chunk sizes, element-by-element chunks, shuffled indices."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tensordict import TensorDict
+from tensordict.parallel.plan import ChunkPlan, take
+
+
+def sizes(plan: ChunkPlan) -> list[int]:
+    return [b - a for a, b in (plan.bounds(k) for k in range(len(plan)))]
+
+
+@pytest.mark.parametrize("n,k", [(10, 3), (10, 4), (7, 7), (100, 6), (5, 2)])
+def test_num_chunks_gives_k_chunks_differing_by_at_most_one(n, k):
+    plan = ChunkPlan(n, 0, num_chunks=k)
+    s = sizes(plan)
+    assert len(s) == k
+    assert sum(s) == n
+    assert max(s) - min(s) <= 1
+
+
+def test_more_chunks_than_elements_gives_one_element_per_chunk():
+    assert sizes(ChunkPlan(3, 0, num_chunks=10)) == [1, 1, 1]
+
+
+def test_neither_option_gives_one_chunk_per_worker():
+    assert len(ChunkPlan(10, 0, default_chunks=4)) == 4
+
+
+def test_chunksize_cuts_fixed_size_chunks_with_a_shorter_last():
+    plan = ChunkPlan(10, 0, chunksize=4)
+    assert [plan.index(k) for k in range(len(plan))] == [slice(0, 4), slice(4, 8), slice(8, 10)]
+
+
+def test_chunksize_larger_than_the_data_gives_one_chunk():
+    assert sizes(ChunkPlan(3, 0, chunksize=10)) == [3]
+
+
+def test_chunksize_zero_gives_ints_so_the_dim_is_removed():
+    plan = ChunkPlan(4, 0, chunksize=0)
+    assert [plan.index(k) for k in range(len(plan))] == [0, 1, 2, 3]
+
+
+def test_chunks_cover_every_element_once():
+    plan = ChunkPlan(23, 0, num_chunks=5)
+    covered = [i for k in range(len(plan)) for i in range(*plan.bounds(k))]
+    assert covered == list(range(23))
+
+
+def test_shuffled_chunks_take_positions_from_the_permutation():
+    perm = torch.randperm(10)
+    plan = ChunkPlan(10, 0, chunksize=3, perm=perm)
+    got = torch.cat([plan.index(k) for k in range(len(plan))])
+    assert torch.equal(got, perm)
+
+
+def test_shuffled_element_chunks_are_ints():
+    perm = torch.tensor([2, 0, 1])
+    plan = ChunkPlan(3, 0, chunksize=0, perm=perm)
+    assert [plan.index(k) for k in range(3)] == [2, 0, 1]
+
+
+def test_both_chunksize_and_num_chunks_raise_value_error():
+    with pytest.raises(ValueError, match="not both"):
+        ChunkPlan(10, 0, chunksize=2, num_chunks=2)
+
+
+@pytest.mark.parametrize("kw", [{"chunksize": -1}, {"num_chunks": 0}])
+def test_bad_counts_raise_value_error(kw):
+    with pytest.raises(ValueError):
+        ChunkPlan(10, 0, **kw)
+
+
+def test_empty_source_has_no_chunks():
+    assert len(ChunkPlan(0, 0, num_chunks=3)) == 0
+
+
+def test_take_indexes_along_dim():
+    td = TensorDict({"x": torch.arange(12).reshape(3, 4)}, [3, 4])
+    assert torch.equal(take(td, 1, slice(1, 3))["x"], td["x"][:, 1:3])
+    assert torch.equal(take(td, 0, 2)["x"], td["x"][2])
