@@ -241,3 +241,11 @@ def test_reference_page_example_prints_the_documented_output(tmp_path):
 def test_memmap_leaf_types_in_chunks_are_memory_mapped_tensors(memmap_td):
     chunk = memmap_td[0:5]
     assert isinstance(chunk["x"], MemoryMappedTensor)
+
+
+def test_large_results_kept_by_the_consumer_stay_intact():
+    td = TensorDict({"x": torch.randn(64, 8192)}, [64])
+    out = list(
+        td.map_iter(helpers.add_one, num_workers=2, chunksize=4, generator=torch.Generator())
+    )
+    assert torch.equal(torch.cat([o["y"] for o in out]), td["x"] + 1)

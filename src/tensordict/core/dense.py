@@ -246,9 +246,13 @@ class TensorDict(TensorDictBase):
         leaf_index = plan.leaf_index
         batch_size = plan.batch_size
         source: dict[str, Any] = {}
+        select = plan.select
         for key, value in self._tensordict.items():
             if isinstance(value, torch.Tensor):
-                source[key] = value[leaf_index]
+                if select is not None:
+                    source[key] = torch.index_select(value, select[0], select[1])
+                else:
+                    source[key] = value[leaf_index]
             elif isinstance(value, TensorDict):
                 source[key] = value._index_planned(_nested_plan(plan, len(self._batch_size), value))
             elif isinstance(value, (NonTensorData, NonTensorStack)):
@@ -400,7 +404,7 @@ def _nested_plan(plan: IndexPlan, parent_dims: int, nested: TensorDict) -> Index
     dim_map = plan.dim_map
     if dim_map is not None:
         dim_map = dim_map + tuple(range(parent_dims, parent_dims + len(extra)))
-    return IndexPlan(plan.leaf_index, plan.batch_size + extra, plan.is_view, dim_map)
+    return IndexPlan(plan.leaf_index, plan.batch_size + extra, plan.is_view, dim_map, plan.select)
 
 
 def _index_names(names: list[str | None] | None, plan: IndexPlan) -> list[str | None] | None:

@@ -1,12 +1,13 @@
-"""A message channel between the parent and one worker: pickles in, pickles out, big data by memfd.
+"""A message channel between the parent and one worker: pickles in, pickles out, big data by shm.
 
-Each message is ``header | pickle`` on a Unix stream socket. Objects are pickled with protocol 5:
-tensors (alone or in a tensordict) present their bytes as :class:`pickle.PickleBuffer`
-(``core.pickling``). Buffers smaller than :data:`OUT_OF_BAND_BYTES` stay in the pickle; larger
-ones are copied once into an
-anonymous memory file (``memfd``) whose descriptor travels with the message (``SCM_RIGHTS``). The
-receiver maps it and builds the tensors on the mapping: one copy per large result, no named
-shared-memory segment to leak, and the memory is freed as soon as the last tensor using it is.
+Each message is ``header | releases | pickle | buffer table`` on a Unix stream socket. Objects are
+pickled with protocol 5: tensors (alone or in a tensordict) present their bytes as
+:class:`pickle.PickleBuffer` (``core.pickling``). Buffers smaller than :data:`OUT_OF_BAND_BYTES`
+stay in the pickle; larger ones are copied once into a reusable shared-memory segment
+(``shm.SegmentPool``), whose file descriptor travels once (``SCM_RIGHTS``). The receiver builds the
+tensors on its mapping of the segment and hands the segment back when they are freed: one copy per
+large result, no named shared memory to leak (the segments are anonymous memory files, gone with
+the last process using them).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import array
 import copyreg
 import io
-import mmap
 import os
 import pickle
 import socket
@@ -27,13 +27,15 @@ from typing import Any
 import torch
 
 from tensordict.core.pickling import _packable, pack_tensor, unpack_tensor
+from tensordict.parallel.shm import SegmentCache, SegmentPool
 
 __all__ = ["OUT_OF_BAND_BYTES", "Channel", "ChannelClosed"]
 
 #: buffers at least this large travel out of band, through shared memory
 OUT_OF_BAND_BYTES = 64 * 1024
-# payload length, number of out-of-band buffers
-_HEADER = struct.Struct("<QI")
+# payload length (pickle + buffer table), out-of-band buffers, releases, segment id, fd attached
+_HEADER = struct.Struct("<QIIiI")
+_ID = struct.Struct("<i")
 _LEN = struct.Struct("<Q")
 _MAX_FDS = 64
 _ANC_SIZE = socket.CMSG_SPACE(_MAX_FDS * 4)
@@ -52,43 +54,12 @@ _ALIGN = 64
 
 
 def _layout(lengths: list[int]) -> tuple[list[int], int]:
-    """Offsets of the buffers in the memfd, each aligned to 64 bytes (torch kernels like it)."""
+    """Offsets of the buffers in a segment, each aligned to 64 bytes (torch kernels like it)."""
     offsets, end = [], 0
     for n in lengths:
         offsets.append(end)
         end += (n + _ALIGN - 1) // _ALIGN * _ALIGN
     return offsets, end
-
-
-def _pack_buffers(buffers: list[pickle.PickleBuffer]) -> tuple[int, bytes]:
-    """Copy buffers into one memfd; returns (fd, lengths table)."""
-    views = [b.raw() for b in buffers]
-    lengths = [v.nbytes for v in views]
-    offsets, total = _layout(lengths)
-    fd = os.memfd_create("tensordict-chunk", os.MFD_CLOEXEC)
-    try:
-        os.ftruncate(fd, total)
-        for v, offset in zip(views, offsets):
-            written = 0
-            while written < v.nbytes:
-                written += os.pwrite(fd, v[written:], offset + written)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, b"".join(_LEN.pack(n) for n in lengths)
-
-
-def _unpack_buffers(fd: int, table: bytes, count: int) -> list[memoryview]:
-    lengths = [_LEN.unpack_from(table, i * _LEN.size)[0] for i in range(count)]
-    offsets, total = _layout(lengths)
-    try:
-        if total == 0:
-            return [memoryview(bytearray()) for _ in lengths]
-        mm = mmap.mmap(fd, total, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
-    finally:
-        os.close(fd)
-    view = memoryview(mm)
-    return [view[o : o + n] for o, n in zip(offsets, lengths)]
 
 
 def _reduce_tensor(t: torch.Tensor) -> Any:
@@ -116,6 +87,8 @@ class Channel:
         self._buf = bytearray()
         self._pos = 0
         self._fds: deque[int] = deque()
+        self._pool = SegmentPool()
+        self._cache = SegmentCache()
         self.closed = False
 
     def fileno(self) -> int:
@@ -124,30 +97,41 @@ class Channel:
     # ------------------------------------------------------------------ sending
     def send(self, obj: Any) -> None:
         """Send one object (blocking until the kernel takes it)."""
-        oob: list[pickle.PickleBuffer] = []
+        oob: list[memoryview] = []
 
         def keep_inline(buf: pickle.PickleBuffer) -> bool:
-            if buf.raw().nbytes >= OUT_OF_BAND_BYTES:
-                oob.append(buf)
+            raw = buf.raw()
+            if raw.nbytes >= OUT_OF_BAND_BYTES:
+                oob.append(raw)
                 return False
             return True
 
         f = io.BytesIO()
         _Pickler(f, protocol=5, buffer_callback=keep_inline).dump(obj)
         body = f.getbuffer()
+        released = self._cache.take_released()
+        releases = b"".join(_ID.pack(i) for i in released)
         if not oob:
-            self.sock.sendall(_HEADER.pack(len(body), 0) + body)
+            header = _HEADER.pack(len(body), 0, len(released), -1, 0)
+            self.sock.sendall(header + releases + body)
             return
-        fd, table = _pack_buffers(oob)
-        try:
-            header = _HEADER.pack(len(body) + len(table), len(oob))
-            anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))]
-            sent = self.sock.sendmsg([header, body, table], anc)
-        finally:
-            os.close(fd)
-        rest = header + body + table
-        if sent < len(rest):
-            self.sock.sendall(rest[sent:])
+        lengths = [v.nbytes for v in oob]
+        offsets, total = _layout(lengths)
+        seg = self._pool.acquire(total)
+        for v, offset in zip(oob, offsets):
+            seg.view[offset : offset + v.nbytes] = v
+        table = b"".join(_LEN.pack(n) for n in lengths)
+        new_fd = not seg.sent
+        header = _HEADER.pack(len(body) + len(table), len(oob), len(released), seg.id, new_fd)
+        data: list[bytes | memoryview] = [header, releases, body, table]
+        if new_fd:
+            anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [seg.fd]))]
+            sent = self.sock.sendmsg(data, anc)
+            seg.sent = True
+        else:
+            sent = self.sock.sendmsg(data)
+        if sent < sum(len(d) for d in data):
+            self.sock.sendall(b"".join(bytes(d) for d in data)[sent:])
 
     # ------------------------------------------------------------------ receiving
     def fill(self, block: bool = True) -> bool:
@@ -178,18 +162,26 @@ class Channel:
             pos = self._pos
             if len(buf) - pos < _HEADER.size:
                 break
-            length, n_oob = _HEADER.unpack_from(buf, pos)
-            end = pos + _HEADER.size + length
+            length, n_oob, n_rel, seg_id, has_fd = _HEADER.unpack_from(buf, pos)
+            rel_at = pos + _HEADER.size
+            start = rel_at + n_rel * _ID.size
+            end = start + length
             if len(buf) < end:
                 break
-            start = pos + _HEADER.size
             self._pos = end
+            if n_rel:
+                self._pool.release(
+                    [_ID.unpack_from(buf, rel_at + i * _ID.size)[0] for i in range(n_rel)]
+                )
             if n_oob:
-                table_start = end - n_oob * _LEN.size
-                table = bytes(buf[table_start:end])
-                buffers = _unpack_buffers(self._fds.popleft(), table, n_oob)
+                if has_fd:
+                    self._cache.add(seg_id, self._fds.popleft())
+                table_at = end - n_oob * _LEN.size
+                lengths = [_LEN.unpack_from(buf, table_at + i * _LEN.size)[0] for i in range(n_oob)]
+                offsets, _ = _layout(lengths)
+                buffers = self._cache.buffers(seg_id, list(zip(offsets, lengths)))
                 with memoryview(buf) as view:
-                    obj = pickle.loads(view[start:table_start], buffers=buffers)
+                    obj = pickle.loads(view[start:table_at], buffers=buffers)
             else:
                 with memoryview(buf) as view:
                     obj = pickle.loads(view[start:end])
@@ -226,4 +218,6 @@ class Channel:
         for fd in self._fds:
             os.close(fd)
         self._fds.clear()
+        self._pool.close()
+        self._cache.close()
         self.sock.close()
