@@ -17,6 +17,7 @@ import copyreg
 import io
 import os
 import pickle
+import select
 import socket
 import struct
 import time
@@ -89,12 +90,21 @@ class Channel:
         self._fds: deque[int] = deque()
         self._pool = SegmentPool()
         self._cache = SegmentCache()
+        self._poll = select.poll()
+        self._poll.register(sock.fileno(), select.POLLIN)
         self.closed = False
 
     def fileno(self) -> int:
         return self.sock.fileno()
 
     # ------------------------------------------------------------------ sending
+    def send_plain(self, obj: Any) -> None:
+        """Send an object that holds no tensors (task lists): the plain pickler is faster."""
+        released = self._cache.take_released()
+        body = pickle.dumps(obj, protocol=5)
+        header = _HEADER.pack(len(body), 0, len(released), -1, 0)
+        self.sock.sendall(header + b"".join(_ID.pack(i) for i in released) + body)
+
     def send(self, obj: Any) -> None:
         """Send one object (blocking until the kernel takes it)."""
         oob: list[memoryview] = []
@@ -200,17 +210,14 @@ class Channel:
         while True:
             for msg in self.messages():
                 return msg
-            try:
-                more = self.fill(block=False)
-            except BlockingIOError:
+            if not self._poll.poll(0):
                 now = time.perf_counter()
                 if not deadline:
                     deadline = now + SPIN_SECONDS
                 if now < deadline:
                     os.sched_yield()
                     continue
-                more = self.fill()
-            if not more:
+            if not self.fill():
                 raise ChannelClosed("the other end of the channel closed")
 
     def close(self) -> None:

@@ -49,6 +49,8 @@ __all__ = ["Backend", "OwnPool", "drive", "exit_description"]
 
 #: how long shutdown waits for workers to exit before killing them
 SHUTDOWN_SECONDS = 1.5
+#: results arriving faster than this are "tiny chunks": the window is refilled in batches
+TINY_CHUNK_SECONDS = 200e-6
 
 Event = tuple[Any, ...]
 
@@ -89,14 +91,22 @@ def drive(
     yielded = 0
     pending: dict[int, Any] = {}
     ready: deque[Any] = deque()
+    # Tiny chunks: refill in batches (a task per worker) so each message carries several tasks.
+    # Large chunks: refill after every result, so no worker's queue runs dry.
+    batch = max(1, min(backend.num_workers, window // 2))
+    pace = 1.0  # moving average of the seconds between results
+    last = time.perf_counter()
     while yielded < count:
         room = min(window - in_flight, count - next_k)
-        if room > 0:
+        eager = pace > TINY_CHUNK_SECONDS
+        if room > 0 and (eager or room >= batch or next_k + room == count or in_flight == 0):
             taken = backend.submit([(k, payload(k)) for k in range(next_k, next_k + room)])
             next_k += taken
             in_flight += taken
         if ordered:
             if yielded in pending:
+                now = time.perf_counter()
+                pace, last = 0.9 * pace + 0.1 * (now - last), now
                 result = pending.pop(yielded)
                 yielded += 1
                 in_flight -= 1
@@ -105,6 +115,8 @@ def drive(
                 yield result
                 continue
         elif ready:
+            now = time.perf_counter()
+            pace, last = 0.9 * pace + 0.1 * (now - last), now
             result = ready.popleft()
             yielded += 1
             in_flight -= 1
@@ -238,7 +250,11 @@ class OwnPool(Backend):
         for wid, batch in batches.items():
             # a worker that died meanwhile is reported by wait() through its sentinel
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                self.workers[wid].chan.send(batch)
+                chan = self.workers[wid].chan
+                if all(payload is None for _, payload in batch):
+                    chan.send_plain(batch)
+                else:
+                    chan.send(batch)
         return taken
 
     def _least_busy(self) -> _Worker | None:
@@ -270,15 +286,12 @@ class OwnPool(Backend):
         """Poll the channels for a short while before blocking (see ``channel.SPIN_SECONDS``)."""
         events: list[Event] = []
         deadline = time.perf_counter() + SPIN_SECONDS
+        select = self.selector.select
         while True:
-            for worker in list(self.workers.values()):
-                if worker.chan.closed:
-                    continue
-                try:
-                    if worker.chan.fill(block=False):
-                        self._collect(worker, events)
-                except BlockingIOError:
-                    pass
+            for key, _mask in select(0):
+                kind, worker = key.data
+                if kind == "chan" and worker.id in self.workers and worker.chan.fill():
+                    self._collect(worker, events)
             if events or time.perf_counter() > deadline:
                 return events
             os.sched_yield()
