@@ -77,6 +77,18 @@ class Backend:
         return "a worker"
 
 
+class _Failed:
+    """An error in ``fn`` waiting for its turn to be raised (results come in chunk order)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+_NOTHING: Any = object()
+
+
 def drive(
     backend: Backend,
     count: int,
@@ -85,10 +97,13 @@ def drive(
     ordered: bool,
     on_yield: Callable[[], None] | None = None,
 ) -> Iterator[Any]:
-    """Run ``count`` chunks through ``backend``, at most ``window`` sent and not yet yielded."""
-    next_k = 0
-    in_flight = 0
-    yielded = 0
+    """Run ``count`` chunks through ``backend``, at most ``window`` sent and not yet yielded.
+
+    In order, an error in ``fn`` is raised where its chunk would have been yielded (the results
+    before it are yielded first) and no chunk after it is sent; unordered, it is raised at once.
+    """
+    next_k = in_flight = yielded = 0
+    stop_at = count
     pending: dict[int, Any] = {}
     ready: deque[Any] = deque()
     # Tiny chunks: refill in batches (a task per worker) so each message carries several tasks.
@@ -97,27 +112,22 @@ def drive(
     pace = 1.0  # moving average of the seconds between results
     last = time.perf_counter()
     while yielded < count:
-        room = min(window - in_flight, count - next_k)
-        eager = pace > TINY_CHUNK_SECONDS
-        if room > 0 and (eager or room >= batch or next_k + room == count or in_flight == 0):
+        room = min(window - in_flight, stop_at - next_k)
+        if room > 0 and (
+            pace > TINY_CHUNK_SECONDS or room >= batch or next_k + room == stop_at or not in_flight
+        ):
             taken = backend.submit([(k, payload(k)) for k in range(next_k, next_k + room)])
             next_k += taken
             in_flight += taken
         if ordered:
-            if yielded in pending:
-                now = time.perf_counter()
-                pace, last = 0.9 * pace + 0.1 * (now - last), now
-                result = pending.pop(yielded)
-                yielded += 1
-                in_flight -= 1
-                if on_yield is not None:
-                    on_yield()
-                yield result
-                continue
-        elif ready:
+            result = pending.pop(yielded, _NOTHING)
+        else:
+            result = ready.popleft() if ready else _NOTHING
+        if result is not _NOTHING:
+            if isinstance(result, _Failed):
+                raise result.error
             now = time.perf_counter()
             pace, last = 0.9 * pace + 0.1 * (now - last), now
-            result = ready.popleft()
             yielded += 1
             in_flight -= 1
             if on_yield is not None:
@@ -125,15 +135,22 @@ def drive(
             yield result
             continue
         for event in backend.wait():
-            if event[0] not in ("ok", "err"):
-                continue  # e.g. a worker retired: capacity changed, submit again
-            if event[0] == "err":
+            if event[0] == "ok":
+                value = event[2]
+            elif event[0] == "err":
                 _, k, exc, text = event
-                raise decode_error(exc, text, f"raised by fn on chunk {k} in {backend.where(k)}")
-            if ordered:
-                pending[event[1]] = event[2]
+                value = _Failed(
+                    decode_error(exc, text, f"raised by fn on chunk {k} in {backend.where(k)}")
+                )
+                if not ordered:
+                    raise value.error
+                stop_at = min(stop_at, k + 1)
             else:
-                ready.append(event[2])
+                continue  # e.g. a worker retired: capacity changed, submit again
+            if ordered:
+                pending[event[1]] = value
+            else:
+                ready.append(value)
 
 
 def exit_description(exitcode: int | None) -> str:
