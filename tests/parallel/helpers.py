@@ -121,3 +121,17 @@ def ragged(data):
     """Element i gives a y of length i + 1 (results that cannot be stacked densely)."""
     n = int(data["x"]) + 1
     return TensorDict({"y": torch.ones(n)}, [])
+
+
+def scale_sample(sample):
+    """fn on tensorclass chunks: attribute access, TensorDict-style access, tensorclass result."""
+    from tests.tensorclass.classes import Sample
+
+    assert type(sample).__name__ == "Sample"
+    assert torch.equal(sample["obs"], sample.obs) and torch.equal(sample.get("obs"), sample.obs)
+    return Sample(
+        obs=sample.obs * 2,
+        reward=sample.reward + 1,
+        label=sample.label,
+        batch_size=sample.batch_size,
+    )
