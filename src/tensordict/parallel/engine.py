@@ -212,9 +212,8 @@ class OwnPool(Backend):
         self.workers: dict[int, _Worker] = {}
         self.where_ran: dict[int, _Worker] = {}
         self.next_id = 0
-        self.remaining = 0
-        for _ in range(num_workers):
-            self._start_worker()
+        # Workers are started by the first submit(), one at a time: the first one receives its
+        # chunk before the next is forked, so the first result is not delayed by the others.
 
     # ------------------------------------------------------------------ workers
     def _start_worker(self) -> _Worker:
@@ -255,8 +254,11 @@ class OwnPool(Backend):
         taken = 0
         for task in tasks:
             worker = self._least_busy()
-            if worker is None and len(self.workers) < self.num_workers:
-                worker = self._start_worker()  # replaces a worker retired by max_tasks_per_child
+            if (worker is None or worker.assigned) and len(self.workers) < self.num_workers:
+                # start (or replace, after max_tasks_per_child) a worker; send what is assigned
+                # first, so that the workers already running get going
+                self._send(batches)
+                worker = self._start_worker()
             if worker is None:
                 break
             worker.assigned.append(task[0])
@@ -264,6 +266,10 @@ class OwnPool(Backend):
                 worker.quota -= 1
             batches.setdefault(worker.id, []).append(task)
             taken += 1
+        self._send(batches)
+        return taken
+
+    def _send(self, batches: dict[int, list[tuple[int, Any]]]) -> None:
         for wid, batch in batches.items():
             # a worker that died meanwhile is reported by wait() through its sentinel
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
@@ -272,7 +278,7 @@ class OwnPool(Backend):
                     chan.send_plain(batch)
                 else:
                     chan.send(batch)
-        return taken
+        batches.clear()
 
     def _least_busy(self) -> _Worker | None:
         best = None
