@@ -12,7 +12,8 @@ from typing import Any
 
 import torch
 
-from tensordict.core.base import TensorDictBase, as_size, locked_message
+from tensordict.core.base import TensorDictBase, as_size
+from tensordict.core.entries import locked_message
 from tensordict.core.indexing import IndexPlan, plan_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.errors import BatchSizeError, LockedError

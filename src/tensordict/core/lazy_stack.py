@@ -13,8 +13,9 @@ from typing import Any
 
 import torch
 
-from tensordict.core.base import TensorDictBase, locked_message
+from tensordict.core.base import TensorDictBase
 from tensordict.core.combine import stack
+from tensordict.core.entries import locked_message
 from tensordict.core.indexing import plan_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, stack_non_tensor
 from tensordict.core.setitem import stage_setitem

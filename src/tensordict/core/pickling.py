@@ -86,8 +86,8 @@ def unpack_tensor(dtype_name: str, shape: tuple[int, ...], payload: Any) -> torc
         payload = payload.raw()
     if len(payload) == 0:
         return torch.empty(shape, dtype=dtype)
-    if isinstance(payload, bytes) or (isinstance(payload, memoryview) and payload.readonly):
-        payload = bytearray(payload)
+    if isinstance(payload, bytes) or memoryview(payload).readonly:
+        payload = bytearray(payload)  # e.g. a buffer in Ray's object store: copy, never alias it
     out = torch.frombuffer(payload, dtype=dtype)
     if len(shape) == 1:
         return out

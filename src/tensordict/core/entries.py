@@ -1,0 +1,439 @@
+"""Reading and writing entries: get / set / update / pop / del / rename, nested keys included.
+
+Every write validates the value (its leading dimensions must equal the batch size) before anything
+is stored, so a failed ``set`` or ``update`` leaves the tensordict as it was; structural writes on a
+locked tensordict raise :class:`~tensordict.errors.LockedError`, in-place writes are allowed.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+
+from tensordict.core.collection import TensorCollection
+from tensordict.core.keys import NestedKey, key_path, unravel_key
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.errors import BatchSizeError, LockedError, ShapeMismatchError, TensorDictKeyError
+
+__all__ = ["EntriesMixin", "locked_message"]
+
+T = TypeVar("T", bound="EntriesMixin")
+_MISSING: Any = object()
+
+
+def locked_message(what: str) -> str:
+    return (
+        f"cannot {what}: the tensordict is locked. In-place writes (set_, update_, td[idx] = ...) "
+        "are allowed; to change its structure, unlock it with td.unlock_() (or work on "
+        "td.clone())."
+    )
+
+
+class EntriesMixin(TensorCollection):
+    """Entry access for every tensordict class."""
+
+    __slots__ = ()
+
+    def _get_path(self, path: tuple[str, ...], default: Any) -> Any:
+        node: Any = self
+        for part in path[:-1]:
+            node = node._get_str(part, None) if isinstance(node, TensorCollection) else None
+            if node is None:
+                return default
+            if getattr(type(node), "_is_tensorclass", False):
+                node = node._tensordict
+        if not isinstance(node, TensorCollection):
+            return default
+        return node._get_str(path[-1], default)
+
+    def _missing_key(self, key: Any) -> TensorDictKeyError:
+        avail = list(self._own_keys())
+        shown = ", ".join(repr(k) for k in avail[:8]) + (", ..." if len(avail) > 8 else "")
+        return TensorDictKeyError(
+            f"key {key!r} not found in {type(self).__name__} with keys [{shown}]. "
+            "Check the spelling, or use td.get(key, default) for optional entries."
+        )
+
+    def get(self, key: NestedKey, default: Any = None) -> Any:
+        """The value under ``key`` (``NonTensorData`` is returned as is), or ``default``.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": {"b": torch.ones(2)}}, [2])
+            >>> td.get(("a", "b"))
+            tensor([1., 1.])
+            >>> td.get("missing") is None
+            True
+        """
+        if key.__class__ is str:
+            return self._get_str(key, default)
+        return self._get_path(key_path(key), default)
+
+    def _getitem_key(self, key: Any) -> Any:
+        value = (
+            self._get_str(key, _MISSING)
+            if key.__class__ is str
+            else self._get_path(key_path(key), _MISSING)
+        )
+        if value is _MISSING:
+            raise self._missing_key(unravel_key(key))
+        if value.__class__ is NonTensorData:
+            return value.data
+        if value.__class__ is NonTensorStack:
+            return value.tolist()
+        return value
+
+    def __getitem__(self, index: Any) -> Any:
+        if index.__class__ is str or (
+            index.__class__ is tuple and index and index[0].__class__ is str
+        ):
+            return self._getitem_key(index)
+        return self._index(index)
+
+    def get_at(self, key: NestedKey, index: Any, default: Any = _MISSING) -> Any:
+        """Read ``td[key][index]`` without materialising the whole entry."""
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            if default is not _MISSING:
+                return default
+            raise self._missing_key(key)
+        return value[index]
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        if index.__class__ is str or (
+            index.__class__ is tuple and index and index[0].__class__ is str
+        ):
+            self.set(index, value)
+            return
+        from tensordict.core.setitem import setitem_index
+
+        setitem_index(self, index, value)
+
+    # ================================================================== writing entries
+    def _check_batch(self, key: Any, value: Any, batch_size: torch.Size) -> None:
+        n = len(batch_size)
+        shape = value.shape if hasattr(value, "shape") else None
+        if shape is None or (n and tuple(shape[:n]) != tuple(batch_size)):
+            got = list(shape) if shape is not None else type(value).__name__
+            raise BatchSizeError(
+                f"cannot set {key!r}: its shape {got} does not start with the batch size "
+                f"{list(batch_size)}. Every entry's leading dimensions must equal the batch size; "
+                "reshape the value or change td.batch_size."
+            )
+
+    def _convert(self, key: Any, value: Any, batch_size: torch.Size) -> Any:
+        """Turn a user value into a stored value for a tensordict of ``batch_size`` (or raise)."""
+        device = self.device
+        if isinstance(value, torch.Tensor):
+            self._check_batch(key, value, batch_size)
+            if device is not None and value.device != device:
+                value = value.to(device)
+            return value
+        if isinstance(value, TensorCollection):
+            self._check_batch(key, value, batch_size)
+            if device is not None and value.device != device:
+                value = value.to(device)  # type: ignore[attr-defined]
+            return value
+        if getattr(type(value), "_is_tensorclass", False):
+            self._check_batch(key, value, batch_size)
+            return value
+        if isinstance(value, NonTensorData):
+            if len(value.batch_size) <= len(batch_size):
+                if value.batch_size and value.batch_size != batch_size[: value.batch_dims]:
+                    self._check_batch(key, value, batch_size)
+                return value._with_batch_size(batch_size)
+            self._check_batch(key, value, batch_size)
+            return value
+        if isinstance(value, NonTensorStack):
+            self._check_batch(key, value, batch_size)
+            return value
+        if isinstance(value, Mapping):
+            return self._new_nested(value, batch_size)
+        if isinstance(value, (bool, int, float, complex, np.number, np.bool_)):
+            t = torch.tensor(value, device=device)
+            self._check_batch(key, t, batch_size)
+            return t
+        if isinstance(value, np.ndarray) and value.dtype != object:
+            t = torch.as_tensor(value, device=device)
+            self._check_batch(key, t, batch_size)
+            return t
+        return NonTensorData._new(value, batch_size, device)
+
+    def _new_nested(self, mapping: Mapping[str, Any], batch_size: torch.Size) -> Any:
+        from tensordict.core.dense import TensorDict
+
+        return TensorDict(dict(mapping), batch_size=batch_size, device=self.device)
+
+    def _parent_for_write(self, path: tuple[str, ...], create: bool) -> Any:
+        """The tensordict that holds the last part of ``path``, created if asked and allowed."""
+        node: Any = self
+        for i, part in enumerate(path[:-1]):
+            child = node._get_str(part, None)
+            if child is None:
+                if not create:
+                    raise self._missing_key(path[: i + 1])
+                if node.is_locked:
+                    raise LockedError(locked_message(f"create the nested key {path[: i + 1]!r}"))
+                child = node._new_dense({}, node.batch_size)
+                node._set_str(part, child, validated=True)
+            elif getattr(type(child), "_is_tensorclass", False):
+                child = child._tensordict
+            elif not isinstance(child, TensorCollection):
+                raise TensorDictKeyError(
+                    f"cannot reach {path!r}: {path[: i + 1]!r} is a {type(child).__name__}, not a "
+                    "tensordict. Use a different key, or delete the leaf first."
+                )
+            node = child
+        return node
+
+    def _target_batch_size(self, path: tuple[str, ...]) -> torch.Size:
+        node: Any = self
+        for part in path[:-1]:
+            child = node._get_str(part, None)
+            if getattr(type(child), "_is_tensorclass", False):
+                child = child._tensordict
+            if not isinstance(child, TensorCollection):
+                # missing (created with this batch size) or a leaf (_parent_for_write raises)
+                return node.batch_size
+            node = child
+        return node.batch_size
+
+    def set(
+        self: T,
+        key: NestedKey,
+        item: Any,
+        inplace: bool = False,
+        *,
+        non_blocking: bool = False,
+        **kwargs: Any,
+    ) -> T:
+        """Write ``item`` under ``key`` (nested keys create the intermediate tensordicts).
+
+        With ``inplace=True`` an existing entry is overwritten in place (allowed when locked).
+
+        Raises:
+            LockedError: the tensordict is locked and ``inplace`` is False.
+            BatchSizeError: the value's leading dimensions differ from the batch size.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict(batch_size=[3])
+            >>> td.set(("x", "y"), torch.zeros(3, 2))["x", "y"].shape
+            torch.Size([3, 2])
+        """
+        path = (key,) if key.__class__ is str else key_path(key)
+        if inplace:
+            existing = self._get_path(path, None)
+            if existing is not None:
+                self._write_inplace(path, existing, item)
+                return self
+        if self.is_locked:
+            raise LockedError(locked_message(f"set {unravel_key(path)!r}"))
+        value = self._convert(unravel_key(path), item, self._target_batch_size(path))
+        parent = self._parent_for_write(path, create=True)
+        if parent.is_locked:
+            raise LockedError(locked_message(f"set {unravel_key(path)!r}"))
+        parent._set_str(path[-1], value, validated=True)
+        return self
+
+    def _write_inplace(self, path: tuple[str, ...], existing: Any, item: Any) -> None:
+        if isinstance(existing, torch.Tensor):
+            if not isinstance(item, torch.Tensor):
+                item = torch.as_tensor(item, device=existing.device)
+            try:
+                target_shape = torch.broadcast_shapes(item.shape, existing.shape)
+            except RuntimeError:
+                target_shape = None
+            if target_shape != existing.shape:
+                raise ShapeMismatchError(
+                    f"cannot write a value of shape {list(item.shape)} in place into "
+                    f"{unravel_key(path)!r} of shape {list(existing.shape)}. Give a value of "
+                    "that shape (or one that broadcasts to it)."
+                )
+            existing.copy_(item)
+        elif isinstance(existing, TensorCollection) or getattr(
+            type(existing), "_is_tensorclass", False
+        ):
+            existing.update_(item)
+        else:
+            parent = self._parent_for_write(path, create=False)
+            parent._set_str(
+                path[-1],
+                self._convert(unravel_key(path), item, parent.batch_size),
+                validated=True,
+            )
+
+    def set_(self: T, key: NestedKey, item: Any) -> T:
+        """Overwrite an existing entry in place (works on locked tensordicts).
+
+        Raises:
+            TensorDictKeyError: the key does not exist.
+        """
+        path = (key,) if key.__class__ is str else key_path(key)
+        existing = self._get_path(path, None)
+        if existing is None:
+            raise self._missing_key(unravel_key(path))
+        self._write_inplace(path, existing, item)
+        return self
+
+    def set_at_(self: T, key: NestedKey, value: Any, index: Any) -> T:
+        """Write ``value`` into ``td[key][index]`` in place."""
+        existing = self.get(key, None)
+        if existing is None:
+            raise self._missing_key(key)
+        existing[index] = value
+        return self
+
+    def setdefault(self, key: NestedKey, default: Any, inplace: bool = False) -> Any:
+        """Return ``td[key]``, setting it to ``default`` first if it is missing."""
+        if self.get(key, _MISSING) is _MISSING:
+            self.set(key, default, inplace=inplace)
+        return self._getitem_key(key)
+
+    def _flat_updates(
+        self, other: Any, prefix: tuple[str, ...], keys: builtins.set[NestedKey] | None
+    ) -> list[tuple[tuple[str, ...], Any]]:
+        items: Iterable[tuple[str, Any]]
+        if isinstance(other, TensorCollection):
+            items = other._own_items()
+        elif getattr(type(other), "_is_tensorclass", False):
+            items = other._tensordict._own_items()
+        else:
+            items = other.items()
+        out: list[tuple[tuple[str, ...], Any]] = []
+        for key, value in items:
+            path = prefix + key_path(key)
+            nested = isinstance(value, (Mapping, TensorCollection))
+            current = self._get_path(path, None) if nested else None
+            if nested and isinstance(current, TensorCollection):
+                out.extend(self._flat_updates(value, path, keys))
+            elif keys is None or unravel_key(path) in keys or path[0] in keys:
+                out.append((path, value))
+        return out
+
+    def update(
+        self: T,
+        input_dict_or_td: Mapping[str, Any] | TensorCollection,
+        clone: bool = False,
+        inplace: bool = False,
+        *,
+        keys_to_update: Sequence[NestedKey] | None = None,
+        non_blocking: bool = False,
+        **kwargs: Any,
+    ) -> T:
+        """Write every entry of a dict or tensordict (nested tensordicts are merged).
+
+        All values are validated before anything is written: a failed update leaves the
+        tensordict as it was.
+        """
+        keys = {unravel_key(k) for k in keys_to_update} if keys_to_update is not None else None
+        updates = self._flat_updates(input_dict_or_td, (), keys)
+        staged = []
+        for path, value in updates:
+            if clone and hasattr(value, "clone"):
+                value = value.clone()
+            existing = self._get_path(path, None) if inplace else None
+            if existing is not None:
+                staged.append((path, None, value, existing))
+                continue
+            if self.is_locked:
+                raise LockedError(locked_message(f"update {unravel_key(path)!r}"))
+            converted = self._convert(unravel_key(path), value, self._target_batch_size(path))
+            staged.append((path, converted, value, None))
+        for path, converted, value, existing in staged:
+            if existing is not None:
+                self._write_inplace(path, existing, value)
+            else:
+                self._parent_for_write(path, create=True)._set_str(
+                    path[-1], converted, validated=True
+                )
+        return self
+
+    def update_(
+        self: T,
+        input_dict_or_td: Mapping[str, Any] | TensorCollection,
+        clone: bool = False,
+        *,
+        keys_to_update: Sequence[NestedKey] | None = None,
+        **kwargs: Any,
+    ) -> T:
+        """Write every entry in place; every key must exist. Validated before writing."""
+        keys = {unravel_key(k) for k in keys_to_update} if keys_to_update is not None else None
+        updates = self._flat_updates(input_dict_or_td, (), keys)
+        staged = []
+        for path, value in updates:
+            existing = self._get_path(path, None)
+            if existing is None:
+                raise self._missing_key(unravel_key(path))
+            if isinstance(existing, torch.Tensor):
+                v = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+                try:
+                    ok = torch.broadcast_shapes(v.shape, existing.shape) == existing.shape
+                except RuntimeError:
+                    ok = False
+                if not ok:
+                    raise ShapeMismatchError(
+                        f"update_: {unravel_key(path)!r} has shape {list(existing.shape)} but "
+                        f"the new value has shape {list(v.shape)}. Shapes must match."
+                    )
+            staged.append((path, existing, value))
+        for path, existing, value in staged:
+            self._write_inplace(path, existing, value.clone() if clone else value)
+        return self
+
+    def copy_(self: T, src: TensorCollection, non_blocking: bool = False) -> T:
+        """Copy every entry of ``src`` in place (same as :meth:`update_`)."""
+        return self.update_(src)
+
+    def __delitem__(self, key: NestedKey) -> None:
+        self.del_(key)
+
+    def del_(self: T, key: NestedKey) -> T:
+        """Remove an entry. Raises if missing or if the tensordict is locked."""
+        path = key_path(key)
+        if self.is_locked:
+            raise LockedError(locked_message(f"delete {unravel_key(path)!r}"))
+        parent = self._parent_for_write(path, create=False)
+        if parent._get_str(path[-1], None) is None:
+            raise self._missing_key(unravel_key(path))
+        if parent.is_locked:
+            raise LockedError(locked_message(f"delete {unravel_key(path)!r}"))
+        parent._del_str(path[-1])
+        return self
+
+    def pop(self, key: NestedKey, default: Any = _MISSING) -> Any:
+        """Remove an entry and return it (or ``default`` when missing)."""
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            if default is not _MISSING:
+                return default
+            raise self._missing_key(unravel_key(key))
+        self.del_(key)
+        return value
+
+    def rename_key_(self: T, old_key: NestedKey, new_key: NestedKey, safe: bool = False) -> T:
+        """Move an entry to a new key. With ``safe=True`` an existing ``new_key`` raises."""
+        if self.is_locked:
+            raise LockedError(locked_message(f"rename {unravel_key(old_key)!r}"))
+        value = self.get(old_key, _MISSING)
+        if value is _MISSING:
+            raise self._missing_key(unravel_key(old_key))
+        if safe and self.get(new_key, None) is not None:
+            raise TensorDictKeyError(
+                f"cannot rename {unravel_key(old_key)!r} to {unravel_key(new_key)!r}: that key "
+                "exists. Pass safe=False to overwrite it."
+            )
+        old_path, new_path = key_path(old_key), key_path(new_key)
+        if old_path == new_path:
+            return self
+        if new_path[: len(old_path)] == old_path:  # moved inside itself: make room first
+            self.del_(old_key)
+            self.set(new_key, value)
+            return self
+        self.set(new_key, value)  # write first: a new key that cannot be set loses nothing
+        self.del_(old_key)
+        return self
