@@ -368,15 +368,20 @@ def is_non_tensor(value: Any) -> bool:
     return isinstance(value, (NonTensorData, NonTensorStack))
 
 
+def _all_same_data(items: Sequence[NonTensorData | NonTensorStack]) -> bool:
+    """Whether every item is a NonTensorData holding the same object."""
+    first = items[0]
+    return isinstance(first, NonTensorData) and all(
+        isinstance(i, NonTensorData) and same_value(first.data, i.data) for i in items[1:]
+    )
+
+
 def stack_non_tensor(
     items: Sequence[NonTensorData | NonTensorStack], dim: int
 ) -> NonTensorData | NonTensorStack:
     """Stack non-tensor entries: equal objects give back a :class:`NonTensorData`."""
     first = items[0]
-    if all(isinstance(i, NonTensorData) for i in items) and all(
-        same_value(first.data, i.data)
-        for i in items[1:]  # type: ignore[union-attr]
-    ):
+    if _all_same_data(items):
         bs = first.batch_size
         new_bs = torch.Size((*bs[:dim], len(items), *bs[dim:]))
         return NonTensorData._new(first.data, new_bs, first.device)
@@ -390,10 +395,7 @@ def cat_non_tensor(
 ) -> NonTensorData | NonTensorStack:
     """Concatenate non-tensor entries along a batch dimension."""
     first = items[0]
-    if all(isinstance(i, NonTensorData) for i in items) and all(
-        same_value(first.data, i.data)
-        for i in items[1:]  # type: ignore[union-attr]
-    ):
+    if _all_same_data(items):
         bs = list(first.batch_size)
         bs[dim] = sum(i.batch_size[dim] for i in items)
         return NonTensorData._new(first.data, torch.Size(bs), first.device)

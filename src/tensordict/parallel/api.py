@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from tensordict.core.collection import TensorCollection
+from tensordict.core.combine import stack
 from tensordict.errors import BatchSizeError, NotPicklableError
 from tensordict.parallel.engine import OwnPool, drive, start_method_context, usable_cpus
 from tensordict.parallel.plan import ChunkPlan, take
@@ -322,16 +324,9 @@ def map(
     if not results:
         return None
     if opts.plan.unbind:
-        from tensordict.core.combine import stack
-
-        first = results[0]
-        if isinstance(first, torch.Tensor):
-            return torch.stack(results, opts.dim)
-        return (
-            stack(results, opts.dim)
-            if hasattr(first, "_own_keys")
-            else torch.stack(results, opts.dim)
-        )
+        if isinstance(results[0], TensorCollection):
+            return stack(results, opts.dim)  # dense, or lazy when the results differ
+        return torch.stack(results, opts.dim)  # tensors and tensorclasses
     return torch.cat(results, opts.dim)
 
 
