@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -133,14 +134,20 @@ def _is_basic(index: Any) -> bool:
 
 
 def rebuild_file_view(
-    filename: str,
+    directory: str,
+    name: str,
     dtype_name: str,
     numel: int,
     size: tuple[int, ...],
     stride: tuple[int, ...],
     offset: int,
 ) -> MemoryMappedTensor:
-    """Module-level rebuild of a pickled file-backed view (maps the file once per process)."""
+    """Module-level rebuild of a pickled file-backed view (maps the file once per process).
+
+    The directory travels separately from the file name: the leaves of one tensordict share it,
+    and pickle's memo writes it once per message.
+    """
+    filename = os.path.join(directory, name)
     dtype = dtype_from_str(dtype_name)
     base = _file_base(filename, dtype, numel)
     return _wrap(base.as_strided(size, stride, offset), filename)
@@ -353,11 +360,13 @@ class MemoryMappedTensor(torch.Tensor):
         if filename is None:
             return (rebuild_anonymous, (plain,))
         numel = plain.untyped_storage().nbytes() // plain.element_size()
+        directory, name = os.path.split(filename)
         return (
             rebuild_file_view,
             (
-                filename,
-                str(self.dtype),
+                sys.intern(directory),
+                name,
+                sys.intern(str(self.dtype)),
                 numel,
                 tuple(plain.shape),
                 plain.stride(),
