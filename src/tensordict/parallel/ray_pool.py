@@ -19,17 +19,21 @@ What Ray's pool does and does not allow, and what is done about it:
 * No public actor count: the window is sized from the private ``_actor_pool`` list when it is there,
   else from the cluster's CPU count (public, and the pool's own default size).
 * A task's exception comes back wrapped (``PoolTaskError``) and without its traceback: the worker
-  function catches it and returns it as a value with its formatted traceback, so the engine re-raises
-  the original type with the remote traceback as ``__cause__`` and the chunk in a note.
-* A dead actor (``os._exit``, OOM killer, ``ray.kill``) fails its tasks with ``RayActorError`` within
-  milliseconds; it is turned into :class:`~tensordict.errors.WorkerDiedError` naming the chunk. Ray
-  does not replace the actor: that pool stays broken unless it was created with
+  function catches it and returns it as a value with its formatted traceback, so the engine
+  re-raises the original type with the remote traceback as ``__cause__`` and the chunk in a note.
+* A dead actor (``os._exit``, OOM killer, ``ray.kill``) fails its tasks with ``RayActorError``
+  within milliseconds; it is turned into :class:`~tensordict.errors.WorkerDiedError` naming the
+  chunk. Ray does not replace the actor: that pool stays broken unless it was created with
   ``ray_remote_args={"max_restarts": -1}``.
-* Cancellation: ``AsyncResult`` has no ``cancel()`` and no public ``ObjectRef``. On an early close or
-  an error, tasks not yet finished are cancelled with ``ray.cancel`` through the private
-  ``_result_thread._object_refs`` when present (guarded): a queued task is dropped, a running task
-  runs to its end (Ray rejects ``force=True`` for actor tasks), and its result is discarded. Actors
-  are never killed, so the user's pool stays usable.
+* Cancellation: ``AsyncResult`` has no ``cancel()`` and no public ``ObjectRef``; ``ray.cancel`` with
+  ``force=True`` is refused for actor tasks, and ``ray.kill`` would leave the pool with a dead actor
+  that it never replaces. On an early close or an error, each unfinished task is cancelled with
+  ``ray.cancel(ref)`` (``ref`` read from the private ``_result_thread._object_refs``, guarded) and
+  the worker function skips ``fn`` when Ray's cancellation flag is already set. Measured with ray
+  2.60, a synchronous actor sees the request only after the tasks queued before it, so chunks
+  already handed to an actor still run (at most the window: about two per actor) and their results
+  are discarded. A running ``fn`` is never interrupted. Actors are never killed, so the user's pool
+  stays usable.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from collections import OrderedDict
 from types import ModuleType
 from typing import Any
 
-from tensordict.errors import MissingDependencyError, WorkerDiedError
+from tensordict.errors import ChunkError, MissingDependencyError, WorkerDiedError
 from tensordict.parallel.engine import Backend
 from tensordict.parallel.pools import portable_job
 from tensordict.parallel.worker import encode_error, run_external_task
@@ -54,8 +58,9 @@ __all__ = ["RayPoolBackend", "ray_pool_size", "require_ray", "run_ray_task"]
 
 #: how often wait() checks that every task it waits for can still report (Ray's own result threads)
 CHECK_SECONDS = 1.0
-#: after an actor died: how long to collect the other failures, to name the chunk it was running
-DEAD_GRACE_SECONDS = 0.5
+#: after an actor died: how long the chunks before the lost ones may take to report (naming the
+#: chunk it was running); healthy actors answer in the time of one chunk
+DEAD_GRACE_SECONDS = 5.0
 #: jobs an actor keeps resolved (fn unpickled, source mapped), most recent first
 JOBS_PER_ACTOR = 4
 
@@ -107,15 +112,28 @@ def _job(token: str, job_ref: Any) -> dict[str, Any]:
     try:
         job["fn"] = pickle.loads(job.pop("fn_bytes"))
     except ImportError as err:
-        err.add_note(
-            "Ray actors import fn's module by name: install it on every node, or put its directory "
-            "on the workers' path with ray.init(runtime_env={'env_vars': {'PYTHONPATH': ...}})."
-        )
+        add_note = getattr(err, "add_note", None)  # Python >= 3.11
+        if add_note is not None:
+            add_note(
+                "Ray actors import fn's module by name: install it on every node, or put its "
+                "directory on the workers' path: ray.init(runtime_env={'env_vars': "
+                "{'PYTHONPATH': ...}})."
+            )
         raise
     _jobs[token] = job
     while len(_jobs) > JOBS_PER_ACTOR:
         _jobs.popitem(last=False)
     return job
+
+
+def _cancelled() -> bool:
+    """Whether the driver cancelled this task (Ray's flag, set by ``ray.cancel``)."""
+    import ray
+
+    try:
+        return bool(ray.get_runtime_context().is_canceled())
+    except Exception:  # an older ray without the flag, or not inside a task
+        return False
 
 
 def run_ray_task(token: str, job_ref: Any, k: int, payload: Any) -> tuple[Any, ...]:
@@ -124,6 +142,8 @@ def run_ray_task(token: str, job_ref: Any, k: int, payload: Any) -> tuple[Any, .
     Returns ``("ok", result)``, or ``("err", exception or None, traceback text, pid)``: errors
     travel as values so that their traceback survives and the actor survives ``SystemExit``.
     """
+    if _cancelled():
+        return ("cancelled",)
     try:
         return ("ok", run_external_task(_job(token, job_ref), k, payload))
     except BaseException as err:  # everything fn raises goes home, even SystemExit
@@ -188,8 +208,13 @@ class RayPoolBackend(Backend):
                     self._check_lost()
                     continue
                 items += self._drain()
-            events = [self._event(*it) for it in items if it[1] in self.in_flight]
-            return [e for e in events if e is not None]
+            items = [it for it in items if it[1] in self.in_flight]
+            dead = {k: v for kind, k, v in items if kind == "failed" and self._is_dead(v)}
+            if dead:
+                for it in items:
+                    del self.in_flight[it[1]]
+                self._actor_died(dead)
+            return [self._event(*it) for it in items]
 
     def _drain(self) -> list[tuple[str, int, Any]]:
         items, self.backlog = self.backlog, []
@@ -198,43 +223,49 @@ class RayPoolBackend(Backend):
                 items.append(self.events.get_nowait())
         return items
 
-    def _event(self, kind: str, k: int, value: Any) -> tuple[Any, ...] | None:
-        del self.in_flight[k]
-        if kind == "done":
-            if value[0] == "ok":
-                return ("ok", k, value[1])
-            _, exc, text, pid = value
-            self.pids[k] = pid
-            return ("err", k, exc, text)
-        if isinstance(value, self.ray.exceptions.RayActorError):
-            self._actor_died(k, value)
-        return ("err", k, *_unwrap(self.ray, value))
+    def _is_dead(self, err: Any) -> bool:
+        return isinstance(err, self.ray.exceptions.RayActorError)
 
-    def _actor_died(self, k: int, err: BaseException) -> None:
-        """Name the chunk the dead actor was running (the lowest of the chunks it lost), raise."""
-        lost = {k: err}
+    def _event(self, kind: str, k: int, value: Any) -> tuple[Any, ...]:
+        del self.in_flight[k]
+        if kind == "failed":
+            return ("err", k, *_unwrap(self.ray, value))
+        if value[0] == "ok":
+            return ("ok", k, value[1])
+        if value[0] == "cancelled":
+            return ("err", k, ChunkError(f"the Ray task for chunk {k} was cancelled."), "")
+        _, exc, text, pid = value
+        self.pids[k] = pid
+        return ("err", k, exc, text)
+
+    def _actor_died(self, lost: dict[int, BaseException]) -> None:
+        """Name the chunk a dead actor was running, and raise.
+
+        Every task queued on a dead actor fails; the one it was running is the lowest of them, once
+        the chunks before it have reported (bounded by a grace period: never a hang).
+        """
         deadline = time.monotonic() + DEAD_GRACE_SECONDS
-        while self.in_flight and time.monotonic() < deadline:
+        while any(j < min(lost) for j in self.in_flight) and time.monotonic() < deadline:
             try:
-                kind, j, value = self.events.get(timeout=max(0.0, deadline - time.monotonic()))
+                kind, j, value = self.events.get(
+                    timeout=max(0.0, min(0.1, deadline - time.monotonic()))
+                )
             except queue.Empty:
-                break
+                continue
             self.in_flight.pop(j, None)
-            if kind == "failed" and isinstance(value, self.ray.exceptions.RayActorError):
+            if kind == "failed" and self._is_dead(value):
                 lost[j] = value
         first = min(lost)
-        text = str(lost[first])
-        match = re.search(r"pid=(\d+)", text)
-        pid = int(match.group(1)) if match else None
-        others = sorted(lost)[1:]
+        pid = _actor_pid(lost[first])
+        others = sorted(j for j in lost if j != first and _actor_pid(lost[j]) == pid)
         raise WorkerDiedError(
             f"the Ray actor running chunk {first}"
             + (f" (pid {pid})" if pid is not None else "")
-            + " died"
-            + (f" (chunks {others} queued on it were lost too)" if others else "")
-            + f": {type(lost[first]).__name__}. The remaining chunks were cancelled. Ray does not "
-            "replace a dead actor of a ray.util.multiprocessing.Pool: create a new pool, or create "
-            "it with ray_remote_args={'max_restarts': -1}.",
+            + f" died ({type(lost[first]).__name__})"
+            + (f"; chunks {others} queued on it were lost too" if others else "")
+            + ". The remaining chunks were cancelled. Ray does not replace a dead actor of a "
+            "ray.util.multiprocessing.Pool: create a new pool, or create it with "
+            "ray_remote_args={'max_restarts': -1}.",
             chunk=first,
             pid=pid,
         ) from lost[first]
@@ -277,6 +308,12 @@ def _cancel(ray: ModuleType, handle: Any) -> None:
     for ref in refs:
         with contextlib.suppress(Exception):
             ray.cancel(ref)  # force=True is refused for actor tasks; a running task runs to its end
+
+
+def _actor_pid(err: BaseException) -> int | None:
+    """The pid in Ray's message about a dead actor, if it gives one."""
+    match = re.search(r"\bpid[=:]\s*(\d+)", str(err))
+    return int(match.group(1)) if match else None
 
 
 def _unwrap(ray: ModuleType, err: BaseException) -> tuple[Any, str]:

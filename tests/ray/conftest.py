@@ -1,0 +1,107 @@
+"""One local Ray cluster for the Ray tests of a session, and nothing of it left running afterwards.
+
+The cluster is package-scoped: started by the first Ray test, stopped after the last one, so the
+tests that run later never see Ray's processes (``tests/parallel`` checks for leftover children).
+
+The workers import test helpers by module name (``tests.parallel.helpers``, ``tests.ray.helpers``),
+so the repository root goes on their ``PYTHONPATH`` through ``runtime_env``. The ``tests`` directory
+itself must not: its ``ray`` package would shadow the real one in the workers.
+
+At the end, ``ray.shutdown()`` stops the cluster. Every process Ray started for us (the whole tree
+below this process, recorded after ``ray.init`` and again before the shutdown) that is still alive
+then is killed by pid; ``ray stop`` is never used, as it kills other users' Ray processes by name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+
+from tensordict import TensorDict
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _descendants() -> set[tuple[int, float]]:
+    """(pid, start time) of every live process below this one (the start time guards pid reuse)."""
+    out = set()
+    for p in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            out.add((p.pid, p.create_time()))
+    return out
+
+
+def _kill_survivors(started: set[tuple[int, float]]) -> list[int]:
+    alive = []
+    for pid, created in started:
+        try:
+            p = psutil.Process(pid)
+            if p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(alive, timeout=5)  # a grace period for Ray's own shutdown
+    for p in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    psutil.wait_procs(alive, timeout=5)
+    return [p.pid for p in alive]
+
+
+@pytest.fixture(scope="package")
+def ray_cluster():
+    """A local Ray cluster with 2 CPUs (``address="local"``: never someone else's cluster)."""
+    ray = pytest.importorskip("ray")
+    before = _descendants()
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}},
+    )
+    started = _descendants() - before
+    try:
+        yield ray
+    finally:
+        started |= _descendants() - before
+        ray.shutdown()
+        killed = _kill_survivors(started)
+        if killed:
+            warnings.warn(f"killed Ray processes left after ray.shutdown(): {killed}", stacklevel=1)
+
+
+@pytest.fixture(scope="package")
+def pool(ray_cluster):
+    """A pool of 2 actors shared by the tests that do not break it."""
+    from ray.util.multiprocessing import Pool
+
+    p = Pool(2)
+    yield p
+    p.terminate()
+
+
+@pytest.fixture
+def one_actor_pool(ray_cluster):
+    """A pool of 1 actor for a test that kills it."""
+    from ray.util.multiprocessing import Pool
+
+    p = Pool(1)
+    yield p
+    p.terminate()
+
+
+@pytest.fixture
+def plain_td() -> TensorDict:
+    return TensorDict({"x": torch.arange(20.0), "z": torch.zeros(20, 3)}, [20])
+
+
+@pytest.fixture
+def memmap_td(tmp_path) -> TensorDict:
+    td = TensorDict({"x": torch.arange(20.0), "z": torch.zeros(20, 3)}, [20])
+    return td.memmap_(tmp_path / "src")
