@@ -1,11 +1,11 @@
 """A message channel between the parent and one worker: pickles in, pickles out, big data by shm.
 
-Each message is ``header | releases | pickle | buffer table`` on a Unix stream socket. Objects are
+Each message is ``header | pickle | buffer table`` on a Unix stream socket. Objects are
 pickled with protocol 5: tensors (alone or in a tensordict) present their bytes as
 :class:`pickle.PickleBuffer` (``core.pickling``). Buffers smaller than :data:`OUT_OF_BAND_BYTES`
 stay in the pickle; larger ones are copied once into a reusable shared-memory segment
 (``shm.SegmentPool``), whose file descriptor travels once (``SCM_RIGHTS``). The receiver builds the
-tensors on its mapping of the segment and hands the segment back when they are freed: one copy per
+tensors on its mapping of the segment, which returns to the pool when they are freed: one copy per
 large result, no named shared memory to leak (the segments are anonymous memory files, gone with
 the last process using them).
 """
@@ -22,21 +22,20 @@ import socket
 import struct
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
 from tensordict.core.pickling import _packable, pack_tensor, unpack_tensor
-from tensordict.parallel.shm import SegmentCache, SegmentPool
+from tensordict.parallel.shm import DATA_OFFSET, SegmentCache, SegmentPool
 
 __all__ = ["OUT_OF_BAND_BYTES", "Channel", "ChannelClosed"]
 
 #: buffers at least this large travel out of band, through shared memory
 OUT_OF_BAND_BYTES = 64 * 1024
-# payload length (pickle + buffer table), out-of-band buffers, releases, segment id, fd attached
-_HEADER = struct.Struct("<QIIiI")
-_ID = struct.Struct("<i")
+# payload length (pickle + buffer table), out-of-band buffers, segment id, fd attached
+_HEADER = struct.Struct("<QIiI")
 _LEN = struct.Struct("<Q")
 _MAX_FDS = 64
 _ANC_SIZE = socket.CMSG_SPACE(_MAX_FDS * 4)
@@ -93,6 +92,8 @@ class Channel:
         self._poll = select.poll()
         self._poll.register(sock.fileno(), select.POLLIN)
         self.closed = False
+        #: bytes that travelled out of band in the last message received (result sizes)
+        self.last_oob_bytes = 0
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -100,10 +101,8 @@ class Channel:
     # ------------------------------------------------------------------ sending
     def send_plain(self, obj: Any) -> None:
         """Send an object that holds no tensors (task lists): the plain pickler is faster."""
-        released = self._cache.take_released()
         body = pickle.dumps(obj, protocol=5)
-        header = _HEADER.pack(len(body), 0, len(released), -1, 0)
-        self.sock.sendall(header + b"".join(_ID.pack(i) for i in released) + body)
+        self.sock.sendall(_HEADER.pack(len(body), 0, -1, 0) + body)
 
     def send(self, obj: Any) -> None:
         """Send one object (blocking until the kernel takes it)."""
@@ -119,21 +118,19 @@ class Channel:
         f = io.BytesIO()
         _Pickler(f, protocol=5, buffer_callback=keep_inline).dump(obj)
         body = f.getbuffer()
-        released = self._cache.take_released()
-        releases = b"".join(_ID.pack(i) for i in released)
         if not oob:
-            header = _HEADER.pack(len(body), 0, len(released), -1, 0)
-            self.sock.sendall(header + releases + body)
+            self.sock.sendall(_HEADER.pack(len(body), 0, -1, 0) + body)
             return
         lengths = [v.nbytes for v in oob]
         offsets, total = _layout(lengths)
         seg = self._pool.acquire(total)
         for v, offset in zip(oob, offsets):
-            seg.view[offset : offset + v.nbytes] = v
+            start = DATA_OFFSET + offset
+            seg.view[start : start + v.nbytes] = v
         table = b"".join(_LEN.pack(n) for n in lengths)
         new_fd = not seg.sent
-        header = _HEADER.pack(len(body) + len(table), len(oob), len(released), seg.id, new_fd)
-        data: list[bytes | memoryview] = [header, releases, body, table]
+        header = _HEADER.pack(len(body) + len(table), len(oob), seg.id, new_fd)
+        data: list[bytes | memoryview] = [header, body, table]
         if new_fd:
             anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [seg.fd]))]
             sent = self.sock.sendmsg(data, anc)
@@ -172,17 +169,13 @@ class Channel:
             pos = self._pos
             if len(buf) - pos < _HEADER.size:
                 break
-            length, n_oob, n_rel, seg_id, has_fd = _HEADER.unpack_from(buf, pos)
-            rel_at = pos + _HEADER.size
-            start = rel_at + n_rel * _ID.size
+            length, n_oob, seg_id, has_fd = _HEADER.unpack_from(buf, pos)
+            start = pos + _HEADER.size
             end = start + length
             if len(buf) < end:
                 break
             self._pos = end
-            if n_rel:
-                self._pool.release(
-                    [_ID.unpack_from(buf, rel_at + i * _ID.size)[0] for i in range(n_rel)]
-                )
+            self.last_oob_bytes = 0
             if n_oob:
                 if has_fd:
                     self._cache.add(seg_id, self._fds.popleft())
@@ -190,6 +183,7 @@ class Channel:
                 lengths = [_LEN.unpack_from(buf, table_at + i * _LEN.size)[0] for i in range(n_oob)]
                 offsets, _ = _layout(lengths)
                 buffers = self._cache.buffers(seg_id, list(zip(offsets, lengths)))
+                self.last_oob_bytes = sum(lengths)
                 with memoryview(buf) as view:
                     obj = pickle.loads(view[start:table_at], buffers=buffers)
             else:
@@ -200,8 +194,10 @@ class Channel:
             del buf[: self._pos]
             self._pos = 0
 
-    def recv(self) -> Any:
+    def recv(self, on_idle: Callable[[], None] | None = None) -> Any:
         """Wait until one message arrives and return it (polling briefly, then blocking).
+
+        ``on_idle`` runs once before blocking (nothing arrived while polling).
 
         Raises:
             ChannelClosed: the other end closed before a whole message arrived.
@@ -217,6 +213,10 @@ class Channel:
                 if now < deadline:
                     os.sched_yield()
                     continue
+                if on_idle is not None:
+                    on_idle()
+                    on_idle = None
+                    continue  # a message may have arrived meanwhile
             if not self.fill():
                 raise ChannelClosed("the other end of the channel closed")
 

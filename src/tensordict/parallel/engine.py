@@ -31,6 +31,7 @@ No thread, queue, semaphore or named shared memory is created, so nothing else c
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing as mp
 import os
 import selectors
@@ -51,6 +52,10 @@ __all__ = ["Backend", "OwnPool", "drive", "exit_description"]
 SHUTDOWN_SECONDS = 1.5
 #: results arriving faster than this are "tiny chunks": the window is refilled in batches
 TINY_CHUNK_SECONDS = 200e-6
+#: results at least this large are queued one per worker instead of two, so that results
+#: waiting for a slow consumer stay bounded in bytes (chunks that big take milliseconds, so the
+#: shorter queue costs no throughput)
+LARGE_RESULT_BYTES = 4 << 20
 
 Event = tuple[Any, ...]
 
@@ -212,6 +217,7 @@ class OwnPool(Backend):
         self.workers: dict[int, _Worker] = {}
         self.where_ran: dict[int, _Worker] = {}
         self.next_id = 0
+        self.large_results = False
         # Workers are started by the first submit(), one at a time: the first one receives its
         # chunk before the next is forked, so the first result is not delayed by the others.
 
@@ -236,7 +242,17 @@ class OwnPool(Backend):
             name=f"tensordict-worker-{wid}",
             daemon=True,
         )
-        process.start()
+        if self.fork:
+            # Objects inherited through fork go to the GC's permanent generation: collections in
+            # the worker would otherwise write to every one of them and copy their pages (the
+            # worker would slowly duplicate the parent's heap, ~100 MiB with torch imported).
+            gc.freeze()
+            try:
+                process.start()
+            finally:
+                gc.unfreeze()
+        else:
+            process.start()
         child_end.close()
         worker = _Worker(wid, process, Channel(parent_end), self.max_tasks)
         self.workers[wid] = worker
@@ -282,8 +298,9 @@ class OwnPool(Backend):
 
     def _least_busy(self) -> _Worker | None:
         best = None
+        depth = 1 if self.large_results else self.depth
         for w in self.workers.values():
-            if len(w.assigned) >= self.depth or (w.quota is not None and w.quota <= 0):
+            if len(w.assigned) >= depth or (w.quota is not None and w.quota <= 0):
                 continue
             if best is None or len(w.assigned) < len(best.assigned):
                 best = w
@@ -321,6 +338,7 @@ class OwnPool(Backend):
 
     def _collect(self, worker: _Worker, events: list[Event]) -> None:
         for msg in worker.chan.messages():
+            self.large_results = worker.chan.last_oob_bytes >= LARGE_RESULT_BYTES
             k = msg[1]
             worker.assigned.remove(k)
             self.where_ran[k] = worker

@@ -74,6 +74,8 @@ class Watchdog:
         self.selector.register(self.listener, selectors.EVENT_READ, None)
         self.peers: dict[int, _Peer] = {}
         self.next_id = 0
+        #: chunks whose results arrived (their start reports may still be in the socket)
+        self.done: set[int] = set()
         #: (chunks still running, pid, exit status) of workers whose connection closed
         self.dead: list[tuple[set[int], int | None, int | None]] = []
 
@@ -113,11 +115,12 @@ class Watchdog:
             if peer.pid is None:
                 peer.pid = value
                 peer.sock.sendall(_MSG.pack(peer.id))
-            else:
+            elif value not in self.done:  # a result can overtake its own start report
                 peer.running.add(value)
 
     def finished(self, k: int) -> None:
         """A chunk's result arrived."""
+        self.done.add(k)
         for peer in self.peers.values():
             peer.running.discard(k)
         for running, _pid, _status in self.dead:

@@ -11,6 +11,7 @@ A worker of a pool the user passed runs :func:`run_external_task` once per chunk
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import pickle
 import random
@@ -109,6 +110,48 @@ def decode_error(exc: Any, text: str, note: str) -> BaseException:
 
 
 # ---------------------------------------------------------------------- the worker loop
+class _HeapTrim:
+    """Give freed heap memory back to the kernel while the worker has nothing to do.
+
+    A worker's results (often megabytes) are cut from the glibc heap it shares with its parent
+    after fork. Freed blocks stay mapped, so the next result reuses them without page faults, but
+    fragmentation lets the heap creep up by several results. Trimming costs the next chunk its page
+    faults, so it is done only when the worker is about to wait for work (a slow consumer: memory
+    matters and time does not), never while chunks are queued (throughput matters).
+    """
+
+    def __init__(self, budget: int = 4 << 20) -> None:
+        self.budget = budget
+        self._libc: ctypes.CDLL | None
+        try:
+            self._libc = ctypes.CDLL(None)
+            self._libc.mallinfo2.restype = _MallInfo2
+        except (OSError, AttributeError):  # not glibc (or too old): nothing to do
+            self._libc = None
+
+    def __call__(self) -> None:
+        if self._libc is not None and self._libc.mallinfo2().fordblks > self.budget:
+            self._libc.malloc_trim(0)
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
 def _resolve_job(job: dict[str, Any]) -> dict[str, Any]:
     if "fn_bytes" in job:
         job = dict(job)
@@ -163,6 +206,7 @@ def worker_main(
         with contextlib.suppress(OSError):
             os.close(fd)
     torch.set_num_threads(threads)
+    trim = _HeapTrim()
     seed = seed_worker(base_seed, worker_id) if base_seed is not None else None
     _set_info(WorkerInfo(worker_id, num_workers, seed, os.getpid()))
     chan = Channel(sock)
@@ -170,7 +214,7 @@ def worker_main(
     done = 0
     try:
         while max_tasks is None or done < max_tasks:
-            tasks = chan.recv()
+            tasks = chan.recv(on_idle=trim)
             for k, payload in tasks:
                 _send_answer(chan, k, _answer(job, k, payload))
                 done += 1
