@@ -87,3 +87,11 @@ def test_a_held_result_is_never_overwritten_by_later_ones(pair):
         held.append(parent.recv())
     for i, t in enumerate(held):
         assert (t == i).all(), f"result {i} was overwritten"
+
+
+def test_a_peer_that_dies_with_unread_messages_reads_as_end_of_stream(pair):
+    ca, cb = pair
+    cb.send("never read")  # ca never reads it
+    ca.sock.close()  # closing with unread data resets the connection
+    with pytest.raises(ChannelClosed):
+        cb.recv()

@@ -144,10 +144,14 @@ class Channel:
     def fill(self, block: bool = True) -> bool:
         """Read what is available (one system call). Returns False at end of stream.
 
-        With ``block=False``, raises :class:`BlockingIOError` when nothing is available.
+        With ``block=False``, raises :class:`BlockingIOError` when nothing is available. A peer
+        that died with messages it never read resets the connection: that too is end of stream.
         """
         flags = 0 if block else socket.MSG_DONTWAIT
-        data, anc, _flags, _addr = self.sock.recvmsg(_READ_SIZE, _ANC_SIZE, flags)
+        try:
+            data, anc, _flags, _addr = self.sock.recvmsg(_READ_SIZE, _ANC_SIZE, flags)
+        except ConnectionResetError:
+            data, anc = b"", []
         for level, kind, payload in anc:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                 fds = array.array("i")
