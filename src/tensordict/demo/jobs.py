@@ -1,0 +1,112 @@
+"""The functions the demo runs on each chunk, in worker processes.
+
+They live at the top level of an importable module so that any start method can send them to the
+workers by name. Each takes a chunk (a tensordict holding some rows of the dataset) and returns a
+new tensordict: the chunks of a memory-mapped tensordict are locked views of its files, so keys
+cannot be added to them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from tensordict import TensorDict, TensorDictBase
+
+__all__ = [
+    "ChunkMoments",
+    "add_moments",
+    "chunk_moments",
+    "load_minibatch",
+    "mean_std",
+    "normalise_chunk",
+]
+
+
+def chunk_moments(chunk: TensorDictBase) -> TensorDict:
+    """The row count, per-feature sums and sums of squares of ``chunk["obs"]``.
+
+    The sums are taken in float32 (pairwise, so accurate over a chunk) and returned as float64,
+    so that adding many chunks loses nothing.
+
+    Examples:
+        >>> m = chunk_moments(TensorDict({"obs": torch.tensor([[1.0, 2.0], [3.0, 4.0]])}, [2]))
+        >>> m["count"].item(), m["sum"].tolist(), m["sumsq"].tolist()
+        (2.0, [4.0, 6.0], [10.0, 20.0])
+    """
+    obs = chunk["obs"]
+    return TensorDict(
+        {
+            "count": torch.tensor(float(obs.shape[0]), dtype=torch.float64),
+            "sum": obs.sum(0).double(),
+            "sumsq": (obs * obs).sum(0).double(),
+        },
+        [],
+    )
+
+
+def add_moments(total: TensorDict | None, part: TensorDict) -> TensorDict:
+    """``total + part`` (``part`` when ``total`` is None): moments of two chunks together."""
+    return part if total is None else total + part
+
+
+def mean_std(moments: TensorDict) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-feature mean and (population) standard deviation from summed moments.
+
+    Examples:
+        >>> m = chunk_moments(TensorDict({"obs": torch.tensor([[1.0], [3.0]])}, [2]))
+        >>> [t.tolist() for t in mean_std(m)]
+        [[2.0], [1.0]]
+    """
+    n = moments["count"]
+    mean = moments["sum"] / n
+    var = (moments["sumsq"] / n - mean * mean).clamp_min(0)
+    return mean, var.sqrt()
+
+
+def normalise_chunk(chunk: TensorDictBase, mean: torch.Tensor, std: torch.Tensor) -> TensorDict:
+    """The chunk with ``obs`` shifted and scaled to zero mean and unit variance per feature.
+
+    Used through ``functools.partial(normalise_chunk, mean=..., std=...)``, which pickles.
+    """
+    obs = chunk["obs"]
+    obs = (obs - mean.to(obs.dtype)) / std.to(obs.dtype)
+    return TensorDict(
+        {"obs": obs, "label": chunk["label"], "id": chunk["id"]},
+        chunk.batch_size,
+    )
+
+
+def load_minibatch(batch: TensorDictBase) -> TensorDict:
+    """What the data loader yields for one minibatch: its features, labels and row ids.
+
+    With ``shuffle=True`` the rows of ``batch`` were gathered from random positions, so they are
+    already a copy in the worker's memory; they travel back to the main process as they are.
+    """
+    return TensorDict(
+        {"obs": batch["obs"], "label": batch["label"], "id": batch["id"]},
+        batch.batch_size,
+    )
+
+
+class ChunkMoments(torch.utils.data.Dataset):
+    """The same reduce as a torch ``Dataset``: item ``k`` is :func:`chunk_moments` of chunk ``k``.
+
+    Args:
+        data: the memory-mapped dataset.
+        chunksize: rows per chunk (the last chunk may be shorter).
+    """
+
+    def __init__(self, data: TensorDictBase, chunksize: int) -> None:
+        self.data = data
+        self.chunksize = chunksize
+
+    def __len__(self) -> int:
+        return math.ceil(self.data.batch_size[0] / self.chunksize)
+
+    def __getitem__(self, k: int) -> TensorDict:
+        if not 0 <= k < len(self):
+            raise IndexError(f"chunk {k} out of range for {len(self)} chunks")
+        start = k * self.chunksize
+        return chunk_moments(self.data[start : start + self.chunksize])

@@ -1,0 +1,210 @@
+"""The demo's command line and its five steps, in the order they run (read this file first).
+
+1. a synthetic memory-mapped dataset under the cache folder: built once, reused while intact;
+2. per-feature mean/std with ``map_iter`` (and the same reduce in-process and with DataLoader);
+3. a normalised copy written by the workers into ``memmap_like`` files with ``map(out=...)``;
+4. one shuffled epoch of minibatches with ``map_iter(shuffle=True)`` as the data loader;
+5. checks and a table of the figures of this run. Exits 1 if a check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tensordict import TensorDict
+from tensordict.demo import dataset, report, stages
+from tensordict.demo.jobs import mean_std
+from tensordict.parallel.engine import usable_cpus
+from tensordict.sizes import format_bytes, parse_size
+
+__all__ = ["Settings", "default_cache_dir", "main", "parse_args", "run"]
+
+#: the names of the three reduces in the table (compared with each other)
+REDUCE_MAP_ITER = "reduce: map_iter"
+REDUCE_LOOP = "reduce: in-process loop"
+REDUCE_DL = "reduce: DataLoader"
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/tensordict-demo``, or ``~/.cache/tensordict-demo``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tensordict-demo"
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The demo's options (see ``python -m tensordict.demo --help``)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tensordict.demo",
+        description="Build a memory-mapped dataset, reduce it, normalise it and run a shuffled "
+        "epoch over it with map_iter; check the results and print the timings of this run.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--size", type=_size, default="1GiB", help="dataset size, such as 1GiB or 512MB"
+    )
+    parser.add_argument(
+        "--workers",
+        type=_positive,
+        default=usable_cpus(),
+        help="worker processes, one per usable CPU by default",
+    )
+    parser.add_argument("--chunksize", type=_positive, default=16384, help="rows per chunk")
+    parser.add_argument(
+        "--batch-size", type=_positive, default=1024, help="rows per shuffled minibatch"
+    )
+    parser.add_argument(
+        "--dir", type=Path, default=default_cache_dir(), help="cache folder of the dataset"
+    )
+    return parser.parse_args(argv)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What one run does: the dataset's folder and rows, and how the work is cut."""
+
+    directory: Path
+    rows: int
+    workers: int
+    chunksize: int
+    batch_size: int
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Settings:
+        """The settings of parsed command-line options."""
+        rows = dataset.rows_for(args.size)
+        return cls(args.dir, rows, args.workers, args.chunksize, args.batch_size)
+
+    @property
+    def nbytes(self) -> int:
+        """The dataset's size in bytes."""
+        return self.rows * dataset.ROW_BYTES
+
+    def chunks(self, rows_per_chunk: int) -> int:
+        """How many chunks of ``rows_per_chunk`` rows cover the dataset."""
+        return math.ceil(self.rows / rows_per_chunk)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the demo; return the exit status (0: every check passed)."""
+    s = Settings.from_args(parse_args(argv))
+    print(
+        f"tensordict demo: {format_bytes(s.nbytes)} dataset, {s.rows} rows "
+        f"(obs float32 [N, {dataset.FEATURES}], label int64 [N], id int64 [N])\n"
+        f"cache {s.directory}; {s.workers} workers; {s.chunks(s.chunksize)} chunks of "
+        f"{s.chunksize} rows; {s.chunks(s.batch_size)} minibatches of {s.batch_size} rows",
+        flush=True,
+    )
+    results, checks = run(s)
+    print(report.format_checks(checks))
+    print()
+    print(report.format_table(results))
+    print(_footnote(s.nbytes))
+    reduces = {r.name: r for r in results}
+    others = {"in-process loop": reduces[REDUCE_LOOP], "DataLoader": reduces[REDUCE_DL]}
+    print()
+    print(report.format_comparison("map_iter", reduces[REDUCE_MAP_ITER], others))
+    print(f"\nSee what was written: python -m tensordict info {s.directory / 'normalised'}")
+    status = report.exit_status(checks)
+    if status:
+        print("\nFAILED: a check did not pass (see above).")
+    return status
+
+
+def run(s: Settings) -> tuple[list[stages.StageResult], list[report.Check]]:
+    """The five steps; returns the figures of each stage and the checks."""
+    w, chunks = s.workers, s.chunks(s.chunksize)
+    _step(1, "dataset")
+    data, build = _open_dataset(s)
+
+    _step(2, "per-feature mean/std: map_iter, then an in-process loop and DataLoader")
+    moments, reduce = stages.measure(
+        REDUCE_MAP_ITER, w, s.nbytes, chunks, lambda: stages.reduce_map_iter(data, w, s.chunksize)
+    )
+    loop_moments, loop = stages.measure(
+        REDUCE_LOOP, 0, s.nbytes, chunks, lambda: stages.reduce_loop(data, s.chunksize)
+    )
+    dl_moments, dl = stages.measure(
+        REDUCE_DL, w, s.nbytes, chunks, lambda: stages.reduce_dataloader(data, w, s.chunksize)
+    )
+    mean, std = mean_std(moments)
+
+    out_dir = s.directory / "normalised"
+    _step(3, f"normalised copy: map(out=memmap_like) into {out_dir}")
+    normalised, norm = stages.measure(
+        "normalise: map(out=memmap_like)",
+        w,
+        s.nbytes,
+        chunks,
+        lambda: stages.normalise(data, mean, std, out_dir, w, s.chunksize),
+    )
+
+    _step(4, "one shuffled epoch: map_iter(shuffle=True) as a data loader")
+    epoch, shuffled = stages.measure(
+        "shuffled epoch: map_iter(shuffle=True)",
+        w,
+        s.nbytes,
+        s.chunks(s.batch_size),
+        lambda: stages.shuffled_epoch(normalised, w, s.batch_size),
+    )
+
+    _step(5, "checks")
+    loc, scale = dataset.feature_params()
+    each = {
+        "map_iter": (mean, std),
+        "loop": mean_std(loop_moments),
+        "DataLoader": mean_std(dl_moments),
+    }
+    checks = [
+        report.check_statistics(mean, std, loc, scale, s.rows),
+        report.check_reduces_agree(each),
+        report.check_normalised(*mean_std(epoch.moments)),
+        report.check_ids_once(epoch.counts),
+    ]
+    return [build, reduce, loop, dl, norm, shuffled], checks
+
+
+def _step(k: int, text: str) -> None:
+    print(f"\n[{k}/5] {text}", flush=True)
+
+
+def _open_dataset(s: Settings) -> tuple[TensorDict, stages.StageResult]:
+    blocks = s.chunks(dataset.BLOCK_ROWS)
+    (data, reused), stage = stages.measure(
+        "build dataset", 0, s.nbytes, blocks, lambda: dataset.open_dataset(s.directory, s.rows)
+    )
+    verb = "reused" if reused else "built"
+    print(f"{verb} {dataset.source_dir(s.directory)} in {stage.seconds:.2f} s", flush=True)
+    if reused:
+        stage = dataclasses.replace(stage, name="dataset", note="reused, verified")
+    return data, stage
+
+
+def _footnote(nbytes: int) -> str:
+    text = (
+        f"GB/s: dataset bytes ({format_bytes(nbytes)}) per second (normalise also writes as "
+        "much). Peak private: the peak, sampled every 50 ms, of the Pss_Anon of this process "
+        "and its workers plus the growth of system-wide Shmem (the part results travelled "
+        "through); memory-mapped files are page cache and are not counted."
+    )
+    return textwrap.fill(text, 100)

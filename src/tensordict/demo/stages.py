@@ -1,0 +1,183 @@
+"""The stages of the demo, and how each is measured.
+
+Every stage goes through :func:`measure`: wall-clock seconds, and the peak private memory of this
+process and its workers sampled in the background (:class:`tensordict.procmem.MemorySampler`).
+The three ``reduce_*`` functions compute the same per-feature moments three ways, so that their
+times can be compared within one run.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import torch
+from torch.utils.data import DataLoader
+
+from tensordict import TensorDict
+from tensordict.demo.jobs import (
+    ChunkMoments,
+    add_moments,
+    chunk_moments,
+    load_minibatch,
+    normalise_chunk,
+)
+from tensordict.procmem import MemorySample, MemorySampler
+
+__all__ = [
+    "EpochResult",
+    "StageResult",
+    "measure",
+    "normalise",
+    "reduce_dataloader",
+    "reduce_loop",
+    "reduce_map_iter",
+    "shuffled_epoch",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """What one stage took.
+
+    Attributes:
+        name: what the stage did.
+        workers: worker processes (0: done in this process).
+        seconds: wall-clock time, worker start-up included.
+        nbytes: dataset bytes the stage went through.
+        chunks: chunks (or minibatches) processed.
+        memory: the reading of peak private memory (None when it cannot be measured here).
+        note: a remark printed next to the figures (None: the throughput is meaningful).
+    """
+
+    name: str
+    workers: int
+    seconds: float
+    nbytes: int
+    chunks: int
+    memory: MemorySample | None
+    note: str | None = None
+
+    @property
+    def gb_per_s(self) -> float:
+        """Dataset gigabytes (10**9 bytes) per second."""
+        return self.nbytes / 1e9 / self.seconds if self.seconds > 0 else math.inf
+
+    @property
+    def chunks_per_s(self) -> float:
+        """Chunks per second."""
+        return self.chunks / self.seconds if self.seconds > 0 else math.inf
+
+
+def measure(
+    name: str, workers: int, nbytes: int, chunks: int, run: Callable[[], T]
+) -> tuple[T, StageResult]:
+    """Run ``run()`` under a timer and a memory sampler; return its value and the figures."""
+    with MemorySampler() as memory:
+        start = time.perf_counter()
+        value = run()
+        seconds = time.perf_counter() - start
+    return value, StageResult(name, workers, seconds, nbytes, chunks, memory.peak_sample)
+
+
+def reduce_map_iter(data: TensorDict, workers: int, chunksize: int) -> TensorDict:
+    """Per-feature moments with ``map_iter``: the workers reduce chunks, this process adds them."""
+    total = None
+    for part in data.map_iter(
+        chunk_moments,
+        num_workers=workers,
+        chunksize=chunksize,
+        pbar=True,
+        generator=torch.default_generator,
+    ):
+        total = add_moments(total, part)
+    assert total is not None
+    return total
+
+
+def reduce_loop(data: TensorDict, chunksize: int) -> TensorDict:
+    """The same reduce in this process, chunk after chunk (torch's own threads only)."""
+    total = None
+    for start in range(0, data.batch_size[0], chunksize):
+        total = add_moments(total, chunk_moments(data[start : start + chunksize]))
+    assert total is not None
+    return total
+
+
+def reduce_dataloader(data: TensorDict, workers: int, chunksize: int) -> TensorDict:
+    """The same reduce with ``torch.utils.data.DataLoader`` over a dataset of chunks."""
+    loader = DataLoader(ChunkMoments(data, chunksize), batch_size=None, num_workers=workers)
+    total = None
+    for part in loader:
+        total = add_moments(total, part)
+    assert total is not None
+    return total
+
+
+def normalise(
+    data: TensorDict,
+    mean: torch.Tensor,
+    std: torch.Tensor,
+    out_dir: Path,
+    workers: int,
+    chunksize: int,
+) -> TensorDict:
+    """A normalised copy of ``data`` under ``out_dir``, written by the workers themselves.
+
+    ``memmap_like`` preallocates the output files; ``map(..., out=...)`` then has each worker
+    write its chunk's result into them, so no result travels back to this process.
+    """
+    out = data.memmap_like(out_dir)
+    fn = functools.partial(normalise_chunk, mean=mean.float(), std=std.float())
+    data.map(
+        fn,
+        num_workers=workers,
+        chunksize=chunksize,
+        out=out,
+        pbar=True,
+        generator=torch.default_generator,
+    )
+    return out
+
+
+@dataclass
+class EpochResult:
+    """What the consumer of the shuffled epoch saw.
+
+    Attributes:
+        counts: how many times each row id came in a minibatch.
+        moments: the moments of every ``obs`` row received (for checking the normalisation).
+    """
+
+    counts: torch.Tensor
+    moments: TensorDict
+
+
+def shuffled_epoch(data: TensorDict, workers: int, batch_size: int) -> EpochResult:
+    """One epoch of shuffled minibatches, with ``map_iter(shuffle=True)`` as the data loader.
+
+    The loop body stands for a training step: it counts the ids it receives and accumulates the
+    moments of the features.
+    """
+    counts = torch.zeros(data.batch_size[0], dtype=torch.int32)
+    moments = None
+    for batch in data.map_iter(
+        load_minibatch,
+        num_workers=workers,
+        chunksize=batch_size,
+        shuffle=True,
+        pbar=True,
+        generator=torch.default_generator,
+    ):
+        ids = batch["id"]
+        counts.index_add_(0, ids, torch.ones_like(ids, dtype=torch.int32))
+        moments = add_moments(moments, chunk_moments(batch))
+    assert moments is not None
+    return EpochResult(counts, moments)
