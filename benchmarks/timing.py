@@ -38,3 +38,34 @@ def seconds(fn: Callable[[], Any], *, repeat: int = 5) -> dict[str, float]:
         fn()
         samples.append(time.perf_counter() - t0)
     return {"median": statistics.median(samples), "min": min(samples), "max": max(samples)}
+
+
+def summary(samples: list[float]) -> dict[str, float]:
+    """Median, min and max of ``samples``."""
+    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples)}
+
+
+def interleaved(contenders: dict[str, Callable[[], Any]], *, repeat: int) -> dict[str, list[float]]:
+    """Wall seconds of each contender, run in turn ``repeat`` times (a, b, c, a, b, c, ...).
+
+    Interleaving spreads the noise of a shared machine over all contenders alike, so that the
+    ratio of two samples from the same round (see :func:`pair_ratios`) compares like with like.
+    """
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(repeat):
+        for name, fn in contenders.items():
+            t0 = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - t0)
+    return samples
+
+
+def pair_ratios(numerator: list[float], denominator: list[float]) -> dict[str, float]:
+    """Median, min and max of ``numerator[i] / denominator[i]``, round by round.
+
+    Both lists come from the same :func:`interleaved` rounds, so each ratio compares runs that
+    saw the same machine; the median of the ratios shrugs off a round that was slow for everyone.
+    For rates from wall seconds, the contender's rate over the reference's is
+    ``pair_ratios(reference_seconds, contender_seconds)``.
+    """
+    return summary([a / b for a, b in zip(numerator, denominator, strict=True)])

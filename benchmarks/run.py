@@ -1,0 +1,214 @@
+"""The one entry point of the benchmark suite: ``python -m benchmarks.run [--quick] [--only NAME]``.
+
+Runs every suite (core_ops, memmap_io, map_iter, and ray_pool when ray is installed), prints one
+table and writes ``benchmarks/results.json`` (the machine, the table rows and each suite's raw
+results). ``make bench ARGS="--quick"`` runs the same at small sizes, as a smoke run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from benchmarks.report import Row, format_rows, machine, machine_line, write_json
+from tensordict.sizes import format_bytes
+
+RESULTS = Path(__file__).with_name("results.json")
+#: the helper measurements issue [ray] quotes for this machine
+RAY_REFERENCE = {
+    "ray Pool.apply round trip": "issue: ~1.2 ms",
+    "stdlib Pool.apply round trip": "issue: 0.04 ms",
+}
+MIB = 1 << 20
+
+
+def core_ops(quick: bool) -> tuple[dict[str, Any], list[Row]]:
+    from benchmarks import core_ops as suite
+
+    repeat = 3 if quick else 7
+    ops, classes = suite.run(repeat=repeat), suite.run_tensorclass(repeat=repeat)
+    rows = []
+    for name, s in ops.items():
+        up = s["upstream"]
+        ratio = {k: s[k] / up for k in ("median", "min", "max")}
+        ref = f"upstream {up:g} µs; target <= upstream"
+        row = {**_stats(s), "name": name, "unit": "µs", "ratios": {"upstream": ratio}}
+        rows.append({**row, "reference": ref})
+    for name, r in classes.items():
+        rows.append(
+            {
+                "name": f"tensorclass {name}",
+                "median": r["tensorclass"],
+                "min": None,
+                "max": None,
+                "unit": "µs",
+                "ratios": {"TensorDict": {"median": r["ratio"]}},
+                "reference": "target <= 1.5x TensorDict",
+            }
+        )
+    return {"ops": ops, "tensorclass": classes}, rows
+
+
+def memmap_io(quick: bool) -> tuple[dict[str, Any], list[Row]]:
+    from benchmarks import memmap_io as suite
+
+    raw = suite.run(repeat=1 if quick else 3, total_bytes=(64 * MIB) if quick else (1 << 30))
+    io, rows = raw["io"], []
+    for name, s in io.items():
+        numpy = io[name.split(" ")[0] + " numpy"]
+        if "gbps_median" in s:  # a rate: ours over numpy's is numpy's time over ours
+            stats = {k: s[f"gbps_{k}"] for k in ("median", "min", "max")}
+            ratio, unit = numpy["s_median"] / s["s_median"], "GB/s"
+        else:
+            stats = {k: s[f"s_{k}"] * 1e3 for k in ("median", "min", "max")}
+            ratio, unit = s["s_median"] / numpy["s_median"], "ms"
+        ratios = {} if "numpy" in name else {"numpy": {"median": ratio}}
+        rows.append({**stats, "name": name, "unit": unit, "ratios": ratios, "reference": ""})
+    for name, s in raw["pickle"].items():
+        for op in ("dumps", "loads"):
+            stats = {k: s[f"{op}_{k}"] for k in ("median", "min", "max")}
+            label = f"{name}.{op} of a 16,384-row slice ({int(s['bytes'])} B)"
+            rows.append({**stats, "name": label, "unit": "µs", "ratios": {}, "reference": ""})
+    return raw, rows
+
+
+def map_iter(quick: bool) -> tuple[dict[str, Any], list[Row]]:
+    from benchmarks import map_iter as suite
+
+    if quick:
+        raw = suite.run(size=64 * MIB, repeat=2, tiny_rows=2_000, epochs=2, first_chunk_repeat=2)
+    else:
+        raw = suite.run()
+    rows = [{k: v for k, v in r.items() if k != "samples"} for r in raw["rows"]]
+    return raw, rows
+
+
+def ray_pool(quick: bool) -> tuple[dict[str, Any], list[Row]]:
+    suite = importlib.import_module("benchmarks.ray_pool")
+    if quick:
+        raw = suite.run(size_mib=64, tiny_rows=500, repeat=2, tiny_repeat=1)
+    else:
+        raw = suite.run()
+    try:
+        return raw, _ray_rows(raw)
+    except (KeyError, TypeError):  # the suite changed its shape: show what it has
+        return raw, generic_rows(raw)
+
+
+def _ray_rows(raw: dict[str, Any]) -> list[Row]:
+    """Rates from the suite's seconds; ratios of medians (the suite interleaves its contenders)."""
+    rows: list[Row] = []
+    config = raw["config"]
+    amounts = {"reduce": config["size_bytes"] / 1e9, "tiny": config["tiny_rows"]}
+    workload_size = {
+        "reduce": format_bytes(config["size_bytes"]),
+        "tiny": f"{config['tiny_rows']:,} rows",
+    }
+    for workload, unit in (("reduce", "GB/s"), ("tiny", "chunks/s")):
+        seconds, amount = raw[workload], amounts[workload]
+        for name, s in seconds.items():
+            rate = {"median": amount / s["median"], "min": amount / s["max"]}
+            rate["max"] = amount / s["min"]
+            ratios = {
+                ref: {"median": seconds[ref]["median"] / s["median"]}
+                for ref in ("loop", "stdlib pool")
+                if ref in seconds and ref != name and name != "loop"
+            }
+            label = f"{workload} {workload_size[workload]}: {name}"
+            rows.append({**rate, "name": label, "unit": unit, "ratios": ratios, "reference": ""})
+    for name, value in raw["ray costs"].items():
+        label, _, unit = name.rpartition(" (")
+        row = {"name": label, "median": value, "min": None, "max": None, "unit": unit.rstrip(")")}
+        rows.append({**row, "ratios": {}, "reference": RAY_REFERENCE.get(label, "")})
+    return rows
+
+
+def generic_rows(raw: Any, prefix: str = "") -> list[Row]:
+    """Rows from a suite's own dict: its ``rows`` if it has them, else every dict with a median."""
+    if isinstance(raw, dict) and isinstance(raw.get("rows"), list):
+        return [{"ratios": {}, "reference": "", "unit": "", **r} for r in raw["rows"]]
+    rows: list[Row] = []
+    if not isinstance(raw, dict):
+        return rows
+    for key, value in raw.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and "median" in value:
+            rows.append(
+                {
+                    **_stats(value),
+                    "name": name,
+                    "unit": str(value.get("unit", "")),
+                    "ratios": value.get("ratios", {}),
+                    "reference": str(value.get("reference", "")),
+                }
+            )
+        elif isinstance(value, dict):
+            rows += generic_rows(value, f"{name} ")
+    return rows
+
+
+def _stats(s: dict[str, Any]) -> dict[str, Any]:
+    return {k: s.get(k) for k in ("median", "min", "max")}
+
+
+def ray_available() -> bool:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return False
+    return Path(__file__).with_name("ray_pool.py").exists()
+
+
+SUITES: dict[str, Callable[[bool], tuple[dict[str, Any], list[Row]]]] = {
+    "core_ops": core_ops,
+    "memmap_io": memmap_io,
+    "map_iter": map_iter,
+    "ray_pool": ray_pool,
+}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
+    parser.add_argument(
+        "--only", action="append", choices=sorted(SUITES), help="run this suite (repeatable)"
+    )
+    parser.add_argument("--output", type=Path, default=RESULTS, help="where to write the JSON")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(1)  # every suite measures one thread of work per process
+    names = args.only or list(SUITES)
+    info, started = machine(), time.perf_counter()
+    document: dict[str, Any] = {"machine": info, "quick": args.quick, "suites": {}, "rows": []}
+    for name in names:
+        if name == "ray_pool" and not ray_available():
+            print("ray_pool: skipped (ray or benchmarks/ray_pool.py missing)", file=sys.stderr)
+            document["suites"][name] = {"skipped": "ray or benchmarks/ray_pool.py missing"}
+            continue
+        print(f"{name}: running ...", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        raw, rows = SUITES[name](args.quick)
+        print(f"{name}: done in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+        document["suites"][name] = raw
+        document["rows"] += [{"suite": name, **row} for row in rows]
+    document["seconds"] = round(time.perf_counter() - started, 1)
+    document["machine"]["load_average_end"] = machine()["load_average"]
+    write_json(args.output, document)
+    print(machine_line(info))
+    print(format_rows(document["rows"]))
+    print(f"\n{len(document['rows'])} rows in {document['seconds']} s; written to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""Smoke test of the benchmark suite: it runs and its table and results.json have their shape.
+
+No timing is asserted: speed is what ``make bench`` reports, not what a test checks.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from benchmarks import map_iter
+from benchmarks.data import ROW_BYTES, cache_root, dataset, rows_for
+from benchmarks.report import COLUMNS, format_rows
+from benchmarks.workloads import reduce_chunk
+
+REPO = Path(__file__).resolve().parents[1]
+ROW_KEYS = {"suite", "name", "median", "min", "max", "unit", "ratios", "reference"}
+
+
+def test_run_quick_writes_table_and_results(tmp_path: Path) -> None:
+    output = tmp_path / "results.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", "--quick", "--only", "core_ops"]
+        + ["--output", str(output)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert all(column in done.stdout for column in COLUMNS)
+    assert "td[10:20]" in done.stdout
+    document = json.loads(output.read_text())
+    assert {"cpu", "cores", "ram_gib", "kernel", "torch", "date"} <= set(document["machine"])
+    assert set(document["suites"]) == {"core_ops"}
+    assert document["quick"] is True
+    for row in document["rows"]:
+        assert set(row) >= ROW_KEYS
+        assert row["suite"] == "core_ops"
+        assert row["median"] > 0
+
+
+def test_only_rejects_an_unknown_suite() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", "--only", "nope"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "invalid choice" in done.stderr
+
+
+def test_map_iter_rows_have_ratios_to_the_loop_and_dataloader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TENSORDICT_BENCH_CACHE", str(tmp_path))
+    td, reused = dataset(256 * ROW_BYTES)
+    assert not reused
+    rows = map_iter.throughput(td, reduce_chunk, "reduce", repeat=1, shuffle=True)
+    rows += map_iter.tiny_chunks(td[:50], repeat=1)
+    names = [row["name"].split(": ")[1] for row in rows]
+    assert names == ["loop", "map_iter", "map_iter shuffle", "DataLoader"] + [
+        "loop",
+        "map_iter",
+        "DataLoader",
+    ]
+    by_name = {row["name"]: row for row in rows}
+    assert set(by_name["reduce 256 KiB: map_iter"]["ratios"]) == {"loop", "DataLoader"}
+    assert by_name["tiny 50 rows: map_iter"]["unit"] == "chunks/s"
+    table = format_rows([{"suite": "map_iter", **row} for row in rows])
+    assert len(table.splitlines()) == len(rows) + 2  # header and rule
+
+
+def test_dataset_is_reused_when_intact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TENSORDICT_BENCH_CACHE", str(tmp_path))
+    first, reused_first = dataset(100 * ROW_BYTES)
+    second, reused_second = dataset(100 * ROW_BYTES)
+    assert (reused_first, reused_second) == (False, True)
+    assert first["x"].equal(second["x"])
+
+
+def test_dataset_is_rebuilt_without_its_manifest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TENSORDICT_BENCH_CACHE", str(tmp_path))
+    dataset(100 * ROW_BYTES)
+    (cache_root() / f"rows-{rows_for(100 * ROW_BYTES)}" / "manifest.json").unlink()
+    _, reused = dataset(100 * ROW_BYTES)
+    assert not reused
