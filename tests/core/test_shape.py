@@ -214,3 +214,40 @@ def test_permute_carries_names() -> None:
 def test_shape_op_on_0d_raises_naming_dim() -> None:
     with pytest.raises(BatchSizeError, match=r"batch_size=\[\]"):
         TensorDict({}, []).squeeze(0)
+
+
+@pytest.mark.parametrize(
+    "shape,target",
+    [
+        ((), (3,)),
+        ((1,), (3,)),
+        ((4,), (3, 4)),
+        ((3, 1), (2, 3, 4)),
+        ((3, 2), (3, 4)),
+        ((2, 3), (3,)),
+        ((0,), (0,)),
+        ((1,), (0,)),
+    ],
+)
+def test_broadcasts_to_agrees_with_torch(shape, target):
+    from tensordict.core.shape import broadcasts_to
+
+    try:
+        expected = torch.broadcast_shapes(shape, target) == torch.Size(target)
+    except RuntimeError:
+        expected = False
+    assert broadcasts_to(shape, target) == expected
+
+
+def test_in_place_writes_do_not_import_sympy():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch; from tensordict import TensorDict; "
+        "td = TensorDict({'a': torch.zeros(4, 3)}, [4]); "
+        "td.update_({'a': torch.ones(3)}); td[1:3] = TensorDict({'a': torch.ones(2, 3)}, [2]); "
+        "print('sympy' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -17,6 +17,7 @@ import torch
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import NestedKey, key_path, unravel_key
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.shape import broadcasts_to
 from tensordict.errors import BatchSizeError, LockedError, ShapeMismatchError, TensorDictKeyError
 
 __all__ = ["EntriesMixin", "locked_message"]
@@ -244,11 +245,7 @@ class EntriesMixin(TensorCollection):
         if isinstance(existing, torch.Tensor):
             if not isinstance(item, torch.Tensor):
                 item = torch.as_tensor(item, device=existing.device)
-            try:
-                target_shape = torch.broadcast_shapes(item.shape, existing.shape)
-            except RuntimeError:
-                target_shape = None
-            if target_shape != existing.shape:
+            if not broadcasts_to(item.shape, existing.shape):
                 raise ShapeMismatchError(
                     f"cannot write a value of shape {list(item.shape)} in place into "
                     f"{unravel_key(path)!r} of shape {list(existing.shape)}. Give a value of "
@@ -371,11 +368,7 @@ class EntriesMixin(TensorCollection):
                 raise self._missing_key(unravel_key(path))
             if isinstance(existing, torch.Tensor):
                 v = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
-                try:
-                    ok = torch.broadcast_shapes(v.shape, existing.shape) == existing.shape
-                except RuntimeError:
-                    ok = False
-                if not ok:
+                if not broadcasts_to(v.shape, existing.shape):
                     raise ShapeMismatchError(
                         f"update_: {unravel_key(path)!r} has shape {list(existing.shape)} but "
                         f"the new value has shape {list(v.shape)}. Shapes must match."

@@ -17,6 +17,7 @@ import torch
 from tensordict.core.collection import TensorCollection
 from tensordict.core.indexing import IndexPlan, plan_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.shape import broadcasts_to
 from tensordict.errors import LockedError, ShapeMismatchError
 
 __all__ = ["setitem_index", "stage_setitem"]
@@ -199,11 +200,7 @@ def _cast_like(value: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 
 def _check_broadcast(path: tuple[str, ...], value: torch.Tensor, expected: torch.Size) -> None:
-    try:
-        ok = torch.broadcast_shapes(value.shape, expected) == expected
-    except RuntimeError:
-        ok = False
-    if not ok:
+    if not broadcasts_to(value.shape, expected):
         raise ShapeMismatchError(
             f"cannot write {path!r}: the value has shape {list(value.shape)} but the indexed "
             f"entry has shape {list(expected)}. Give a value of that shape (or one that "

@@ -32,6 +32,21 @@ def normalize_dim(dim: int, ndim: int, batch_size: torch.Size, what: str, extra:
     return dim % n if n else 0
 
 
+def broadcasts_to(shape: Sequence[int], target: Sequence[int]) -> bool:
+    """Whether a tensor of ``shape`` can be written into one of ``target`` (torch broadcasting).
+
+    A plain check on purpose: ``torch.broadcast_shapes`` imports sympy on its first call in a
+    process (~0.5 s and ~30 MiB, paid by every worker that writes its results in place).
+
+    Examples:
+        >>> broadcasts_to((3, 1), (2, 3, 4)), broadcasts_to((3, 2), (3, 4))
+        (True, False)
+    """
+    if len(shape) > len(target):
+        return False
+    return all(s in (1, t) for s, t in zip(reversed(shape), reversed(target)))
+
+
 def _sizes(args: tuple[Any, ...]) -> list[int]:
     if len(args) == 1 and isinstance(args[0], (list, tuple, torch.Size)):
         return [int(s) for s in args[0]]
