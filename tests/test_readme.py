@@ -1,4 +1,8 @@
-"""Every Python example in the README runs as a script."""
+"""Every ```python example in the README runs as a script.
+
+Illustrative snippets that need outside resources (a Ray cluster, the user's own package) are
+fenced ```py instead and are not run.
+"""
 
 from __future__ import annotations
 
