@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy.random  # noqa: F401  (imported here so that forked workers inherit it: ~10 ms each)
 import torch
 
 from tensordict.core.collection import TensorCollection

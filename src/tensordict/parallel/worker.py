@@ -71,9 +71,31 @@ def seed_worker(base_seed: int, worker_id: int) -> int:
     seed = base_seed + worker_id
     torch.manual_seed(seed)
     random.seed(seed)
-    entropy = [worker_id, base_seed & 0xFFFFFFFF, (base_seed >> 32) & 0xFFFFFFFF]
-    np.random.seed(np.random.SeedSequence(entropy).generate_state(4))
+    np.random.seed(numpy_seed(base_seed, worker_id))
     return seed
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def numpy_seed(base_seed: int, worker_id: int) -> np.ndarray:
+    """Four 32-bit words mixed from both numbers with SplitMix64 (cheap: numpy's SeedSequence
+    costs ~6 ms on its first use in a new worker).
+
+    Examples:
+        >>> numpy_seed(7, 0).tolist() != numpy_seed(7, 1).tolist() != numpy_seed(8, 0).tolist()
+        True
+    """
+    state = (base_seed * 0x9E3779B97F4A7C15 + worker_id) & _MASK64
+    words = []
+    for _ in range(2):
+        state = (state + 0x9E3779B97F4A7C15) & _MASK64
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+        z ^= z >> 31
+        words += [z & 0xFFFFFFFF, z >> 32]
+    return np.array(words, dtype=np.uint32)
 
 
 # ---------------------------------------------------------------------- errors sent home
