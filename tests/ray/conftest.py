@@ -20,9 +20,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-import torch
-
-from tensordict import TensorDict
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,14 +91,3 @@ def one_actor_pool(ray_cluster):
     p = Pool(1)
     yield p
     p.terminate()
-
-
-@pytest.fixture
-def plain_td() -> TensorDict:
-    return TensorDict({"x": torch.arange(20.0), "z": torch.zeros(20, 3)}, [20])
-
-
-@pytest.fixture
-def memmap_td(tmp_path) -> TensorDict:
-    td = TensorDict({"x": torch.arange(20.0), "z": torch.zeros(20, 3)}, [20])
-    return td.memmap_(tmp_path / "src")
