@@ -162,7 +162,8 @@ def format_comparison(label: str, reference: StageResult, others: dict[str, Stag
     )
     if any(o.seconds < reference.seconds for o in others.values()):
         text += (
-            f" This fn does little work per chunk, so starting workers costs more than it saves "
-            f"here; {label} pays off as the work per chunk grows."
+            f" This reduce is bound by memory bandwidth, which the workers share on this machine,"
+            f" and starting them costs a few tens of ms; {label} pays off as each chunk needs"
+            " more computation per byte."
         )
     return textwrap.fill(text, 100)
