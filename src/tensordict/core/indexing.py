@@ -155,6 +155,7 @@ def _plan_tuple(index: tuple[Any, ...], batch_size: torch.Size) -> IndexPlan:
     dim_map: list[int | None] = []
     new_shape: list[int] = []
     dim = 0
+    all_nonneg = True
     for item in items:
         if item is None:
             leaf_index.append(None)
@@ -175,13 +176,14 @@ def _plan_tuple(index: tuple[Any, ...], batch_size: torch.Size) -> IndexPlan:
             dim_map.append(dim)
             dim += 1
         else:
-            dim = _check_tensor_item(item, dim, batch_size)
+            dim, nonneg = _check_tensor_item(item, dim, batch_size)
+            all_nonneg = all_nonneg and nonneg
             leaf_index.append(item)
     if basic:
         new_shape.extend(batch_size[dim:])
         dim_map.extend(range(dim, bd))
         return IndexPlan(tuple(leaf_index), torch.Size(new_shape), True, tuple(dim_map))
-    select = _as_select(leaf_index)
+    select = _as_select(leaf_index) if all_nonneg else None
     if select is not None:
         d, idx = select
         shape = torch.Size((*batch_size[:d], idx.shape[0], *batch_size[d + 1 :]))
@@ -195,7 +197,8 @@ _FULL = slice(None)
 
 
 def _as_select(leaf_index: list[Any]) -> tuple[int, torch.Tensor] | None:
-    """``(dim, index)`` if the index is full slices around one 1-d non-negative int tensor."""
+    """``(dim, index)`` if the index is full slices around one 1-d int tensor (the caller has
+    checked that it holds no negative index)."""
     found = None
     for pos, item in enumerate(leaf_index):
         if isinstance(item, torch.Tensor):
@@ -204,12 +207,11 @@ def _as_select(leaf_index: list[Any]) -> tuple[int, torch.Tensor] | None:
             found = (pos, item)
         elif item != _FULL:
             return None
-    if found is None or (found[1].numel() and int(found[1].min()) < 0):
-        return None
     return found
 
 
-def _check_tensor_item(item: torch.Tensor, dim: int, batch_size: torch.Size) -> int:
+def _check_tensor_item(item: torch.Tensor, dim: int, batch_size: torch.Size) -> tuple[int, bool]:
+    """The next batch dimension, and whether the item holds no negative index."""
     if item.dtype == torch.bool:
         expected = batch_size[dim : dim + item.ndim]
         if item.shape != expected:
@@ -218,8 +220,9 @@ def _check_tensor_item(item: torch.Tensor, dim: int, batch_size: torch.Size) -> 
                 f"{dim}..{dim + item.ndim - 1} of size {list(expected)} "
                 f"(batch_size={list(batch_size)}). The mask must match those dimensions exactly."
             )
-        return dim + item.ndim
+        return dim + item.ndim, True
     n = batch_size[dim]
+    lo = 0
     if item.numel():
         lo_t, hi_t = torch.aminmax(item)
         lo, hi = int(lo_t), int(hi_t)
@@ -229,7 +232,7 @@ def _check_tensor_item(item: torch.Tensor, dim: int, batch_size: torch.Size) -> 
                 f"index {bad} is out of range for dimension {dim} of size {n} "
                 f"(batch_size={list(batch_size)}). Use indices in [{-n}, {n - 1}]."
             )
-    return dim + 1
+    return dim + 1, lo >= 0
 
 
 def to_numpy_index(leaf_index: Any) -> Any:
