@@ -135,3 +135,53 @@ def scale_sample(sample):
         label=sample.label,
         batch_size=sample.batch_size,
     )
+
+
+def clone_chunk(data):
+    return data.clone()
+
+
+def count_fds(_=None):
+    return len(os.listdir("/proc/self/fd"))
+
+
+def busy_sum(data):
+    """A few tens of milliseconds of real work, then a result (chunks still running at close).
+
+    Runs in a user's fork pool, which map_iter does not configure: one thread, or OpenMP (whose
+    pool the forking parent may have started) can deadlock in the child.
+    """
+    torch.set_num_threads(1)
+    a = torch.randn(200, 200)
+    for _ in range(30):
+        a = torch.tanh(a @ a)
+    return data["x"].sum()
+
+
+def orphan_grandchild_then_exit(data):
+    """Chunk 1: leave a grandchild holding every inherited descriptor, then die."""
+    if int(data["x"].reshape(-1)[0]) == 1:
+        pid = os.fork()
+        if pid == 0:
+            signal.pause()  # until the test kills it
+            os._exit(0)
+        with open(os.environ["TD_TEST_GRANDCHILD"], "w") as f:
+            f.write(str(pid))
+        os._exit(3)
+    return data.empty().set("y", data["x"] + 1)
+
+
+def leave_a_thread(data):
+    """Start a non-daemon thread that outlives the chunk (the process cannot exit while it runs)."""
+    import threading
+
+    stop = threading.Event()
+    threading.Thread(target=stop.wait, daemon=False).start()
+    return data.empty().set("y", data["x"] + 1)
+
+
+def exit_on_three_tensor(data):
+    """A bare tensor result (torch pools share tensors by descriptor); chunk 3 kills its worker."""
+    if int(data["x"].reshape(-1)[0]) == 3:
+        os._exit(3)
+    return data["x"] * 2

@@ -66,7 +66,14 @@ def test_dead_worker_in_a_user_pool_raises_instead_of_hanging(pool):
     with pytest.raises(WorkerDiedError, match="chunk 3") as info:
         list(source().map_iter(helpers.exit_on_three, chunksize=1, pool=pool))
     assert info.value.chunk == 3
+    assert info.value.exitcode == 3 and "exit code 3" in str(info.value)
     assert pool.apply(abs, (-3,)) == 3, "the pool replaced the worker and stays usable"
+
+
+def test_worker_killed_by_a_signal_in_a_user_pool_names_the_signal(pool):
+    with pytest.raises(WorkerDiedError, match="SIGKILL") as info:
+        list(source().map_iter(helpers.sigkill_on_three, chunksize=1, pool=pool))
+    assert info.value.chunk == 3 and info.value.exitcode == -9
 
 
 def test_early_close_leaves_the_user_pool_open(pool):

@@ -35,7 +35,7 @@ class ClosedPool:
 def test_task_that_ends_without_a_callback_raises_instead_of_hanging(ray_cluster, monkeypatch):
     monkeypatch.setattr(ray_pool, "CHECK_SECONDS", 0.01)
     backend = ray_pool.RayPoolBackend(SilentPool(), JOB)
-    backend.submit([(0, None)])
+    backend.submit(range(1), lambda k: None)
     with pytest.raises(WorkerDiedError, match="chunk 0 ended without a result") as info:
         backend.wait()
     assert info.value.chunk == 0
@@ -45,7 +45,7 @@ def test_task_that_ends_without_a_callback_raises_instead_of_hanging(ray_cluster
 def test_closed_ray_pool_is_reported_with_what_to_pass(ray_cluster):
     backend = ray_pool.RayPoolBackend(ClosedPool(), JOB)
     with pytest.raises(ValueError, match=r"pass an open ray\.util\.multiprocessing\.Pool"):
-        backend.submit([(0, None)])
+        backend.submit(range(1), lambda k: None)
 
 
 def test_cancel_skips_handles_without_ray_private_attributes(ray_cluster):

@@ -122,7 +122,10 @@ def test_early_close_leaves_the_pool_usable(pool, memmap_td):
 
 
 def test_dead_actor_raises_worker_died_error_naming_the_chunk(one_actor_pool, plain_td):
-    with pytest.raises(WorkerDiedError, match="chunk 3") as info:
+    # Ray may also fail the task that finished just before the death (its reply was in flight):
+    # the error then names that chunk and lists chunk 3 among those lost with the actor.
+    with pytest.raises(WorkerDiedError) as info:
         list(plain_td.map_iter(helpers.exit_on_three, chunksize=1, pool=one_actor_pool))
-    assert info.value.chunk == 3
-    assert isinstance(info.value.__cause__, ray.exceptions.RayActorError)
+    err = info.value
+    assert err.chunk == 3 or (err.chunk == 2 and "chunks [3]" in str(err)), str(err)
+    assert isinstance(err.__cause__, ray.exceptions.RayActorError)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import array
 import copyreg
+import errno
 import io
 import os
 import pickle
@@ -28,12 +29,14 @@ from typing import Any
 import torch
 
 from tensordict.core.pickling import _packable, pack_tensor, unpack_tensor
-from tensordict.parallel.shm import DATA_OFFSET, SegmentCache, SegmentPool
+from tensordict.parallel.shm import DATA_OFFSET, SegmentCache, SegmentPool, _Segment
 
 __all__ = ["OUT_OF_BAND_BYTES", "Channel", "ChannelClosed"]
 
 #: buffers at least this large travel out of band, through shared memory
 OUT_OF_BAND_BYTES = 64 * 1024
+#: at most this many buffer bytes travel inside one message (the rest out of band)
+INLINE_BUDGET = 64 * 1024
 # payload length (pickle + buffer table), out-of-band buffers, segment id, fd attached
 _HEADER = struct.Struct("<QIiI")
 _LEN = struct.Struct("<Q")
@@ -75,6 +78,13 @@ class _Pickler(pickle.Pickler):
     dispatch_table = {**copyreg.dispatch_table, torch.Tensor: _reduce_tensor}
 
 
+def dumps(obj: Any) -> bytes:
+    """Pickle with the channel's tensor packing, everything in band (``pickle.loads`` reads it)."""
+    f = io.BytesIO()
+    _Pickler(f, protocol=5).dump(obj)
+    return f.getvalue()
+
+
 class Channel:
     """One end of a parent <-> worker connection.
 
@@ -87,6 +97,7 @@ class Channel:
         self._buf = bytearray()
         self._pos = 0
         self._fds: deque[int] = deque()
+        self._outbox: deque[list[Any]] = deque()
         self._pool = SegmentPool()
         self._cache = SegmentCache()
         self._poll = select.poll()
@@ -99,28 +110,29 @@ class Channel:
         return self.sock.fileno()
 
     # ------------------------------------------------------------------ sending
-    def send_plain(self, obj: Any) -> None:
-        """Send an object that holds no tensors (task lists): the plain pickler is faster."""
-        body = pickle.dumps(obj, protocol=5)
-        self.sock.sendall(_HEADER.pack(len(body), 0, -1, 0) + body)
-
-    def send(self, obj: Any) -> None:
-        """Send one object (blocking until the kernel takes it)."""
+    def _encode(self, obj: Any, plain: bool) -> tuple[bytes, _Segment | None]:
+        """The bytes of one message, and the segment whose descriptor must travel with it."""
+        if plain:  # holds no tensors (task lists): the plain pickler is faster
+            body: Any = pickle.dumps(obj, protocol=5)
+            return _HEADER.pack(len(body), 0, -1, 0) + body, None
         oob: list[memoryview] = []
+        inline = [0]
 
         def keep_inline(buf: pickle.PickleBuffer) -> bool:
             raw = buf.raw()
-            if raw.nbytes >= OUT_OF_BAND_BYTES:
+            # large buffers, and everything past an inline budget, go through shared memory:
+            # messages stay small, so neither end ever waits long for the other to read
+            if raw.nbytes >= OUT_OF_BAND_BYTES or inline[0] + raw.nbytes > INLINE_BUDGET:
                 oob.append(raw)
                 return False
+            inline[0] += raw.nbytes
             return True
 
         f = io.BytesIO()
         _Pickler(f, protocol=5, buffer_callback=keep_inline).dump(obj)
         body = f.getbuffer()
         if not oob:
-            self.sock.sendall(_HEADER.pack(len(body), 0, -1, 0) + body)
-            return
+            return _HEADER.pack(len(body), 0, -1, 0) + body, None
         lengths = [v.nbytes for v in oob]
         offsets, total = _layout(lengths)
         seg = self._pool.acquire(total)
@@ -128,17 +140,59 @@ class Channel:
             start = DATA_OFFSET + offset
             seg.view[start : start + v.nbytes] = v
         table = b"".join(_LEN.pack(n) for n in lengths)
-        new_fd = not seg.sent
-        header = _HEADER.pack(len(body) + len(table), len(oob), seg.id, new_fd)
-        data: list[bytes | memoryview] = [header, body, table]
-        if new_fd:
-            anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [seg.fd]))]
-            sent = self.sock.sendmsg(data, anc)
-            seg.sent = True
-        else:
-            sent = self.sock.sendmsg(data)
-        if sent < sum(len(d) for d in data):
-            self.sock.sendall(b"".join(bytes(d) for d in data)[sent:])
+        header = _HEADER.pack(len(body) + len(table), len(oob), seg.id, not seg.sent)
+        return b"".join((header, body, table)), (None if seg.sent else seg)
+
+    def _write(self, view: memoryview, seg: _Segment | None, flags: int) -> int:
+        if seg is None:
+            return self.sock.send(view, flags)
+        anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [seg.fd]))]
+        sent = self.sock.sendmsg([view], anc, flags)
+        seg.delivered()  # the receiver has its own descriptor now
+        return sent
+
+    def send(self, obj: Any, *, plain: bool = False, block: bool = True) -> None:
+        """Send one object.
+
+        With ``block=False`` the message is queued when the socket is full, and :meth:`flush`
+        writes the rest later: the parent never waits on a worker, so a worker that is itself
+        blocked sending a result can never deadlock with it. ``plain=True`` for objects that
+        hold no tensors.
+        """
+        data, seg = self._encode(obj, plain)
+        if block and not self._outbox:
+            view = memoryview(data)
+            sent = self._write(view, seg, 0)
+            while sent < len(view):
+                sent += self.sock.send(view[sent:])
+            return
+        self._outbox.append([memoryview(data), seg])
+        self.flush()
+
+    def send_plain(self, obj: Any, *, block: bool = True) -> None:
+        """Send an object that holds no tensors (task lists)."""
+        self.send(obj, plain=True, block=block)
+
+    @property
+    def pending(self) -> bool:
+        """Whether queued bytes wait for the socket to accept them."""
+        return bool(self._outbox)
+
+    def flush(self) -> bool:
+        """Write queued messages without blocking; True once nothing is left."""
+        while self._outbox:
+            entry = self._outbox[0]
+            view, seg = entry
+            try:
+                sent = self._write(view, seg, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return False
+            entry[1] = None
+            if sent < len(view):
+                entry[0] = view[sent:]
+                continue
+            self._outbox.popleft()
+        return True
 
     # ------------------------------------------------------------------ receiving
     def fill(self, block: bool = True) -> bool:
@@ -149,9 +203,15 @@ class Channel:
         """
         flags = 0 if block else socket.MSG_DONTWAIT
         try:
-            data, anc, _flags, _addr = self.sock.recvmsg(_READ_SIZE, _ANC_SIZE, flags)
+            data, anc, msg_flags, _addr = self.sock.recvmsg(_READ_SIZE, _ANC_SIZE, flags)
         except ConnectionResetError:
-            data, anc = b"", []
+            data, anc, msg_flags = b"", [], 0
+        if msg_flags & socket.MSG_CTRUNC:
+            raise OSError(
+                errno.EMFILE,
+                "a shared-memory descriptor from a worker was dropped by the kernel (too many open "
+                "files?): raise the limit (ulimit -n) or keep fewer results alive",
+            )
         for level, kind, payload in anc:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                 fds = array.array("i")
@@ -229,6 +289,7 @@ class Channel:
         for fd in self._fds:
             os.close(fd)
         self._fds.clear()
+        self._outbox.clear()
         self._pool.close()
         self._cache.close()
         self.sock.close()

@@ -31,7 +31,6 @@ No thread, queue, semaphore or named shared memory is created, so nothing else c
 from __future__ import annotations
 
 import contextlib
-import gc
 import multiprocessing as mp
 import os
 import selectors
@@ -65,8 +64,9 @@ class Backend:
 
     num_workers: int
 
-    def submit(self, tasks: list[tuple[int, Any]]) -> int:
-        """Send some of ``tasks`` (in order); returns how many were taken."""
+    def submit(self, ks: range, payload: Callable[[int], Any]) -> int:
+        """Send the first chunks of ``ks`` the pool can take now (``payload(k)`` is built only for
+        those); returns how many were taken."""
         raise NotImplementedError
 
     def wait(self) -> list[Event]:
@@ -121,7 +121,7 @@ def drive(
         if room > 0 and (
             pace > TINY_CHUNK_SECONDS or room >= batch or next_k + room == stop_at or not in_flight
         ):
-            taken = backend.submit([(k, payload(k)) for k in range(next_k, next_k + room)])
+            taken = backend.submit(range(next_k, next_k + room), payload)
             next_k += taken
             in_flight += taken
         if ordered:
@@ -172,7 +172,7 @@ def exit_description(exitcode: int | None) -> str:
 
 
 class _Worker:
-    __slots__ = ("assigned", "chan", "id", "process", "quota")
+    __slots__ = ("_pidfd", "assigned", "chan", "id", "process", "quota")
 
     def __init__(self, wid: int, process: Any, chan: Channel, quota: int | None) -> None:
         self.id = wid
@@ -180,6 +180,24 @@ class _Worker:
         self.chan = chan
         self.assigned: deque[int] = deque()
         self.quota = quota
+        # A pidfd becomes readable when the process itself exits; the multiprocessing sentinel
+        # only when every holder of its pipe has, which a grandchild started by fn delays.
+        try:
+            self._pidfd: int | None = os.pidfd_open(process.pid)
+        except (AttributeError, OSError):  # not Linux >= 5.3: the sentinel will do
+            self._pidfd = None
+
+    @property
+    def exit_fd(self) -> int:
+        """A descriptor that becomes readable when the worker process exits."""
+        return self._pidfd if self._pidfd is not None else int(self.process.sentinel)
+
+    def close_process(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+        with contextlib.suppress(ValueError, AttributeError):
+            self.process.close()  # its sentinel and pipes
 
 
 class OwnPool(Backend):
@@ -213,9 +231,13 @@ class OwnPool(Backend):
         self.max_tasks = max_tasks
         self.depth = depth
         self.fork = ctx.get_start_method() == "fork"
+        self.owner = os.getpid()
         self.selector = selectors.DefaultSelector()
         self.workers: dict[int, _Worker] = {}
-        self.where_ran: dict[int, _Worker] = {}
+        #: where chunks that failed ran (for error notes)
+        self.where_ran: dict[int, str] = {}
+        #: workers retired by max_tasks_per_child whose process has not exited yet
+        self.retiring: list[_Worker] = []
         self.next_id = 0
         self.large_results = False
         # Workers are started by the first submit(), one at a time: the first one receives its
@@ -242,33 +264,30 @@ class OwnPool(Backend):
             name=f"tensordict-worker-{wid}",
             daemon=True,
         )
-        if self.fork:
-            # Objects inherited through fork go to the GC's permanent generation: collections in
-            # the worker would otherwise write to every one of them and copy their pages (the
-            # worker would slowly duplicate the parent's heap, ~100 MiB with torch imported).
-            gc.freeze()
-            try:
-                process.start()
-            finally:
-                gc.unfreeze()
-        else:
-            process.start()
+        process.start()
         child_end.close()
         worker = _Worker(wid, process, Channel(parent_end), self.max_tasks)
         self.workers[wid] = worker
         self.selector.register(worker.chan.sock, selectors.EVENT_READ, ("chan", worker))
-        self.selector.register(process.sentinel, selectors.EVENT_READ, ("exit", worker))
+        self.selector.register(worker.exit_fd, selectors.EVENT_READ, ("exit", worker))
         return worker
 
+    def _reap_retired(self) -> None:
+        """Release the processes of retired workers that have exited since."""
+        for w in [w for w in self.retiring if w.process.exitcode is not None]:
+            self.retiring.remove(w)
+            w.close_process()
+
     def where(self, k: int) -> str:
-        w = self.where_ran.get(k)
-        return f"worker {w.id} (pid {w.process.pid})" if w is not None else "a worker"
+        return self.where_ran.get(k, "a worker")
 
     # ------------------------------------------------------------------ tasks
-    def submit(self, tasks: list[tuple[int, Any]]) -> int:
+    def submit(self, ks: range, payload: Callable[[int], Any]) -> int:
+        if self.retiring:
+            self._reap_retired()
         batches: dict[int, list[tuple[int, Any]]] = {}
         taken = 0
-        for task in tasks:
+        for k in ks:
             worker = self._least_busy()
             if (worker is None or worker.assigned) and len(self.workers) < self.num_workers:
                 # start (or replace, after max_tasks_per_child) a worker; send what is assigned
@@ -277,24 +296,32 @@ class OwnPool(Backend):
                 worker = self._start_worker()
             if worker is None:
                 break
-            worker.assigned.append(task[0])
+            worker.assigned.append(k)
             if worker.quota is not None:
                 worker.quota -= 1
-            batches.setdefault(worker.id, []).append(task)
+            batches.setdefault(worker.id, []).append((k, payload(k)))
             taken += 1
         self._send(batches)
         return taken
 
     def _send(self, batches: dict[int, list[tuple[int, Any]]]) -> None:
         for wid, batch in batches.items():
-            # a worker that died meanwhile is reported by wait() through its sentinel
+            worker = self.workers[wid]
+            plain = all(payload is None for _, payload in batch)
+            # never blocks: a worker busy sending its own result cannot deadlock with us; a worker
+            # that died meanwhile is reported through its sentinel
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                chan = self.workers[wid].chan
-                if all(payload is None for _, payload in batch):
-                    chan.send_plain(batch)
-                else:
-                    chan.send(batch)
+                worker.chan.send(batch, plain=plain, block=False)
+            self._watch_writes(worker)
         batches.clear()
+
+    def _watch_writes(self, worker: _Worker) -> None:
+        """Watch a channel for writability while queued bytes wait for it."""
+        wanted = selectors.EVENT_READ | (selectors.EVENT_WRITE if worker.chan.pending else 0)
+        with contextlib.suppress(KeyError, ValueError):
+            key = self.selector.get_key(worker.chan.sock)
+            if key.events != wanted:
+                self.selector.modify(worker.chan.sock, wanted, key.data)
 
     def _least_busy(self) -> _Worker | None:
         best = None
@@ -306,20 +333,12 @@ class OwnPool(Backend):
                 best = w
         return best
 
+    # ------------------------------------------------------------------ events
     def wait(self) -> list[Event]:
         events: list[Event] = self._spin()
         while not events:
-            for key, _mask in self.selector.select():
-                kind, worker = key.data
-                if worker.id not in self.workers:
-                    continue
-                if kind == "chan":
-                    if worker.chan.fill():
-                        self._collect(worker, events)
-                    else:
-                        self.selector.unregister(worker.chan.sock)
-                else:
-                    self._on_exit(worker, events)
+            for key, mask in self.selector.select():
+                self._handle(key, mask, events)
         return events
 
     def _spin(self) -> list[Event]:
@@ -328,45 +347,75 @@ class OwnPool(Backend):
         deadline = time.perf_counter() + SPIN_SECONDS
         select = self.selector.select
         while True:
-            for key, _mask in select(0):
-                kind, worker = key.data
-                if kind == "chan" and worker.id in self.workers and worker.chan.fill():
-                    self._collect(worker, events)
+            for key, mask in select(0):
+                self._handle(key, mask, events)
             if events or time.perf_counter() > deadline:
                 return events
             os.sched_yield()
+
+    def _handle(self, key: selectors.SelectorKey, mask: int, events: list[Event]) -> None:
+        kind, worker = key.data
+        if worker.id not in self.workers:
+            return
+        if kind == "exit":
+            self._on_exit(worker, events)
+            return
+        if mask & selectors.EVENT_WRITE:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                worker.chan.flush()
+            self._watch_writes(worker)
+        if mask & selectors.EVENT_READ:
+            if worker.chan.fill():
+                self._collect(worker, events)
+            else:
+                self._on_end_of_stream(worker, events)
 
     def _collect(self, worker: _Worker, events: list[Event]) -> None:
         for msg in worker.chan.messages():
             self.large_results = worker.chan.last_oob_bytes >= LARGE_RESULT_BYTES
             k = msg[1]
             worker.assigned.remove(k)
-            self.where_ran[k] = worker
+            if msg[0] == "err":
+                self.where_ran[k] = f"worker {worker.id} (pid {worker.process.pid})"
             events.append(msg)
 
+    def _on_end_of_stream(self, worker: _Worker, events: list[Event]) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(worker.chan.sock)
+        if not worker.assigned and worker.quota is not None and worker.quota <= 0:
+            # retired by max_tasks_per_child: its slot is free now, even if the process lingers
+            # (threads fn left behind); it is stopped with the others at close()
+            self._forget(worker)
+            self.retiring.append(worker)
+            events.append(("retired", worker.id))
+        # otherwise the process sentinel reports the death (and its exit code) in a moment
+
     def _on_exit(self, worker: _Worker, events: list[Event]) -> None:
-        # results sent before the exit are still in the channel: keep them
+        # results sent before the exit are still in the channel: keep them (without blocking: a
+        # grandchild fn started may still hold the socket open)
         if not worker.chan.closed:
             with contextlib.suppress(OSError):
-                while worker.chan.fill():
+                while worker.chan.fill(block=False):
                     pass
             self._collect(worker, events)
-        worker.process.join(0.5)
+        # the process has exited (its pidfd or sentinel fired): reading exitcode reaps it at once,
+        # where join() would wait for a sentinel a grandchild may still hold
+        pid, exitcode = worker.process.pid, worker.process.exitcode
         self._forget(worker)
+        worker.close_process()
         if worker.assigned:
             k = worker.assigned[0]
             raise WorkerDiedError(
-                f"worker {worker.id} (pid {worker.process.pid}) died while processing chunk {k}: "
-                f"it exited {exit_description(worker.process.exitcode)}. The remaining chunks "
-                "were cancelled.",
+                f"worker {worker.id} (pid {pid}) died while processing chunk {k}: it exited "
+                f"{exit_description(exitcode)}. The remaining chunks were cancelled.",
                 chunk=k,
-                pid=worker.process.pid,
-                exitcode=worker.process.exitcode,
+                pid=pid,
+                exitcode=exitcode,
             )
         events.append(("retired", worker.id))
 
     def _forget(self, worker: _Worker) -> None:
-        for obj in (worker.chan.sock, worker.process.sentinel):
+        for obj in (worker.chan.sock, worker.exit_fd):
             with contextlib.suppress(KeyError, ValueError):
                 self.selector.unregister(obj)
         self.workers.pop(worker.id, None)
@@ -374,26 +423,30 @@ class OwnPool(Backend):
 
     # ------------------------------------------------------------------ shutdown
     def close(self, abort: bool) -> None:
-        workers = list(self.workers.values())
+        if os.getpid() != self.owner:
+            return  # a forked child finalising our iterator: the workers are not its to stop
+        workers = list(self.workers.values()) + self.retiring
         self.workers.clear()
+        self.retiring.clear()
         if abort:
             for w in workers:
-                with contextlib.suppress(OSError, AttributeError):
+                with contextlib.suppress(OSError, AttributeError, ValueError):
                     w.process.terminate()
         for w in workers:
             with contextlib.suppress(OSError):
                 w.chan.sock.shutdown(socket.SHUT_RDWR)
         deadline = time.monotonic() + SHUTDOWN_SECONDS
         for w in workers:
-            w.process.join(max(0.0, deadline - time.monotonic()))
+            with contextlib.suppress(ValueError):
+                w.process.join(max(0.0, deadline - time.monotonic()))
         for w in workers:
-            if w.process.is_alive():
-                with contextlib.suppress(OSError, AttributeError):
-                    w.process.kill()
-                w.process.join(1.0)
+            with contextlib.suppress(ValueError):
+                if w.process.is_alive():
+                    with contextlib.suppress(OSError, AttributeError):
+                        w.process.kill()
+                    w.process.join(1.0)
             w.chan.close()
-            with contextlib.suppress(ValueError, AttributeError):
-                w.process.close()
+            w.close_process()
         self.selector.close()
 
 

@@ -14,10 +14,13 @@ import pickle
 import queue
 import selectors
 import sys
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tensordict.errors import WorkerDiedError
+from tensordict.parallel.channel import dumps
 from tensordict.parallel.engine import Backend, exit_description
 from tensordict.parallel.watchdog import Watchdog
 from tensordict.parallel.worker import encode_error, run_external_task
@@ -60,6 +63,25 @@ def external_backend(pool: Any, job: dict[str, Any]) -> Backend:
     return StdlibPoolBackend(pool, job)
 
 
+def _pool_process(pool: Any, pid: int) -> Any:
+    """The stdlib pool's Process object for ``pid`` (its only record of a worker's exit status
+    once its maintenance thread has reaped it); None if the pool's layout is not the stdlib's."""
+    for process in getattr(pool, "_pool", ()) or ():
+        if getattr(process, "pid", None) == pid:
+            return process
+    return None
+
+
+def run_pool_task(job: dict[str, Any], k: int, payload: Any) -> bytes:
+    """What a stdlib pool's worker runs: the chunk, with the result serialised here.
+
+    Tensors in the result travel as their bytes (like a tensordict's leaves): torch's own
+    reduction for pool pipes shares storage by file descriptor, which needs this worker alive
+    when the parent unpickles; if it died first, the pool's result thread would die with it.
+    """
+    return dumps(run_external_task(job, k, payload))
+
+
 def portable_job(job: dict[str, Any], num_workers: int) -> dict[str, Any]:
     """The job as sent with every task to a pool's workers (fn pickled once, here)."""
     out = {k: v for k, v in job.items() if k not in ("fn", "chunks")}
@@ -74,7 +96,7 @@ class StdlibPoolBackend(Backend):
     def __init__(self, pool: Any, job: dict[str, Any]) -> None:
         self.pool = pool
         self.num_workers = pool_size(pool)
-        self.watchdog = Watchdog()
+        self.watchdog = Watchdog(lambda pid: _pool_process(pool, pid))
         self.job = portable_job(job, self.num_workers)
         self.job["watch"] = self.watchdog.address
         self.results: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
@@ -84,25 +106,32 @@ class StdlibPoolBackend(Backend):
         self.selector.register(self.wake_r, selectors.EVENT_READ, None)
         self.selector.register(self.watchdog, selectors.EVENT_READ, None)
         self.closed = False
+        self._lock = threading.Lock()
+        #: where chunks that failed ran (recorded before the watchdog forgets them)
+        self.failed_where: dict[int, str] = {}
 
     def _push(self, event: tuple[Any, ...]) -> None:
-        # runs in the pool's result-handler thread
-        self.results.put(event)
-        with contextlib.suppress(OSError):
-            os.write(self.wake_w, b"x")
+        # runs in the pool's result-handler thread, possibly after close() (tasks already in the
+        # pool finish in the background): the lock keeps it off descriptors closed meanwhile
+        with self._lock:
+            if self.closed:
+                return
+            self.results.put(event)
+            with contextlib.suppress(OSError):
+                os.write(self.wake_w, b"x")
 
-    def submit(self, tasks: list[tuple[int, Any]]) -> int:
-        for k, payload in tasks:
+    def submit(self, ks: range, payload: Callable[[int], Any]) -> int:
+        for k in ks:
             self.pool.apply_async(
-                run_external_task,
-                (self.job, k, payload),
+                run_pool_task,
+                (self.job, k, payload(k)),
                 callback=lambda r, k=k: self._push(("ok", k, r)),
                 error_callback=lambda e, k=k: self._push(("err", k, *encode_error(e))),
             )
-        return len(tasks)
+        return len(ks)
 
     def where(self, k: int) -> str:
-        return self.watchdog.where(k)
+        return self.failed_where.get(k) or self.watchdog.where(k)
 
     def wait(self) -> list[tuple[Any, ...]]:
         died_at: float | None = None
@@ -138,15 +167,21 @@ class StdlibPoolBackend(Backend):
                 event = self.results.get_nowait()
             except queue.Empty:
                 return events
-            self.watchdog.finished(event[1])
+            k = event[1]
+            if event[0] == "err":
+                self.failed_where[k] = self.watchdog.where(k)
+            else:
+                event = ("ok", k, pickle.loads(event[2]))
+            self.watchdog.finished(k)
             events.append(event)
 
     def close(self, abort: bool) -> None:
         # Tasks already handed to the pool cannot be withdrawn from a stdlib pool: they finish
         # in the background (at most the window's worth) and their results are dropped.
-        if self.closed:
-            return
-        self.closed = True
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
         self.selector.close()
         self.watchdog.close()
         os.close(self.wake_r)

@@ -46,6 +46,7 @@ import re
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -176,12 +177,13 @@ class RayPoolBackend(Backend):
         """The arguments sent with chunk ``k`` (the job travels once, as an object reference)."""
         return (self.token, self.job_ref, k, payload)
 
-    def submit(self, tasks: list[tuple[int, Any]]) -> int:
-        for k, payload in tasks:
+    def submit(self, ks: range, payload: Callable[[int], Any]) -> int:
+        for k in ks:
+            task_payload = payload(k)
             try:
                 handle = self.pool.apply_async(
                     run_ray_task,
-                    self.task_args(k, payload),
+                    self.task_args(k, task_payload),
                     callback=lambda r, k=k: self.events.put(("done", k, r)),
                     error_callback=lambda e, k=k: self.events.put(("failed", k, e)),
                 )
@@ -191,7 +193,7 @@ class RayPoolBackend(Backend):
                     "ray.util.multiprocessing.Pool (not closed or terminated)."
                 ) from err
             self.in_flight[k] = handle
-        return len(tasks)
+        return len(ks)
 
     def where(self, k: int) -> str:
         pid = self.pids.get(k)

@@ -17,32 +17,50 @@ and no segment stays busy longer than the result that lives in it.
 
 from __future__ import annotations
 
-import contextlib
-import mmap
+import itertools
 import os
 import weakref
 
 import numpy as np
+import torch
 
 __all__ = ["DATA_OFFSET", "SegmentCache", "SegmentPool"]
 
 _GRAIN = 1 << 20
+_SCAN = 16
 #: bytes reserved at the start of a segment for its flag (keeps the data 64-byte aligned)
 DATA_OFFSET = 64
 _FREE, _BUSY = 1, 0
 
 
+def map_fd(fd: int, size: int) -> np.ndarray:
+    """Map a memory file as a writable byte array that keeps no file descriptor open.
+
+    (Python's ``mmap`` duplicates the descriptor for its whole life: a consumer holding a
+    thousand results would hold a thousand descriptors; torch's mapping closes its own.)
+    """
+    return torch.from_file(f"/proc/self/fd/{fd}", shared=True, size=size, dtype=torch.uint8).numpy()
+
+
 class _Segment:
-    __slots__ = ("fd", "id", "mm", "sent", "size", "view")
+    __slots__ = ("array", "fd", "id", "sent", "size", "view")
 
     def __init__(self, seg_id: int, size: int) -> None:
         self.id = seg_id
         self.size = size  # usable bytes, after the flag
         self.fd = os.memfd_create(f"tensordict-segment-{seg_id}", os.MFD_CLOEXEC)
         os.ftruncate(self.fd, DATA_OFFSET + size)
-        self.mm = mmap.mmap(self.fd, DATA_OFFSET + size)
-        self.view = memoryview(self.mm)
+        self.array = map_fd(self.fd, DATA_OFFSET + size)
+        self.view = self.array.data
         self.sent = False  # whether the receiver has been given its file descriptor yet
+
+    def delivered(self) -> None:
+        """The receiver holds the segment now: our descriptor is no longer needed (the mapping
+        stays valid), so a pool of many segments does not use up file descriptors."""
+        self.sent = True
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 class SegmentPool:
@@ -50,11 +68,14 @@ class SegmentPool:
 
     def __init__(self) -> None:
         self._free: list[_Segment] = []
-        self._busy: dict[int, _Segment] = {}
+        self._busy: dict[int, _Segment] = {}  # in the order they were sent
         self._next = 0
 
     def _collect_freed(self) -> None:
-        for seg in [s for s in self._busy.values() if s.mm[0] == _FREE]:
+        # Results are mostly freed in the order they were sent: looking at the oldest few busy
+        # segments finds the free ones without scanning everything a consumer still holds.
+        freed = [s for s in itertools.islice(self._busy.values(), _SCAN) if s.array[0] == _FREE]
+        for seg in freed:
             del self._busy[seg.id]
             self._free.append(seg)
 
@@ -70,7 +91,7 @@ class SegmentPool:
             self._next += 1
         else:
             self._free.remove(best)
-        best.mm[0] = _BUSY
+        best.array[0] = _BUSY
         self._busy[best.id] = best
         return best
 
@@ -79,10 +100,9 @@ class SegmentPool:
 
     def close(self) -> None:
         for seg in [*self._free, *self._busy.values()]:
-            seg.view.release()
-            with contextlib.suppress(BufferError):  # still exported: freed with its last user
-                seg.mm.close()
-            os.close(seg.fd)
+            seg.view.release()  # the mapping itself goes with the last array using it
+            if seg.fd >= 0:
+                os.close(seg.fd)
         self._free.clear()
         self._busy.clear()
 
@@ -91,32 +111,30 @@ class SegmentCache:
     """The receiver's mappings of the peer's segments."""
 
     def __init__(self) -> None:
-        self._maps: dict[int, mmap.mmap] = {}
+        self._maps: dict[int, np.ndarray] = {}
 
     def add(self, seg_id: int, fd: int) -> None:
         """Map a segment the peer just shared (and close our copy of its descriptor)."""
         try:
-            self._maps[seg_id] = mmap.mmap(fd, os.fstat(fd).st_size)
+            self._maps[seg_id] = map_fd(fd, os.fstat(fd).st_size)
         finally:
             os.close(fd)
 
     def buffers(self, seg_id: int, layout: list[tuple[int, int]]) -> list[np.ndarray]:
         """Arrays over the segment's buffers (offsets after the flag); when all of them are freed,
         the segment is handed back to the sender."""
-        mm = self._maps[seg_id]
-        arrays = [
-            np.frombuffer(mm, dtype=np.uint8, count=n, offset=DATA_OFFSET + o) for o, n in layout
-        ]
+        segment = self._maps[seg_id]
+        arrays = [segment[DATA_OFFSET + o : DATA_OFFSET + o + n] for o, n in layout]
         counter = [len(arrays)]
         for arr in arrays:
-            weakref.finalize(arr, _one_freed, mm, counter)
+            weakref.finalize(arr, _one_freed, segment, counter)
         return arrays
 
     def close(self) -> None:
         self._maps.clear()  # mappings still used by tensors are freed with them
 
 
-def _one_freed(mm: mmap.mmap, counter: list[int]) -> None:
+def _one_freed(segment: np.ndarray, counter: list[int]) -> None:
     counter[0] -= 1  # finalizers of one message run in one thread, one at a time (GIL)
-    if counter[0] == 0 and not mm.closed:
-        mm[0] = _FREE
+    if counter[0] == 0:
+        segment[0] = _FREE

@@ -16,28 +16,32 @@ import os
 import selectors
 import socket
 import struct
+import time
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["Watchdog", "report_start"]
 
 _MSG = struct.Struct("<q")
-_connections: dict[str, tuple[socket.socket, int]] = {}
+#: this worker's connection to the current job's watchdog: (address, socket, worker id)
+_connection: list[Any] = []
 
 
 def report_start(address: str | None, k: int) -> int | None:
     """In a worker: announce that chunk ``k`` starts here. Returns this worker's id in the job."""
     if address is None:
         return None
-    entry = _connections.get(address)
-    if entry is None:
+    if not _connection or _connection[0] != address:
+        if _connection:  # a new job: the previous one's watchdog is gone
+            _connection[1].close()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(address)
         sock.sendall(_MSG.pack(os.getpid()))
         wid = _MSG.unpack(_recv_exact(sock, _MSG.size))[0]
-        entry = (sock, wid)
-        _connections[address] = entry
-    entry[0].sendall(_MSG.pack(k))
-    return entry[1]
+        _connection[:] = [address, sock, wid]
+    _connection[1].sendall(_MSG.pack(k))
+    return int(_connection[2])
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -51,12 +55,13 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 
 
 class _Peer:
-    __slots__ = ("buf", "id", "pid", "running", "sock")
+    __slots__ = ("buf", "id", "pid", "process", "running", "sock")
 
     def __init__(self, sock: socket.socket, wid: int) -> None:
         self.sock = sock
         self.id = wid
         self.pid: int | None = None
+        self.process: Any = None  # the pool's own Process object for this pid, when known
         self.buf = b""
         self.running: set[int] = set()
 
@@ -64,7 +69,9 @@ class _Peer:
 class Watchdog:
     """The parent's end: which chunk runs in which process, and which processes have died."""
 
-    def __init__(self) -> None:
+    def __init__(self, find_process: Callable[[int], Any] | None = None) -> None:
+        #: finds the pool's Process object for a worker pid (for its exit status)
+        self.find_process = find_process
         self.address = f"\0tensordict-{os.getpid()}-{uuid.uuid4().hex}"
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(self.address)
@@ -76,8 +83,8 @@ class Watchdog:
         self.next_id = 0
         #: chunks whose results arrived (their start reports may still be in the socket)
         self.done: set[int] = set()
-        #: (chunks still running, pid, exit status) of workers whose connection closed
-        self.dead: list[tuple[set[int], int | None, int | None]] = []
+        #: [chunks still running, pid, exit status] of workers whose connection closed
+        self.dead: list[list[Any]] = []
 
     def fileno(self) -> int:
         """A descriptor that becomes readable when :meth:`poll` has something to do."""
@@ -114,6 +121,7 @@ class Watchdog:
             peer.buf = peer.buf[_MSG.size :]
             if peer.pid is None:
                 peer.pid = value
+                peer.process = self.find_process(value) if self.find_process else None
                 peer.sock.sendall(_MSG.pack(peer.id))
             elif value not in self.done:  # a result can overtake its own start report
                 peer.running.add(value)
@@ -136,14 +144,32 @@ class Watchdog:
         self.selector.unregister(peer.sock)
         self.peers.pop(peer.sock.fileno(), None)
         peer.sock.close()
-        self.dead.append((peer.running, peer.pid, _exit_status(peer.pid)))
+        # the connection closes while the process exits: give it a moment to become a zombie,
+        # whose status can be read before the pool reaps it
+        self.dead.append([peer.running, peer.pid, self._status(peer, wait=0.05)])
+
+    def _status(self, peer: _Peer, wait: float = 0.0) -> int | None:
+        """The exit status of a dead peer: from the pool's Process object when there is one (the
+        pool may reap the process before we can; the status stays on that object, and reading it
+        there never steals it from the pool), else straight from the kernel."""
+        deadline = time.monotonic() + wait
+        while peer.process is not None:
+            with contextlib.suppress(ValueError, OSError):
+                code = peer.process.exitcode
+                if code is not None:
+                    return int(code)
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.001)
+        return _exit_status(peer.pid, wait)
 
     def lost(self) -> tuple[int, int | None, int | None] | None:
         """(chunk, pid, exit status) of a chunk whose worker died, if any."""
-        for running, pid, status in self.dead:
+        for entry in self.dead:
+            running, pid, status = entry
             if running:
                 if status is None:
-                    status = _exit_status(pid)
+                    status = entry[2] = _exit_status(pid)
                 return min(running), pid, status
         return None
 
@@ -155,16 +181,19 @@ class Watchdog:
         self.listener.close()
 
 
-def _exit_status(pid: int | None) -> int | None:
-    """The exit code (negative: signal) of a child that has exited and not been reaped yet."""
+def _exit_status(pid: int | None, wait: float = 0.0) -> int | None:
+    """The exit code (negative: signal) of a child that has exited and not been reaped yet,
+    polling for up to ``wait`` seconds while it finishes exiting."""
     if pid is None:
         return None
-    try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
-    except (ChildProcessError, OSError):
-        return None
-    if info is None:
-        return None
-    if info.si_code == os.CLD_EXITED:
-        return int(info.si_status)
-    return -int(info.si_status)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
+        except (ChildProcessError, OSError):
+            return None
+        if info is not None:
+            return int(info.si_status) if info.si_code == os.CLD_EXITED else -int(info.si_status)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.001)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import os
 import pickle
 import random
@@ -223,6 +224,9 @@ def worker_main(
     """The main function of a worker of a pool created by ``map_iter``."""
     from tensordict.parallel.channel import Channel, ChannelClosed
 
+    # Objects inherited through fork go to the GC's permanent generation: collections here would
+    # otherwise write to every one of them and copy their pages (duplicating the parent's heap).
+    gc.freeze()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for fd in inherited_fds:
         with contextlib.suppress(OSError):
@@ -240,6 +244,7 @@ def worker_main(
             for k, payload in tasks:
                 _send_answer(chan, k, _answer(job, k, payload))
                 done += 1
+            del tasks, payload  # do not keep the last chunk alive while waiting for work
     except (ChannelClosed, BrokenPipeError, ConnectionResetError):
         pass
     finally:
