@@ -240,9 +240,11 @@ def map_iter(
     """Apply ``fn`` to chunks of ``td`` along ``dim`` in worker processes; yield each result.
 
     Results come in chunk order (as soon as each is ready), or as workers finish them with
-    ``shuffle=True``. At most ``2 * num_workers`` chunks are sent and not yet consumed, a dead
-    worker raises :class:`~tensordict.errors.WorkerDiedError`, an exception in ``fn`` is re-raised
-    here with the worker's traceback, and closing the iterator stops the workers at once.
+    ``shuffle=True``. At most ``2 * num_workers`` chunks are sent and not yet consumed. An
+    exception in ``fn`` is re-raised here with the worker's traceback, at its place in the order
+    (the results before it are yielded first). A dead worker raises
+    :class:`~tensordict.errors.WorkerDiedError` at once (results not yet yielded are dropped), and
+    closing the iterator stops the workers at once.
 
     See :meth:`tensordict.TensorDictBase.map_iter` for the arguments.
 
