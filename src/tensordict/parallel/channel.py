@@ -160,11 +160,22 @@ class Channel:
         hold no tensors.
         """
         data, seg = self._encode(obj, plain)
-        if block and not self._outbox:
+        if not self._outbox:
             view = memoryview(data)
-            sent = self._write(view, seg, 0)
-            while sent < len(view):
-                sent += self.sock.send(view[sent:])
+            if block:
+                sent = self._write(view, seg, 0)
+                while sent < len(view):
+                    sent += self.sock.send(view[sent:])
+                return
+            try:  # the common case: the socket takes it all at once
+                sent = self._write(view, seg, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                sent = 0
+            else:
+                seg = None  # its descriptor went with the first byte
+            if sent == len(view):
+                return
+            self._outbox.append([view[sent:], seg])
             return
         self._outbox.append([memoryview(data), seg])
         self.flush()

@@ -172,7 +172,7 @@ def exit_description(exitcode: int | None) -> str:
 
 
 class _Worker:
-    __slots__ = ("_pidfd", "assigned", "chan", "id", "process", "quota")
+    __slots__ = ("_pidfd", "assigned", "chan", "id", "process", "quota", "watching_writes")
 
     def __init__(self, wid: int, process: Any, chan: Channel, quota: int | None) -> None:
         self.id = wid
@@ -180,6 +180,7 @@ class _Worker:
         self.chan = chan
         self.assigned: deque[int] = deque()
         self.quota = quota
+        self.watching_writes = False
         # A pidfd becomes readable when the process itself exits; the multiprocessing sentinel
         # only when every holder of its pipe has, which a grandchild started by fn delays.
         try:
@@ -317,11 +318,14 @@ class OwnPool(Backend):
 
     def _watch_writes(self, worker: _Worker) -> None:
         """Watch a channel for writability while queued bytes wait for it."""
-        wanted = selectors.EVENT_READ | (selectors.EVENT_WRITE if worker.chan.pending else 0)
+        pending = worker.chan.pending
+        if pending == worker.watching_writes:
+            return
+        wanted = selectors.EVENT_READ | (selectors.EVENT_WRITE if pending else 0)
         with contextlib.suppress(KeyError, ValueError):
             key = self.selector.get_key(worker.chan.sock)
-            if key.events != wanted:
-                self.selector.modify(worker.chan.sock, wanted, key.data)
+            self.selector.modify(worker.chan.sock, wanted, key.data)
+            worker.watching_writes = pending
 
     def _least_busy(self) -> _Worker | None:
         best = None
