@@ -95,3 +95,24 @@ def test_a_peer_that_dies_with_unread_messages_reads_as_end_of_stream(pair):
     ca.sock.close()  # closing with unread data resets the connection
     with pytest.raises(ChannelClosed):
         cb.recv()
+
+
+def test_on_idle_is_skipped_when_a_message_is_already_there(pair):
+    ca, cb = pair
+    ca.send("task")
+    calls = []
+    assert cb.recv(on_idle=lambda: calls.append(1), idle_seconds=0) == "task"
+    assert calls == []
+
+
+@pytest.mark.parametrize("idle_seconds", [0.0, 0.001])
+def test_on_idle_runs_once_when_nothing_arrives(pair, idle_seconds):
+    ca, cb = pair
+    calls = []
+
+    def idle():  # the peer answers only once we have gone idle
+        calls.append(1)
+        ca.send("late task")
+
+    assert cb.recv(on_idle=idle, idle_seconds=idle_seconds) == "late task"
+    assert calls == [1]

@@ -47,6 +47,8 @@ _READ_SIZE = 1 << 18
 #: which costs ~30 us per message on a VM (an inter-processor interrupt); polling for a short while
 #: keeps a busy pipeline of small chunks free of wakeups, and yields the CPU to other work.
 SPIN_SECONDS = 100e-6
+#: how long a receiver waits before it counts as idle (see :meth:`Channel.recv`)
+IDLE_SECONDS = 0.02
 
 
 class ChannelClosed(EOFError):
@@ -269,10 +271,13 @@ class Channel:
             del buf[: self._pos]
             self._pos = 0
 
-    def recv(self, on_idle: Callable[[], None] | None = None) -> Any:
+    def recv(
+        self, on_idle: Callable[[], None] | None = None, idle_seconds: float = IDLE_SECONDS
+    ) -> Any:
         """Wait until one message arrives and return it (polling briefly, then blocking).
 
-        ``on_idle`` runs once before blocking (nothing arrived while polling).
+        ``on_idle`` runs once if nothing arrived for ``idle_seconds`` (0: as soon as polling
+        ends): a peer that keeps us busy never triggers it, one that makes us wait does.
 
         Raises:
             ChannelClosed: the other end closed before a whole message arrived.
@@ -289,7 +294,8 @@ class Channel:
                     os.sched_yield()
                     continue
                 if on_idle is not None:
-                    on_idle()
+                    if idle_seconds <= 0 or not self._poll.poll(int(idle_seconds * 1000)):
+                        on_idle()
                     on_idle = None
                     continue  # a message may have arrived meanwhile
             if not self.fill():
