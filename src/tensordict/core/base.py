@@ -598,7 +598,10 @@ class TensorDictBase(EntriesMixin, OpsMixin, ShapeMixin, CombineMixin, CastMixin
     def map_iter(
         self, fn: Callable[..., Any], dim: int = 0, num_workers: int | None = None, **kwargs: Any
     ) -> Iterator[Any]:
-        """Apply ``fn`` to chunks in worker processes and yield results (see the parallel API)."""
+        """Apply ``fn`` to chunks in worker processes and yield the results in chunk order.
+
+        See :func:`tensordict.parallel.api.map_iter` for the arguments and guarantees.
+        """
         from tensordict.parallel.api import map_iter
 
         return map_iter(self, fn, dim, num_workers, **kwargs)
@@ -606,7 +609,10 @@ class TensorDictBase(EntriesMixin, OpsMixin, ShapeMixin, CombineMixin, CastMixin
     def map(
         self, fn: Callable[..., Any], dim: int = 0, num_workers: int | None = None, **kwargs: Any
     ) -> Any:
-        """Apply ``fn`` to chunks in worker processes and reassemble (see the parallel API)."""
+        """Apply ``fn`` to chunks in worker processes and concatenate the results.
+
+        See :func:`tensordict.parallel.api.map` for ``out=`` and the arguments.
+        """
         from tensordict.parallel.api import map as _map
 
         return _map(self, fn, dim, num_workers, **kwargs)

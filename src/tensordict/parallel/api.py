@@ -246,12 +246,50 @@ def map_iter(
     :class:`~tensordict.errors.WorkerDiedError` at once (results not yet yielded are dropped), and
     closing the iterator stops the workers at once.
 
-    See :meth:`tensordict.TensorDictBase.map_iter` for the arguments.
+    Args:
+        td: the tensordict (dense, lazy stack or tensorclass) to split. Chunks are slices of it,
+            not copies; chunks of a memory-mapped ``td`` are memory-mapped and locked, and
+            workers read them from the files. ``td`` itself is left as it is.
+        fn: called once per chunk in a worker; may return a tensordict, a tensorclass, a tensor
+            or None. Must be picklable: define it at the top level of a module.
+        dim: the batch dimension to split along (negative counts from the end).
+        num_workers: worker processes; None for one per CPU this process may run on.
+        shuffle: chunks take their elements from a random permutation along ``dim`` (drawn from
+            the global torch RNG); results come as workers finish them. On a memory-mapped
+            ``td`` the parent sends indices and each worker gathers its rows from the files
+            into its own memory (a locked copy, as the rows are scattered).
+        chunksize: elements per chunk along ``dim``; ``0`` passes elements one by one, with
+            ``dim`` removed. Exclusive with ``num_chunks``.
+        num_chunks: the number of chunks (sizes differ by at most one). With neither, one chunk
+            per worker; never more chunks than elements.
+        pool: a ``multiprocessing`` (or ``torch.multiprocessing``) pool, or a Ray pool, used as
+            is and left open; ``num_workers``, ``generator``, ``max_tasks_per_child``,
+            ``worker_threads`` and ``mp_start_method`` are then ignored and workers unseeded.
+        generator: one int64 base seed is drawn from it; worker ``i`` seeds torch with
+            ``base + i`` and NumPy and ``random`` from both. None: a new ``torch.Generator()``
+            (the same seeds every call), with a FutureWarning about the 0.17 default.
+        max_tasks_per_child: replace a worker after that many chunks (new id and seed).
+        worker_threads: ``torch.set_num_threads`` in each worker.
+        index_with_generator: compute each chunk's index when a worker needs it (default);
+            False splits ``td`` up front.
+        pbar: show a tqdm progress bar (with a total) if tqdm is installed.
+        mp_start_method: ``"fork"``, ``"spawn"`` or ``"forkserver"``; None for the default.
+
+    Examples:
+        >>> import operator
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"x": torch.arange(6.0)}, batch_size=[6])
+        >>> for out in map_iter(td, operator.neg, num_workers=2, chunksize=4,
+        ...                     generator=torch.Generator()):
+        ...     print(out["x"])
+        tensor([-0., -1., -2., -3.])
+        tensor([-4., -5.])
 
     Raises:
         NotPicklableError: ``fn`` cannot be pickled (a lambda or local function).
         ValueError: both ``chunksize`` and ``num_chunks``, or bad counts.
         RuntimeError: ``shuffle=True`` with ``index_with_generator=False``.
+        WorkerDiedError: a worker died (signal, ``os._exit``, OOM killer) while holding a chunk.
     """
     opts = _Options(
         td,
@@ -297,6 +335,16 @@ def map(
     ``None`` results are skipped and all-``None`` gives ``None``. With ``out``, results are written
     into it: a memory-mapped or shared ``out`` is written by the workers themselves (nothing
     travels back), a plain ``out`` by this process; ``out`` is returned.
+
+    The other arguments are those of :func:`map_iter` (without ``shuffle``); ``td`` is split up
+    front (``index_with_generator=False``) unless asked otherwise.
+
+    Examples:
+        >>> import operator
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"x": torch.arange(6.0)}, batch_size=[6])
+        >>> map(td, operator.neg, num_workers=2, num_chunks=3, generator=torch.Generator())["x"]
+        tensor([-0., -1., -2., -3., -4., -5.])
     """
     opts = _Options(
         td,
