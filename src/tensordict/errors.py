@@ -16,6 +16,7 @@ __all__ = [
     "AlreadyMemmappedError",
     "BatchSizeError",
     "ChunkError",
+    "DTypeCastError",
     "FieldTypeError",
     "FrozenTensorclassError",
     "IncompleteMemmapError",
@@ -57,6 +58,10 @@ class BatchSizeError(RuntimeError, ValueError):
 
 class ShapeMismatchError(RuntimeError, ValueError):
     """Tensordicts or tensors whose shapes or keys cannot be combined (stack, cat, arithmetic)."""
+
+
+class DTypeCastError(RuntimeError, TypeError):
+    """An in-place operation whose result dtype cannot be stored in the tensor it writes to."""
 
 
 class IndexingError(IndexError):

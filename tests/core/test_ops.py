@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tensordict import TensorDict
-from tensordict.errors import BatchSizeError, ShapeMismatchError
+from tensordict.errors import BatchSizeError, DTypeCastError, ShapeMismatchError
 
 
 def make() -> TensorDict:
@@ -190,6 +190,43 @@ def test_inplace_op_with_tensordict() -> None:
     td = make()
     td += make()
     assert torch.equal(td["a"], make()["a"] * 2)
+
+
+def mixed() -> TensorDict:
+    return TensorDict(
+        {"f": torch.zeros(3, 2), "n": {"i": torch.zeros(3, dtype=torch.long)}, "z": torch.zeros(3)},
+        [3],
+    )
+
+
+@pytest.mark.parametrize("op", list(INPLACE), ids=list(INPLACE))
+def test_inplace_op_with_a_misfit_leaf_changes_nothing(op: str) -> None:
+    td = mixed().float()  # (dtypes are another test)
+    other = td + 1
+    other.set("z", torch.ones(3, 4), inplace=False)  # the last leaf cannot broadcast to [3]
+    with pytest.raises(ShapeMismatchError, match=r"'z' has shape \[3, 4\]"):
+        INPLACE[op](td, other)
+    assert (td == mixed().float()).all()
+
+
+def test_inplace_op_whose_dtype_cannot_be_stored_changes_nothing() -> None:
+    td = mixed()
+    with pytest.raises(DTypeCastError, match=r"\('n', 'i'\).*torch.float32.*torch.int64"):
+        td += 0.5  # "f" comes first and would have been updated
+    assert (td == mixed()).all()
+    with pytest.raises(RuntimeError):  # same family as torch's own error
+        td /= 2
+    assert (td == mixed()).all()
+    td *= 3  # int results fit every leaf
+    td += 1
+    assert torch.equal(td["n", "i"], torch.ones(3, dtype=torch.long))
+
+
+def test_apply__with_a_misfit_result_writes_nothing() -> None:
+    td = mixed()
+    with pytest.raises(ShapeMismatchError, match=r"apply_.*'z'.*Nothing was written"):
+        td.apply_(lambda x: torch.ones(4) if x.shape == (3,) and x.is_floating_point() else x + 1)
+    assert (td == mixed()).all()
 
 
 def test_named_inplace_methods() -> None:

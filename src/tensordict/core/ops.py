@@ -17,7 +17,8 @@ import torch
 
 from tensordict.core.collection import TensorCollection
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, same_value
-from tensordict.errors import BatchSizeError, ShapeMismatchError
+from tensordict.core.shape import broadcasts_to
+from tensordict.errors import BatchSizeError, DTypeCastError, ShapeMismatchError
 
 __all__ = ["OpsMixin"]
 
@@ -69,6 +70,55 @@ def _leaf_keys(td: Any) -> set[Any]:
     return set(td.keys(include_nested=True, leaves_only=True))
 
 
+def _write_results(writes: list[tuple[tuple[str, ...], torch.Tensor, Any]]) -> None:
+    """Copy in-place results into their leaves, after checking that every one of them fits."""
+    for path, value, result in writes:
+        shape = result.shape if isinstance(result, torch.Tensor) else ()
+        if not broadcasts_to(shape, value.shape):
+            raise ShapeMismatchError(
+                f"apply_: fn returned shape {list(shape)} for {_key_str(path)} of shape "
+                f"{list(value.shape)}; an in-place result must broadcast to its entry. Nothing "
+                "was written. Use apply() to build a new tensordict instead."
+            )
+    for _, value, result in writes:
+        value.copy_(result)
+
+
+def _key_str(path: tuple[str, ...]) -> str:
+    return repr(path[0]) if len(path) == 1 else repr(path)
+
+
+class _InplaceCheck:
+    """Raise before an in-place operator changes anything if one leaf would fail."""
+
+    _SYMBOLS = {"iadd": "+=", "isub": "-=", "imul": "*=", "itruediv": "/=", "ipow": "**="}
+
+    def __init__(self, op: Callable[[Any, Any], Any]) -> None:
+        self.op = op
+        self.name = self._SYMBOLS.get(op.__name__, op.__name__)
+
+    def __call__(self, path: Any, x: torch.Tensor, y: Any) -> torch.Tensor:
+        path = path if isinstance(path, tuple) else (path,)
+        shape = y.shape if isinstance(y, torch.Tensor) else ()
+        if not broadcasts_to(shape, x.shape):
+            raise ShapeMismatchError(
+                f"in-place {self.name}: the other operand's {_key_str(path)} "
+                f"has shape {list(shape)}, which does not broadcast to {list(x.shape)}. Nothing "
+                "was changed."
+            )
+        if isinstance(y, (torch.Tensor, bool, int, float, complex)):
+            result = torch.result_type(x, y)
+            if self.op is operator.itruediv and not (result.is_floating_point or result.is_complex):
+                result = torch.get_default_dtype()
+            if not torch.can_cast(result, x.dtype):
+                raise DTypeCastError(
+                    f"in-place {self.name}: the result for {_key_str(path)} "
+                    f"would be {result}, which cannot be stored in its dtype {x.dtype}. Nothing "
+                    "was changed; use the out-of-place operator or cast the tensordict first."
+                )
+        return x  # the same tensor: nothing to write
+
+
 class OpsMixin(TensorCollection):
     """apply / named_apply, arithmetic, comparisons and reductions."""
 
@@ -90,9 +140,15 @@ class OpsMixin(TensorCollection):
         prefix: tuple[str, ...] = (),
         keep_non_tensor_copy: bool = False,
         non_tensor_fn: Callable[..., Any] | None = None,
+        _writes: list[tuple[tuple[str, ...], torch.Tensor, Any]] | None = None,
     ) -> Any:
         new_bs = self.batch_size if batch_size is None else torch.Size(batch_size)
         out: dict[str, Any] = {}
+        top = inplace and _writes is None
+        if top:
+            # in place, results are written only once all of them are known to fit: an error
+            # leaves every leaf as it was
+            _writes = []
         for key, value in self._own_items():
             theirs = [_other_value(o, key, default, prefix) for o in others]
             if isinstance(value, torch.Tensor):
@@ -105,7 +161,8 @@ class OpsMixin(TensorCollection):
                     continue
                 if inplace:
                     if result is not value:
-                        value.copy_(result)
+                        assert _writes is not None
+                        _writes.append((prefix + (key,), value, result))
                     continue
                 out[key] = result
             elif isinstance(value, (NonTensorData, NonTensorStack)):
@@ -132,10 +189,14 @@ class OpsMixin(TensorCollection):
                     prefix=prefix + (key,),
                     keep_non_tensor_copy=keep_non_tensor_copy,
                     non_tensor_fn=non_tensor_fn,
+                    _writes=_writes,
                 )
                 if inplace or (filter_empty and _is_empty(result)):
                     continue
                 out[key] = result
+        if top:
+            assert _writes is not None
+            _write_results(_writes)
         if inplace:
             return self
         return self._build_result(out, new_bs, batch_size, device, names)
@@ -234,7 +295,16 @@ class OpsMixin(TensorCollection):
                     f"{sorted(map(str, mine - theirs))}, only in the right "
                     f"{sorted(map(str, theirs - mine))}. Select matching keys first."
                 )
+            if inplace:  # every leaf is checked before the first one changes
+                self._apply_leaves(
+                    _InplaceCheck(op), other, inplace=True, named=True, nested_keys=True
+                )
             return self._apply_leaves(op, other, inplace=inplace)
+        if inplace:
+            check = _InplaceCheck(op)
+            self._apply_leaves(
+                lambda k, x: check(k, x, other), inplace=True, named=True, nested_keys=True
+            )
         return self._apply_leaves(lambda x: op(x, other), inplace=inplace)
 
     def __add__(self, other: Any) -> Any:
