@@ -180,3 +180,58 @@ def test_dtype_shortcut_of_locked_td_is_locked() -> None:
 
 def test_share_memory_locks() -> None:
     assert make().share_memory_().is_locked
+
+
+# ---------------------------------------------------------------------- the lock graph
+def test_a_nested_tensordict_cannot_be_unlocked_under_its_locked_parent() -> None:
+    td = locked()
+    with pytest.raises(LockedError, match="unlock the root"):
+        td["b"].unlock_()
+    with pytest.raises(LockedError):
+        td["b"].is_locked = False
+    assert td["b"].is_locked and td.is_locked
+    with td.unlock_():  # through the root it works, and the child is locked again after
+        assert not td["b"].is_locked
+        td["b", "d"] = torch.zeros(3)
+    assert td["b"].is_locked and td["b", "d"].shape == (3,)
+
+
+def test_a_child_of_two_locked_parents_stays_locked_until_both_are_unlocked() -> None:
+    child = TensorDict({"c": torch.ones(3)}, [3])
+    p1 = TensorDict({"n": child}, [3]).lock_()
+    p2 = TensorDict({"n": child}, [3]).lock_()
+    p1.unlock_()
+    assert child.is_locked and not p1.is_locked
+    with pytest.raises(LockedError):
+        child.unlock_()
+    p2.unlock_()
+    assert not child.is_locked
+
+
+def test_a_child_whose_locked_parent_is_gone_can_be_unlocked() -> None:
+    td = locked()
+    child = td["b"]
+    del td
+    assert child.is_locked  # locking is not undone behind the user's back
+    assert not child.unlock_().is_locked
+
+
+def test_lazy_stack_members_and_tensorclass_fields_follow_the_graph() -> None:
+    from tensordict import LazyStackedTensorDict, tensorclass
+
+    stack = LazyStackedTensorDict(make(), make()).lock_()
+    with pytest.raises(LockedError):
+        stack.tensordicts[0].unlock_()
+    stack.unlock_()
+    assert not stack.tensordicts[0].is_locked
+
+    @tensorclass
+    class Holder:
+        inner: TensorDict
+
+    h = Holder(inner=make(), batch_size=[3])
+    h.lock_()
+    with pytest.raises(LockedError):
+        h.inner.unlock_()
+    h.unlock_()
+    assert not h.inner.is_locked

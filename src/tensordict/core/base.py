@@ -10,6 +10,7 @@ on core.
 from __future__ import annotations
 
 import builtins
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -76,7 +77,9 @@ class TensorDictBase(EntriesMixin, OpsMixin, ShapeMixin, CombineMixin, CastMixin
     :class:`~tensordict.LazyStackedTensorDict`.
     """
 
-    __slots__ = ()
+    # weak references to the locked tensordicts holding this one (see the lock graph below)
+    __slots__ = ("_lock_parents",)
+    _lock_parents: list[weakref.ref[TensorDictBase]] | None
 
     # ================================================================== size, device, names
     @property
@@ -476,13 +479,65 @@ class TensorDictBase(EntriesMixin, OpsMixin, ShapeMixin, CombineMixin, CastMixin
         return self
 
     def unlock_(self: T) -> T:
-        """Unlock the structure (recursively); as a context manager, re-lock on exit."""
+        """Unlock the structure (recursively); as a context manager, re-lock on exit.
+
+        A nested tensordict stays locked while a locked tensordict holds it: unlocking it alone
+        raises :class:`~tensordict.errors.LockedError` (unlock the root instead), and unlocking
+        one parent leaves it locked if another locked parent still holds it.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"n": {"a": torch.zeros(2)}}, [2]).lock_()
+            >>> td["n"].unlock_()
+            Traceback (most recent call last):
+            ...
+            tensordict.errors.LockedError: cannot unlock a tensordict held by a locked tensordict...
+            >>> td.unlock_()["n"].is_locked
+            False
+        """
+        self._check_unlockable()
         self._set_locked(False)
         self._last_op = "unlock_"
         return self
 
-    def _set_locked(self, value: bool) -> None:
+    def _set_locked(self, value: bool, parent: TensorDictBase | None = None) -> None:
+        """Lock (recording ``parent`` as a holder) or unlock, recursively."""
         raise NotImplementedError
+
+    # The lock graph: a nested tensordict remembers (weakly) the locked tensordicts that locked
+    # it, so that it cannot be unlocked under them, and stays locked while one of them is.
+    def _add_lock_parent(self, parent: TensorDictBase) -> None:
+        refs = getattr(self, "_lock_parents", None)
+        if refs is None:
+            refs = self._lock_parents = []
+        if not any(r() is parent for r in refs):
+            refs.append(weakref.ref(parent))
+
+    def _locked_parents(self) -> list[TensorDictBase]:
+        refs = getattr(self, "_lock_parents", None)
+        if not refs:
+            return []
+        parents = [p for p in (r() for r in refs) if p is not None and p.is_locked]
+        refs[:] = [weakref.ref(p) for p in parents]
+        return parents
+
+    def _release_lock(self, parent: TensorDictBase) -> None:
+        """``parent`` was unlocked: unlock too, unless another locked parent still holds us."""
+        refs = getattr(self, "_lock_parents", None)
+        if refs:
+            refs[:] = [r for r in refs if r() is not parent]
+        if not self._locked_parents():
+            self._set_locked(False)
+
+    def _check_unlockable(self) -> None:
+        parents = self._locked_parents()
+        if parents:
+            raise LockedError(
+                "cannot unlock a tensordict held by a locked tensordict "
+                f"(batch_size={list(parents[0].batch_size)}): unlock the root tensordict instead "
+                "(with root.unlock_(): ... to re-lock it afterwards), or work on a copy "
+                "(td.clone())."
+            )
 
     def __enter__(self: T) -> T:
         self._context_ops().append(self._last_op)
@@ -493,6 +548,7 @@ class TensorDictBase(EntriesMixin, OpsMixin, ShapeMixin, CombineMixin, CastMixin
         if last == "unlock_":
             self._set_locked(True)
         elif last == "lock_":
+            self._check_unlockable()
             self._set_locked(False)
 
     def _context_ops(self) -> list[str | None]:

@@ -78,6 +78,7 @@ class TensorDict(TensorDictBase):
         self._device = torch.device(device) if device is not None else None
         self._names: list[str | None] | None = None
         self._is_locked = False
+        self._lock_parents = None
         self._is_memmap = False
         self._memmap_prefix: str | None = None
         self._last_op: str | None = None
@@ -134,14 +135,15 @@ class TensorDict(TensorDictBase):
         self._device = device
         self._names = names
         self._is_locked = lock
+        self._lock_parents = None
         self._is_memmap = is_memmap
         self._memmap_prefix = None
         self._last_op = None
         self._context = None
         if lock:
             for value in source.values():
-                if isinstance(value, TensorDictBase) and not value.is_locked:
-                    value._set_locked(True)
+                if isinstance(value, TensorDictBase):
+                    value._set_locked(True, self)
         return self
 
     def _new_dense(
@@ -166,19 +168,25 @@ class TensorDict(TensorDictBase):
         if not validated:
             value = self._convert(key, value, self._batch_size)
         if self._is_locked and isinstance(value, TensorDictBase):
-            value._set_locked(True)
+            value._set_locked(True, self)
         self._tensordict[key] = value
 
     def _del_str(self, key: str) -> None:
         del self._tensordict[key]
 
-    def _set_locked(self, value: bool) -> None:
+    def _set_locked(self, value: bool, parent: TensorDictBase | None = None) -> None:
+        if value and parent is not None:
+            self._add_lock_parent(parent)
         self._is_locked = value
         for child in self._tensordict.values():
-            if isinstance(child, TensorDictBase):
-                child._set_locked(value)
-            elif getattr(type(child), "_is_tensorclass", False):
-                child._tensordict._set_locked(value)
+            if getattr(type(child), "_is_tensorclass", False):
+                child = child._tensordict
+            elif not isinstance(child, TensorDictBase):
+                continue
+            if value:
+                child._set_locked(True, self)
+            else:
+                child._release_lock(self)
 
     def _context_ops(self) -> list[str | None]:
         if self._context is None:

@@ -152,12 +152,20 @@ class LazyStackedTensorDict(TensorDictBase):
 
     @is_locked.setter
     def is_locked(self, value: bool) -> None:
-        self._set_locked(value)
+        if value:
+            self.lock_()
+        else:
+            self.unlock_()
 
-    def _set_locked(self, value: bool) -> None:
+    def _set_locked(self, value: bool, parent: TensorDictBase | None = None) -> None:
+        if value and parent is not None:
+            self._add_lock_parent(parent)
         self._is_locked = value
         for m in self.tensordicts:
-            m._set_locked(value)
+            if value:
+                m._set_locked(True, self)
+            else:
+                m._release_lock(self)
 
     def _context_ops(self) -> list[str | None]:
         if self._context is None:
