@@ -11,7 +11,7 @@ from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.memmap.tensor import MemoryMappedTensor
 from tensordict.parallel.worker import WorkerInfo, get_worker_info
-from tensordict.tensorclass import is_tensorclass, tensorclass
+from tensordict.tensorclass import TensorClass, is_tensorclass, tensorclass
 
 __version__ = "0.16.0.dev0"
 
@@ -21,6 +21,7 @@ __all__ = [
     "NestedKey",
     "NonTensorData",
     "NonTensorStack",
+    "TensorClass",
     "TensorDict",
     "TensorDictBase",
     "WorkerInfo",

@@ -50,6 +50,7 @@ RESERVED = frozenset(construct.CONTROL_KEYWORDS) | {
     "_nocast",
     "_frozen",
     "_shadow",
+    "_tensor_only",
 }
 
 
@@ -107,15 +108,34 @@ class ClassBuilder:
     """Turns a class with annotated fields into a tensorclass (collect, check, add, finish)."""
 
     def __init__(
-        self, cls: type, *, autocast: bool, frozen: bool, nocast: bool, shadow: bool
+        self,
+        cls: type,
+        *,
+        autocast: bool,
+        frozen: bool,
+        nocast: bool,
+        shadow: bool,
+        tensor_only: bool = False,
     ) -> None:
         if autocast and nocast:
             raise TensorclassDefinitionError(
                 "autocast is exclusive with nocast: autocast converts values to the annotated "
                 "type, nocast never converts. Choose one."
             )
+        if tensor_only and (autocast or nocast):
+            raise TensorclassDefinitionError(
+                f"tensor_only is exclusive with {'autocast' if autocast else 'nocast'}: a "
+                "tensor_only class stores every field as a tensor (numbers are converted), "
+                "whatever the annotation. Choose one."
+            )
         self.cls = cls
-        self.options = {"autocast": autocast, "nocast": nocast, "frozen": frozen, "shadow": shadow}
+        self.options = {
+            "autocast": autocast,
+            "nocast": nocast,
+            "frozen": frozen,
+            "shadow": shadow,
+            "tensor_only": tensor_only,
+        }
 
     def build(self) -> type:
         spec = self._collect()
@@ -215,6 +235,7 @@ class ClassBuilder:
         cls._nocast = spec.nocast
         cls._frozen = spec.frozen
         cls._shadow = spec.shadow
+        cls._tensor_only = spec.tensor_only
         cls.__tensorclass_spec__ = spec
         register_class(cls)
         return cls  # type: ignore[no-any-return]
@@ -250,6 +271,7 @@ def tensorclass(
     frozen: bool = False,
     nocast: bool = False,
     shadow: bool = False,
+    tensor_only: bool = False,
 ) -> Callable[[type[_T]], type[_T]]: ...
 
 
@@ -262,6 +284,7 @@ def tensorclass(
     frozen: bool = False,
     nocast: bool = False,
     shadow: bool = False,
+    tensor_only: bool = False,
 ) -> type[_T] | Callable[[type[_T]], type[_T]]:
     """Make a class with annotated fields a dataclass whose data lives in a TensorDict.
 
@@ -278,13 +301,17 @@ def tensorclass(
         nocast: never convert values (``1`` stays a python int); values must match the field's
             annotation (see :mod:`tensordict.tensorclass.fields` for the exact rule).
         shadow: allow field names that hide tensordict methods (the field wins).
+        tensor_only: every field holds a tensor, a tensordict or a tensorclass: numbers and
+            numpy arrays are converted to tensors, other python objects are refused (instead of
+            being stored as :class:`~tensordict.NonTensorData`).
 
     Returns:
         The class itself, completed (or a decorator when called with options only).
 
     Raises:
-        TensorclassDefinitionError: ``autocast`` with ``nocast``, a reserved field name, or a
-            field that hides a tensordict attribute without ``shadow=True``.
+        TensorclassDefinitionError: ``autocast`` with ``nocast`` (or either with
+            ``tensor_only``), a reserved field name, or a field that hides a tensordict
+            attribute without ``shadow=True``.
 
     Examples:
         >>> import torch
@@ -304,7 +331,12 @@ def tensorclass(
 
     def build(klass: type[_T]) -> type[_T]:
         builder = ClassBuilder(
-            klass, autocast=autocast, frozen=frozen, nocast=nocast, shadow=shadow
+            klass,
+            autocast=autocast,
+            frozen=frozen,
+            nocast=nocast,
+            shadow=shadow,
+            tensor_only=tensor_only,
         )
         return builder.build()  # type: ignore[return-value]
 

@@ -119,6 +119,7 @@ class ClassSpec:
         nocast: bool,
         frozen: bool,
         shadow: bool,
+        tensor_only: bool = False,
     ) -> None:
         self.cls = cls
         self.fields = fields
@@ -132,6 +133,7 @@ class ClassSpec:
         self.nocast = nocast
         self.frozen = frozen
         self.shadow = shadow
+        self.tensor_only = tensor_only
         self._hints: dict[str, Any] | None = None
 
     def hint(self, name: str) -> Any:
@@ -195,6 +197,8 @@ def store_value(spec: ClassSpec, name: str, value: Any, batch_size: torch.Size, 
     """
     if value is None:
         return None
+    if spec.tensor_only:
+        return _tensor_only(spec, name, value)
     if spec.nocast:
         return _nocast(spec, name, value)
     if spec.autocast:
@@ -220,6 +224,19 @@ def _nocast(spec: ClassSpec, name: str, value: Any) -> Any:
                 "or change the annotation."
             )
     return value if stored_as_is(value) else NonTensorData(value)
+
+
+def _tensor_only(spec: ClassSpec, name: str, value: Any) -> Any:
+    if isinstance(value, (torch.Tensor, TensorDictBase)) or is_tensorclass_type(type(value)):
+        return value
+    if isinstance(value, (bool, int, float, complex, np.ndarray, np.generic)):
+        return torch.as_tensor(value)
+    raise FieldTypeError(
+        f"{spec.cls.__name__}.{name}: got {type(value).__name__} {_describe(value)}, but the class "
+        "is tensor_only: every field holds a tensor, a tensordict or a tensorclass (numbers and "
+        "numpy arrays are converted). Convert the value, or drop tensor_only to store python "
+        "objects as NonTensorData."
+    )
 
 
 def _autocast(spec: ClassSpec, name: str, value: Any, batch_size: torch.Size, device: Any) -> Any:

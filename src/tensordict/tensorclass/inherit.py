@@ -1,0 +1,87 @@
+"""``TensorClass``: the inheritance-based spelling of ``@tensorclass``.
+
+``class Sample(TensorClass): ...`` builds ``Sample`` exactly as ``@tensorclass`` would (the same
+:class:`~tensordict.tensorclass.builder.ClassBuilder`), when the class statement ends. Options
+come as class keywords (``class Sample(TensorClass, nocast=True)``) or subscripts
+(``TensorClass["nocast", "frozen"]``); subclasses inherit them and may override them.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, ClassVar
+
+from tensordict.errors import TensorclassDefinitionError
+from tensordict.tensorclass.builder import ClassBuilder
+
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # pragma: no cover - python 3.10
+    from typing_extensions import dataclass_transform
+
+__all__ = ["TensorClass"]
+
+OPTIONS = ("autocast", "frozen", "nocast", "shadow", "tensor_only")
+
+
+@dataclass_transform()
+class TensorClass:
+    """Subclass it to declare a tensorclass; the subclass is built as ``@tensorclass`` builds.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorClass
+        >>> class Sample(TensorClass):
+        ...     obs: torch.Tensor
+        ...     label: str = "none"
+        >>> s = Sample(obs=torch.zeros(4, 3), batch_size=[4])
+        >>> type(s[1:3]).__name__, s[1:3].obs.shape
+        ('Sample', torch.Size([2, 3]))
+        >>> class Count(TensorClass["nocast", "frozen"]):  # or TensorClass, nocast=True, ...
+        ...     n: int
+        >>> Count(n=3).n
+        3
+    """
+
+    #: options of this class and its subclasses (set by ``TensorClass[...]`` and class keywords)
+    _tensorclass_options: ClassVar[dict[str, bool]] = {}
+    #: True on the option-carrying bases ``TensorClass[...]`` makes (they are not built)
+    _options_base: ClassVar[bool] = True
+
+    def __class_getitem__(cls, item: str | tuple[str, ...]) -> type:
+        names = (item,) if isinstance(item, str) else tuple(item)
+        unknown = [n for n in names if n not in OPTIONS]
+        if unknown or not names:
+            raise TensorclassDefinitionError(
+                f"TensorClass[...] takes option names among {list(OPTIONS)}, got "
+                f"{list(names)}. Write e.g. TensorClass['nocast', 'frozen']."
+            )
+        options = {**cls._tensorclass_options, **dict.fromkeys(names, True)}
+        name = f"TensorClass[{', '.join(repr(n) for n in names)}]"
+        return type(
+            name,
+            (cls,),
+            {
+                "_tensorclass_options": options,
+                "_options_base": True,
+                "__module__": __name__,
+                "__qualname__": name,
+            },
+        )
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        options = {k: kwargs.pop(k) for k in OPTIONS if k in kwargs}
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("_options_base", False):
+            return
+        merged = {**cls._tensorclass_options, **{k: bool(v) for k, v in options.items()}}
+        cls._tensorclass_options = merged
+        cls._options_base = False
+        ClassBuilder(
+            cls,
+            autocast=merged.get("autocast", False),
+            frozen=merged.get("frozen", False),
+            nocast=merged.get("nocast", False),
+            shadow=merged.get("shadow", False),
+            tensor_only=merged.get("tensor_only", False),
+        ).build()

@@ -1,0 +1,93 @@
+"""``TensorClass``: the base-class spelling of ``@tensorclass``, and the ``tensor_only`` option."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from tensordict import TensorClass, TensorDict, tensorclass
+from tensordict.errors import (
+    FieldTypeError,
+    FrozenTensorclassError,
+    TensorclassDefinitionError,
+)
+
+
+class Sample(TensorClass):
+    obs: torch.Tensor
+    label: str = "none"
+
+
+class Counted(Sample, nocast=True):
+    n: int = 0
+
+
+class Frozen(TensorClass["frozen"]):
+    x: torch.Tensor
+
+
+class Dense(TensorClass["tensor_only"]):
+    x: torch.Tensor
+    y: torch.Tensor | None = None
+
+
+def test_a_subclass_is_a_full_tensorclass(tmp_path) -> None:
+    s = Sample(obs=torch.arange(6.0).reshape(3, 2), label="cat", batch_size=[3])
+    assert isinstance(s, TensorClass) and type(s[1:]) is Sample and s[1:].label == "cat"
+    assert type(torch.stack([s, s])) is Sample and torch.stack([s, s]).batch_size == (2, 3)
+    assert torch.equal(pickle.loads(pickle.dumps(s)).obs, s.obs)
+    s.memmap_(tmp_path)
+    loaded = TensorDict.load_memmap(tmp_path)
+    assert type(loaded) is Sample and torch.equal(loaded.obs, s.obs)
+
+
+def test_options_by_keyword_are_inherited_with_the_fields() -> None:
+    c = Counted(obs=torch.zeros(2), n=3, batch_size=[2])
+    assert c.n == 3 and isinstance(c.n, int) and c.label == "none"
+    with pytest.raises(FieldTypeError):
+        Counted(obs=torch.zeros(2), n="three", batch_size=[2])
+    assert Sample._tensorclass_options == {} and Counted._tensorclass_options == {"nocast": True}
+
+
+def test_options_by_subscript() -> None:
+    f = Frozen(x=torch.zeros(2), batch_size=[2])
+    with pytest.raises(FrozenTensorclassError):
+        f.x = torch.ones(2)
+    assert f.is_locked
+
+
+def test_unknown_or_contradictory_options_are_refused() -> None:
+    with pytest.raises(TensorclassDefinitionError, match="'nope'"):
+        TensorClass["nope"]
+    with pytest.raises(TensorclassDefinitionError, match="exclusive"):
+
+        class Both(TensorClass["autocast", "nocast"]):
+            x: int
+
+
+def test_tensor_only_converts_numbers_and_refuses_python_objects() -> None:
+    d = Dense(x=3, y=np.ones(2), batch_size=[])
+    assert torch.equal(d.x, torch.tensor(3))
+    assert torch.equal(d.y, torch.ones(2, dtype=torch.float64))
+    with pytest.raises(FieldTypeError, match="tensor_only"):
+        Dense(x="three", batch_size=[])
+    d.y = None  # unset stays allowed
+    assert d.y is None
+    with pytest.raises(FieldTypeError, match="tensor_only"):
+        d.x = object()
+    assert torch.equal(d.x, torch.tensor(3))
+
+
+def test_tensor_only_through_the_decorator() -> None:
+    @tensorclass(tensor_only=True)
+    class Point:
+        xy: torch.Tensor
+
+    assert torch.equal(Point(xy=1.5, batch_size=[]).xy, torch.tensor(1.5))
+    with pytest.raises(FieldTypeError):
+        Point(xy="a", batch_size=[])
+    with pytest.raises(TensorclassDefinitionError, match="tensor_only is exclusive with nocast"):
+        tensorclass(nocast=True, tensor_only=True)(type("P", (), {"__annotations__": {"x": int}}))
