@@ -1,10 +1,11 @@
 """Peak private memory of map_iter feeding a slow consumer, measured in a fresh process.
 
-``python -m benchmarks.slow_consumer TOTAL PART`` runs the transform (``y = 2 * x``, 16 MiB
-results) over the first PART bytes of the cached TOTAL-byte dataset, spending 50 ms on each
-16 MiB result, and prints one JSON line: the process tree's peak private memory (Pss_Anon of the
-tree plus the growth of system-wide Shmem, see ``tensordict.procmem``), its two parts, and the
-baseline before the call (this process with torch imported), all in MiB.
+``python -m benchmarks.slow_consumer TOTAL PART CHUNKSIZE WORKERS`` runs the transform
+(``y = 2 * x``; 16 MiB results with CHUNKSIZE=16384) with WORKERS workers over the first PART
+bytes of the cached TOTAL-byte dataset, spending 50 ms on each result, and prints one JSON
+line: the process tree's peak private memory (Pss_Anon of the tree plus the growth of
+system-wide Shmem, see ``tensordict.procmem``), its two parts, and the baseline before the call
+(this process with torch imported), all in MiB.
 
 A fresh process gives every size the same baseline: the benchmark process itself carries
 whatever the earlier workloads left in its heap.
@@ -74,6 +75,11 @@ def in_fresh_process(total: int, part: int, chunksize: int, workers: int) -> dic
 
 
 def main(argv: list[str]) -> None:
+    if len(argv) != 4:
+        raise SystemExit(
+            f"usage: python -m benchmarks.slow_consumer TOTAL PART CHUNKSIZE WORKERS (bytes, "
+            f"bytes, rows, processes), e.g. 4294967296 1073741824 16384 2; got {argv}"
+        )
     total, part, chunksize, workers = (int(a) for a in argv)
     torch.set_num_threads(1)
     td = cached(total)[: part // ROW_BYTES]
