@@ -235,3 +235,57 @@ def test_lazy_stack_members_and_tensorclass_fields_follow_the_graph() -> None:
         h.inner.unlock_()
     h.unlock_()
     assert not h.inner.is_locked
+
+
+def test_slices_of_a_locked_lazy_stack_do_not_pile_up_as_holders() -> None:
+    from tensordict import LazyStackedTensorDict
+
+    members = [make() for _ in range(3)]
+    stack = LazyStackedTensorDict(*members).lock_()
+    kept = stack[0:2]  # a slice the user keeps: locked, sharing the members
+    for _ in range(100):
+        stack[0:2]
+    assert kept.is_locked
+    assert len(members[0]._lock_parents or []) == 1
+    stack.unlock_()
+    assert not any(m.is_locked for m in members)
+
+
+def test_dead_holders_are_dropped_when_a_new_one_registers() -> None:
+    child = TensorDict({"c": torch.ones(2)}, [2])
+    for _ in range(50):
+        TensorDict({"n": child}, [2], lock=True)  # temporaries
+    TensorDict({"n": child}, [2], lock=True)
+    assert len(child._lock_parents or []) <= 2
+
+
+@pytest.mark.parametrize("start_locked", [True, False])
+def test_lock_and_unlock_contexts_restore_the_previous_state(start_locked: bool) -> None:
+    td = make()
+    if start_locked:
+        td.lock_()
+    with td.lock_():
+        assert td.is_locked
+    assert td.is_locked == start_locked
+    with td.unlock_():
+        assert not td.is_locked
+    assert td.is_locked == start_locked
+
+
+def test_locking_a_held_child_in_a_context_is_a_no_op_that_keeps_errors() -> None:
+    root = locked()
+    with pytest.raises(KeyError, match="original"), root["b"].lock_():
+        raise KeyError("original")
+    assert root["b"].is_locked
+
+
+def test_tensorclass_fields_are_held_after_a_pickle_round_trip() -> None:
+    import pickle
+
+    from tests.tensorclass.classes import Sample
+
+    td = TensorDict({"tc": Sample(obs=torch.zeros(2), batch_size=[2])}, [2]).lock_()
+    copy = pickle.loads(pickle.dumps(td))
+    assert copy.is_locked
+    with pytest.raises(LockedError):
+        copy["tc"].unlock_()

@@ -9,10 +9,11 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
-from tensordict import TensorDict
+from tensordict import LazyStackedTensorDict, TensorDict
 from tensordict.errors import BatchSizeError, DTypeCastError, ShapeMismatchError
 
 
@@ -222,11 +223,42 @@ def test_inplace_op_whose_dtype_cannot_be_stored_changes_nothing() -> None:
     assert torch.equal(td["n", "i"], torch.ones(3, dtype=torch.long))
 
 
-def test_apply__with_a_misfit_result_writes_nothing() -> None:
+def test_apply__writes_as_it_goes_and_update_of_apply_is_all_or_nothing() -> None:
+    def misfit(x: torch.Tensor) -> torch.Tensor:
+        return torch.ones(4) if x.shape == (3,) and x.is_floating_point() else x + 1
+
     td = mixed()
-    with pytest.raises(ShapeMismatchError, match=r"apply_.*'z'.*Nothing was written"):
-        td.apply_(lambda x: torch.ones(4) if x.shape == (3,) and x.is_floating_point() else x + 1)
+    with pytest.raises(RuntimeError):  # torch refuses to copy [4] into [3]
+        td.apply_(misfit)
+    assert td["f"].sum() == 6  # written before "z" failed: one result in memory at a time
+    td = mixed()
+    with pytest.raises(ShapeMismatchError, match="'z'"):
+        td.update_(td.apply(misfit))  # the all-or-nothing spelling the docstring gives
     assert (td == mixed()).all()
+
+
+def test_inplace_op_checks_numpy_scalars_too() -> None:
+    td = mixed()
+    with pytest.raises(DTypeCastError):
+        td += np.float32(0.5)
+    assert (td == mixed()).all()
+    td *= np.int64(2)
+    assert (td == mixed()).all()
+
+
+def test_inplace_ops_on_a_lazy_stack_of_different_shapes() -> None:
+    lz = LazyStackedTensorDict(TensorDict({"x": torch.zeros(3)}), TensorDict({"x": torch.zeros(4)}))
+    lz += 1
+    lz.add_(1)
+    assert [m["x"].tolist() for m in lz.tensordicts] == [[2.0] * 3, [2.0] * 4]
+    other = LazyStackedTensorDict(
+        TensorDict({"x": torch.zeros(3)}), TensorDict({"x": torch.zeros(5)})
+    )
+    with pytest.raises(ShapeMismatchError):
+        lz += other  # the second member does not fit: the first is left as it was
+    assert lz.tensordicts[0]["x"].tolist() == [2.0] * 3
+    lz.named_apply(lambda key, x: x.add_(1), inplace=True)
+    assert lz.tensordicts[1]["x"].tolist() == [3.0] * 4
 
 
 def test_named_inplace_methods() -> None:

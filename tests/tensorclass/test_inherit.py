@@ -91,3 +91,14 @@ def test_tensor_only_through_the_decorator() -> None:
         Point(xy="a", batch_size=[])
     with pytest.raises(TensorclassDefinitionError, match="tensor_only is exclusive with nocast"):
         tensorclass(nocast=True, tensor_only=True)(type("P", (), {"__annotations__": {"x": int}}))
+
+
+def test_tensor_only_accepts_dicts_and_number_lists_and_explains_the_rest() -> None:
+    class Nested(TensorClass["tensor_only"]):
+        td: TensorDict
+        v: torch.Tensor
+
+    n = Nested(td={"a": torch.zeros(2)}, v=[1, 2], batch_size=[2])
+    assert isinstance(n.td, TensorDict) and torch.equal(n.v, torch.tensor([1, 2]))
+    with pytest.raises(FieldTypeError, match="does not convert"):
+        Nested(td={}, v=np.array(["a", "b"]), batch_size=[])

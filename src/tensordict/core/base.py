@@ -10,6 +10,7 @@ on core.
 from __future__ import annotations
 
 import builtins
+import gc
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -474,8 +475,9 @@ class TensorDictBase(EntriesMixin, OpsMixin, ShapeMixin, CombineMixin, CastMixin
             >>> td.is_locked
             True
         """
+        was_locked = self.is_locked
         self._set_locked(True)
-        self._last_op = "lock_"
+        self._last_op = ("lock_", was_locked)
         return self
 
     def unlock_(self: T) -> T:
@@ -495,9 +497,10 @@ class TensorDictBase(EntriesMixin, OpsMixin, ShapeMixin, CombineMixin, CastMixin
             >>> td.unlock_()["n"].is_locked
             False
         """
+        was_locked = self.is_locked
         self._check_unlockable()
         self._set_locked(False)
-        self._last_op = "unlock_"
+        self._last_op = ("unlock_", was_locked)
         return self
 
     def _set_locked(self, value: bool, parent: TensorDictBase | None = None) -> None:
@@ -509,9 +512,17 @@ class TensorDictBase(EntriesMixin, OpsMixin, ShapeMixin, CombineMixin, CastMixin
     def _add_lock_parent(self, parent: TensorDictBase) -> None:
         refs = getattr(self, "_lock_parents", None)
         if refs is None:
-            refs = self._lock_parents = []
-        if not any(r() is parent for r in refs):
-            refs.append(weakref.ref(parent))
+            self._lock_parents = [weakref.ref(parent)]
+            return
+        live = []
+        for r in refs:  # drop parents that are gone or unlocked: the list stays short
+            p = r()
+            if p is parent:
+                return
+            if p is not None and p.is_locked:
+                live.append(r)
+        live.append(weakref.ref(parent))
+        self._lock_parents = live
 
     def _locked_parents(self) -> list[TensorDictBase]:
         refs = getattr(self, "_lock_parents", None)
@@ -532,6 +543,11 @@ class TensorDictBase(EntriesMixin, OpsMixin, ShapeMixin, CombineMixin, CastMixin
     def _check_unlockable(self) -> None:
         parents = self._locked_parents()
         if parents:
+            # a parent only kept alive by a reference cycle does not count (as upstream)
+            del parents
+            gc.collect()
+            parents = self._locked_parents()
+        if parents:
             raise LockedError(
                 "cannot unlock a tensordict held by a locked tensordict "
                 f"(batch_size={list(parents[0].batch_size)}): unlock the root tensordict instead "
@@ -544,17 +560,22 @@ class TensorDictBase(EntriesMixin, OpsMixin, ShapeMixin, CombineMixin, CastMixin
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        """Leaving ``with td.lock_():`` / ``with td.unlock_():`` restores the state before it."""
         last = self._context_ops().pop()
-        if last == "unlock_":
+        if last is None:
+            return
+        was_locked = last[1]
+        if was_locked and not self.is_locked:
             self._set_locked(True)
-        elif last == "lock_":
-            self._check_unlockable()
+        elif not was_locked and self.is_locked and not self._locked_parents():
+            # (a locked parent that took hold of us inside the block keeps us locked: raising
+            # here would hide the block's own exception)
             self._set_locked(False)
 
-    def _context_ops(self) -> list[str | None]:
+    def _context_ops(self) -> list[tuple[str, bool] | None]:
         raise NotImplementedError
 
-    _last_op: str | None
+    _last_op: tuple[str, bool] | None
 
     # ================================================================== shared memory
     def share_memory_(self: T) -> T:

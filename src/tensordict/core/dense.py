@@ -81,8 +81,8 @@ class TensorDict(TensorDictBase):
         self._lock_parents = None
         self._is_memmap = False
         self._memmap_prefix: str | None = None
-        self._last_op: str | None = None
-        self._context: list[str | None] | None = None
+        self._last_op: tuple[str, bool] | None = None
+        self._context: list[tuple[str, bool] | None] | None = None
         if source is None:
             source = kwargs
         elif kwargs:
@@ -142,6 +142,8 @@ class TensorDict(TensorDictBase):
         self._context = None
         if lock:
             for value in source.values():
+                if getattr(type(value), "_is_tensorclass", False):
+                    value = value._tensordict
                 if isinstance(value, TensorDictBase):
                     value._set_locked(True, self)
         return self
@@ -167,8 +169,10 @@ class TensorDict(TensorDictBase):
     def _set_str(self, key: str, value: Any, *, validated: bool) -> None:
         if not validated:
             value = self._convert(key, value, self._batch_size)
-        if self._is_locked and isinstance(value, TensorDictBase):
-            value._set_locked(True, self)
+        if self._is_locked:
+            inner = value._tensordict if getattr(type(value), "_is_tensorclass", False) else value
+            if isinstance(inner, TensorDictBase):
+                inner._set_locked(True, self)
         self._tensordict[key] = value
 
     def _del_str(self, key: str) -> None:
@@ -188,7 +192,7 @@ class TensorDict(TensorDictBase):
             else:
                 child._release_lock(self)
 
-    def _context_ops(self) -> list[str | None]:
+    def _context_ops(self) -> list[tuple[str, bool] | None]:
         if self._context is None:
             self._context = []
         return self._context

@@ -103,8 +103,8 @@ class LazyStackedTensorDict(TensorDictBase):
         self.stack_dim = normalize_dim(stack_dim, len(ref), ref, "lazy_stack", extra=1)
         self.tensordicts: list[Any] = members
         self._is_locked = False
-        self._last_op: str | None = None
-        self._context: list[str | None] | None = None
+        self._last_op: tuple[str, bool] | None = None
+        self._context: list[tuple[str, bool] | None] | None = None
         if device is not None:
             self.tensordicts = [m.to(device) for m in members]
 
@@ -167,7 +167,7 @@ class LazyStackedTensorDict(TensorDictBase):
             else:
                 m._release_lock(self)
 
-    def _context_ops(self) -> list[str | None]:
+    def _context_ops(self) -> list[tuple[str, bool] | None]:
         if self._context is None:
             self._context = []
         return self._context
@@ -321,7 +321,12 @@ class LazyStackedTensorDict(TensorDictBase):
         pos = min(stack_pos, len(new_members[0].batch_size))
         out = LazyStackedTensorDict(*new_members, stack_dim=pos)
         if self._is_locked:
-            out._set_locked(True)
+            if rest:
+                out._set_locked(True)  # new member views: this stack is their only holder
+            else:
+                # the members are ours, already locked under us: a slice (often a temporary)
+                # must not become one more holder that keeps them locked after unlock_()
+                out._is_locked = True
         return out
 
     def _stage_setitem_index(self, index: Any, value: Any) -> list[Any]:
@@ -406,7 +411,7 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def _apply_leaves(self, fn: Any, *others: Any, **kwargs: Any) -> Any:
         batch_size = kwargs.get("batch_size")
-        if batch_size is not None or kwargs.get("named"):
+        if batch_size is not None:
             return self.to_tensordict()._apply_leaves(fn, *others, **kwargs)
         split_others = [
             o.unbind(self.stack_dim)

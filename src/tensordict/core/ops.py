@@ -13,6 +13,7 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import numpy as np
 import torch
 
 from tensordict.core.collection import TensorCollection
@@ -70,20 +71,6 @@ def _leaf_keys(td: Any) -> set[Any]:
     return set(td.keys(include_nested=True, leaves_only=True))
 
 
-def _write_results(writes: list[tuple[tuple[str, ...], torch.Tensor, Any]]) -> None:
-    """Copy in-place results into their leaves, after checking that every one of them fits."""
-    for path, value, result in writes:
-        shape = result.shape if isinstance(result, torch.Tensor) else ()
-        if not broadcasts_to(shape, value.shape):
-            raise ShapeMismatchError(
-                f"apply_: fn returned shape {list(shape)} for {_key_str(path)} of shape "
-                f"{list(value.shape)}; an in-place result must broadcast to its entry. Nothing "
-                "was written. Use apply() to build a new tensordict instead."
-            )
-    for _, value, result in writes:
-        value.copy_(result)
-
-
 def _key_str(path: tuple[str, ...]) -> str:
     return repr(path[0]) if len(path) == 1 else repr(path)
 
@@ -106,6 +93,8 @@ class _InplaceCheck:
                 f"has shape {list(shape)}, which does not broadcast to {list(x.shape)}. Nothing "
                 "was changed."
             )
+        if isinstance(y, np.generic):
+            y = y.item()
         if isinstance(y, (torch.Tensor, bool, int, float, complex)):
             result = torch.result_type(x, y)
             if self.op is operator.itruediv and not (result.is_floating_point or result.is_complex):
@@ -140,15 +129,9 @@ class OpsMixin(TensorCollection):
         prefix: tuple[str, ...] = (),
         keep_non_tensor_copy: bool = False,
         non_tensor_fn: Callable[..., Any] | None = None,
-        _writes: list[tuple[tuple[str, ...], torch.Tensor, Any]] | None = None,
     ) -> Any:
         new_bs = self.batch_size if batch_size is None else torch.Size(batch_size)
         out: dict[str, Any] = {}
-        top = inplace and _writes is None
-        if top:
-            # in place, results are written only once all of them are known to fit: an error
-            # leaves every leaf as it was
-            _writes = []
         for key, value in self._own_items():
             theirs = [_other_value(o, key, default, prefix) for o in others]
             if isinstance(value, torch.Tensor):
@@ -160,9 +143,10 @@ class OpsMixin(TensorCollection):
                 if result is None:
                     continue
                 if inplace:
+                    # written at once: memory stays at one result, even for a memory-mapped
+                    # tensordict larger than RAM (operators check every leaf beforehand)
                     if result is not value:
-                        assert _writes is not None
-                        _writes.append((prefix + (key,), value, result))
+                        value.copy_(result)
                     continue
                 out[key] = result
             elif isinstance(value, (NonTensorData, NonTensorStack)):
@@ -189,14 +173,10 @@ class OpsMixin(TensorCollection):
                     prefix=prefix + (key,),
                     keep_non_tensor_copy=keep_non_tensor_copy,
                     non_tensor_fn=non_tensor_fn,
-                    _writes=_writes,
                 )
                 if inplace or (filter_empty and _is_empty(result)):
                     continue
                 out[key] = result
-        if top:
-            assert _writes is not None
-            _write_results(_writes)
         if inplace:
             return self
         return self._build_result(out, new_bs, batch_size, device, names)
@@ -282,7 +262,13 @@ class OpsMixin(TensorCollection):
         )
 
     def apply_(self: T, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> T:
-        """Apply ``fn`` and write the results in place."""
+        """Apply ``fn`` and write each result in place as soon as it is computed.
+
+        Memory stays at one result at a time (a memory-mapped tensordict larger than RAM works),
+        so if ``fn`` raises, or returns a result that does not broadcast to its entry, the entries
+        before it are already written. For all or nothing, build the results first:
+        ``td.update_(td.apply(fn))``.
+        """
         return self._apply_leaves(fn, *others, inplace=True, **kwargs)  # type: ignore[no-any-return]
 
     # ================================================================== binary operators

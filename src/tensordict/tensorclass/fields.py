@@ -227,15 +227,22 @@ def _nocast(spec: ClassSpec, name: str, value: Any) -> Any:
 
 
 def _tensor_only(spec: ClassSpec, name: str, value: Any) -> Any:
-    if isinstance(value, (torch.Tensor, TensorDictBase)) or is_tensorclass_type(type(value)):
-        return value
-    if isinstance(value, (bool, int, float, complex, np.ndarray, np.generic)):
-        return torch.as_tensor(value)
+    if isinstance(value, (torch.Tensor, TensorDictBase, Mapping)) or is_tensorclass_type(
+        type(value)
+    ):
+        return value  # (a dict becomes a TensorDict when stored)
+    if isinstance(value, (bool, int, float, complex, np.ndarray, np.generic, list, tuple)):
+        try:
+            return torch.as_tensor(value)
+        except (TypeError, ValueError, RuntimeError) as err:
+            reason = f"it does not convert to a tensor ({err})"
+    else:
+        reason = "python objects are not stored"
     raise FieldTypeError(
         f"{spec.cls.__name__}.{name}: got {type(value).__name__} {_describe(value)}, but the class "
-        "is tensor_only: every field holds a tensor, a tensordict or a tensorclass (numbers and "
-        "numpy arrays are converted). Convert the value, or drop tensor_only to store python "
-        "objects as NonTensorData."
+        f"is tensor_only and {reason}: every field holds a tensor, a tensordict or a tensorclass "
+        "(numbers, lists of numbers and numpy arrays are converted). Convert the value, or drop "
+        "tensor_only to store python objects as NonTensorData."
     )
 
 
