@@ -30,6 +30,7 @@ from tensordict.core.keys import (
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
 from tensordict.core.ops import CastMixin, OpsMixin
 from tensordict.core.shape import ShapeMixin
+from tensordict.core.tensor_methods import TensorMethodsMixin
 from tensordict.errors import (
     BatchSizeError,
     LockedError,
@@ -71,7 +72,9 @@ def as_size(batch_size: Any) -> torch.Size:
     return size
 
 
-class TensorDictBase(EntriesMixin, OpsMixin, ShapeMixin, CombineMixin, CastMixin):
+class TensorDictBase(
+    EntriesMixin, OpsMixin, ShapeMixin, CombineMixin, CastMixin, TensorMethodsMixin
+):
     """The behaviour shared by every tensordict class.
 
     Not instantiated directly: use :class:`~tensordict.TensorDict` or

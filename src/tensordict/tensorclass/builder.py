@@ -192,7 +192,9 @@ class ClassBuilder:
                     f"constructor keywords {list(construct.CONTROL_KEYWORDS)}, the storage "
                     "attributes and the class flags. Rename the field."
                 )
-            if not spec.shadow and (name in API_NAMES or hasattr(TensorDict, name)):
+            # ("data" is allowed as upstream allows it: the field wins over TensorDict.data)
+            hidden = name in API_NAMES or hasattr(TensorDict, name)
+            if not spec.shadow and name != "data" and hidden:
                 raise TensorclassDefinitionError(
                     f"{cls.__name__}: the field {name!r} would hide the tensordict attribute "
                     f"{name!r}. Rename the field, or pass @tensorclass(shadow=True) to let the "

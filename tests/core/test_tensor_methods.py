@@ -1,0 +1,127 @@
+"""Masks, where, scans, autograd helpers, new_* and introspection (core/tensor_methods.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tensordict import LazyStackedTensorDict, TensorDict, tensorclass
+from tensordict.errors import BatchSizeError
+
+
+def make() -> TensorDict:
+    return TensorDict(
+        {"a": torch.arange(6.0).reshape(3, 2), "n": {"i": torch.arange(3)}}, batch_size=[3]
+    )
+
+
+MASK = torch.tensor([True, False, True])
+
+
+def test_masked_fill_writes_where_the_batch_mask_is_true() -> None:
+    td = make()
+    out = td.masked_fill(MASK, -1)
+    assert out["a"].tolist() == [[-1, -1], [2, 3], [-1, -1]]
+    assert out["n", "i"].tolist() == [-1, 1, -1]
+    assert td["a"][0, 0] == 0  # the copy, not the source
+    assert td.masked_fill_(MASK, 7) is td and td["n", "i"].tolist() == [7, 1, 7]
+
+
+def test_masked_fill_refuses_a_mask_that_is_not_batch_shaped() -> None:
+    td = make()
+    with pytest.raises(BatchSizeError, match=r"leading batch dims \[3\]"):
+        td.masked_fill_(torch.tensor([True, False]), 0)
+    with pytest.raises(BatchSizeError):
+        td.masked_fill_(torch.tensor([1, 0, 1]), 0)  # not bool
+    assert (td == make()).all()
+
+
+def test_masked_select_is_boolean_indexing() -> None:
+    td = make()
+    out = td.masked_select(MASK)
+    assert out.batch_size == (2,) and torch.equal(out["a"], td["a"][MASK])
+
+
+def test_where_with_a_number_and_with_a_tensordict() -> None:
+    td = make()
+    assert td.where(MASK, 0)["a"][:, 0].tolist() == [0, 0, 4]
+    other = td * 10
+    picked = td.where(MASK, other)
+    assert picked["n", "i"].tolist() == [0, 10, 2]
+    out = td.clone()
+    assert td.where(~MASK, other, out=out) is out and out["n", "i"].tolist() == [0, 1, 20]
+    with pytest.raises(BatchSizeError):
+        td.where(torch.tensor([True]), 0)
+
+
+def test_where_on_a_lazy_stack() -> None:
+    lz = LazyStackedTensorDict(
+        TensorDict({"x": torch.ones(2)}, [2]), TensorDict({"x": torch.ones(2)}, [2])
+    )
+    out = lz.where(torch.tensor([[True, False], [False, True]]), 0)
+    assert out["x"].tolist() == [[1, 0], [0, 1]]
+
+
+def test_cumsum_and_softmax_run_along_a_batch_dim() -> None:
+    td = make()
+    assert td.cumsum(0)["n", "i"].tolist() == [0, 1, 3]
+    assert torch.allclose(td.float().softmax(0)["a"].sum(0), torch.ones(2))
+    with pytest.raises(BatchSizeError, match="dim=1"):
+        td.cumsum(1)  # a feature dim of "a", not a batch dim
+
+
+def test_clamp_min_and_max() -> None:
+    td = make()
+    assert td.clamp_min(2)["n", "i"].tolist() == [2, 2, 2]
+    assert td.clamp_max(1)["n", "i"].tolist() == [0, 1, 1]
+
+
+def test_autograd_helpers() -> None:
+    td = TensorDict({"w": torch.ones(2), "b": torch.zeros(2)}, [2])
+    assert not td.requires_grad
+    td.requires_grad_()
+    assert td.requires_grad and all(t.requires_grad for t in td.values())
+    (td["w"] * 2 + td["b"]).sum().backward()
+    assert td["w"].grad.tolist() == [2.0, 2.0]
+    assert not td.data.requires_grad and td.data["w"].data_ptr() == td["w"].data_ptr()
+    td.zero_grad(set_to_none=False)
+    assert td["w"].grad.tolist() == [0.0, 0.0]
+    td.zero_grad()
+    assert td["w"].grad is None
+
+
+def test_new_constructors_keep_keys_dtypes_and_trailing_shapes() -> None:
+    td = make()
+    z = td.new_zeros(5)
+    assert z.batch_size == (5,) and z["a"].shape == (5, 2) and z["n", "i"].dtype == torch.long
+    assert td.new_ones(2, 4)["a"].shape == (2, 4, 2)
+    assert td.new_full([2], 3.0)["n", "i"].tolist() == [3, 3]
+    assert td.new_empty((1,), dtype=torch.float64)["n", "i"].dtype == torch.float64
+
+
+def test_introspection() -> None:
+    td = make()
+    assert td.dtype is None and td.select("a").dtype == torch.float32
+    assert td.entry_class("n") is TensorDict and td.entry_class("a") is torch.Tensor
+    assert (
+        td.is_contiguous() and not td.apply(lambda x: x.t() if x.ndim == 2 else x).is_contiguous()
+    )
+    assert td.param_count() == 9 and td.bytes() == 6 * 4 + 3 * 8
+    t = torch.zeros(4)
+    shared = TensorDict({"x": t, "y": t}, [4])
+    assert shared.bytes() == 16 and shared.bytes(count_duplicates=True) == 32
+
+
+@tensorclass
+class Item:
+    data: torch.Tensor  # "data" is a field name tensorclasses may use, as upstream
+    label: torch.Tensor
+
+
+def test_tensorclasses_answer_the_new_methods() -> None:
+    item = Item(data=torch.arange(3.0), label=torch.zeros(3), batch_size=[3])
+    assert item.data.tolist() == [0.0, 1.0, 2.0]  # the field, not TensorDict.data
+    filled = item.masked_fill(MASK, 9)
+    assert type(filled) is Item and filled.data.tolist() == [9, 1, 9]
+    assert type(item.new_zeros(2)) is Item and item.dtype == torch.float32
+    assert item.masked_fill_(MASK, 0) is item and item.bytes() == 24
