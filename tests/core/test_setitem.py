@@ -210,3 +210,9 @@ def test_setitem_float_into_integer_leaf_with_advanced_index_casts_all_leaves() 
     td[[0, 2]] = 1.5
     assert td["b", "c"].dtype == torch.int64
     assert td["b", "c"][0].tolist() == [1, 1, 1] and td["a"][0, 0].tolist() == [1.5, 1.5]
+
+
+def test_a_dict_value_with_nested_keys_writes_the_nested_entries() -> None:
+    td = TensorDict({"a": torch.zeros(3), "b": {"c": torch.zeros(3)}}, [3])
+    td[1] = {"a": 1.0, ("b", "c"): 2.0}  # was silently ignored for the nested key
+    assert td["a"].tolist() == [0, 1, 0] and td["b", "c"].tolist() == [0, 2, 0]

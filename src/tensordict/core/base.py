@@ -30,6 +30,7 @@ from tensordict.core.keys import (
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
 from tensordict.core.ops import CastMixin, OpsMixin
 from tensordict.core.shape import ShapeMixin
+from tensordict.core.structure import StructureMixin
 from tensordict.core.tensor_methods import TensorMethodsMixin
 from tensordict.errors import (
     BatchSizeError,
@@ -73,7 +74,13 @@ def as_size(batch_size: Any) -> torch.Size:
 
 
 class TensorDictBase(
-    EntriesMixin, OpsMixin, ShapeMixin, CombineMixin, CastMixin, TensorMethodsMixin
+    EntriesMixin,
+    StructureMixin,
+    OpsMixin,
+    ShapeMixin,
+    CombineMixin,
+    CastMixin,
+    TensorMethodsMixin,
 ):
     """The behaviour shared by every tensordict class.
 

@@ -16,6 +16,7 @@ import torch
 
 from tensordict.core.collection import TensorCollection
 from tensordict.core.indexing import IndexPlan, plan_index
+from tensordict.core.keys import key_path
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.shape import broadcasts_to
 from tensordict.errors import LockedError, ShapeMismatchError
@@ -57,7 +58,26 @@ def _items(value: Any) -> Any:
         value = value._tensordict
     if isinstance(value, TensorCollection):
         return value._own_items()
-    return value.items()
+    return _nest(value).items()
+
+
+def _nest(mapping: Mapping[Any, Any]) -> dict[str, Any]:
+    """A mapping whose nested keys (``("b", "c")``) become nested dicts, as ``set`` reads them."""
+    if all(k.__class__ is str for k in mapping):
+        return dict(mapping)
+    out: dict[str, Any] = {}
+    for key, v in mapping.items():
+        path = key_path(key)
+        node = out
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ShapeMismatchError(
+                    f"the value gives both an entry {part!r} and entries nested under it "
+                    f"({key!r}): give one or the other."
+                )
+        node[path[-1]] = v
+    return out
 
 
 def _stage_mapping(

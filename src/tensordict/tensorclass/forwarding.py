@@ -61,7 +61,7 @@ FORWARDED: dict[Kind, tuple[str, ...]] = {
         *("isfinite", "isnan", "isinf", "logical_not"),
         *("sum", "nansum", "mean", "nanmean", "prod", "max", "min", "std", "var", "all", "any"),
         *("masked_fill", "masked_select", "where", "cumsum", "softmax", "clamp_min", "clamp_max"),
-        *("new_zeros", "new_ones", "new_empty", "new_full"),
+        *("new_zeros", "new_ones", "new_empty", "new_full", "replace", "split_keys"),
         *(f"__{op}__" for op in _ARITHMETIC),
         *(f"__r{op}__" for op in ("add", "sub", "mul", "truediv", "pow")),
         *("__xor__", "__neg__", "__abs__", "__invert__"),
@@ -76,12 +76,14 @@ FORWARDED: dict[Kind, tuple[str, ...]] = {
         *("add_", "sub_", "mul_", "div_", "pow_", "abs_", "neg_", "exp_", "sqrt_", "clamp_"),
         *("__iadd__", "__isub__", "__imul__", "__itruediv__", "__ipow__"),
         *("masked_fill_", "requires_grad_", "zero_grad"),
+        *("clear", "create_nested", "update_at_", "set_non_tensor"),
     ),
     Kind.PLAIN: (
         *("keys", "values", "items", "sorted_keys", "numel", "size", "dim", "ndimension"),
         *("is_empty", "is_memmap", "is_shared", "get_at", "setdefault", "pop"),
         *("make_memmap", "make_memmap_from_tensor", "__contains__", "__delitem__", "__bool__"),
         *("entry_class", "is_contiguous", "param_count", "bytes"),
+        *("popitem", "get_non_tensor", "non_tensor_items", "tolist"),
         "__exit__",
     ),
     Kind.BORROW: (

@@ -1,0 +1,206 @@
+"""Whole-structure edits upstream code uses: ``clear``, ``popitem``, ``create_nested``,
+``split_keys``, ``replace``, ``update_at_``, non-tensor accessors and ``tolist``.
+
+Each is written on the entry primitives of ``entries`` (``set`` / ``del_`` / ``select`` /
+indexed assignment), so the lock rules and the validate-then-write guarantee carry over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
+
+from tensordict.core.collection import TensorCollection
+from tensordict.core.keys import NestedKey, key_path, unravel_key
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
+from tensordict.errors import LockedError, TensorDictKeyError
+
+__all__ = ["StructureMixin"]
+
+T = TypeVar("T", bound="StructureMixin")
+_MISSING: Any = object()
+
+
+def _locked(what: str) -> LockedError:
+    from tensordict.core.entries import locked_message
+
+    return LockedError(locked_message(what))
+
+
+class StructureMixin(TensorCollection):
+    """Whole-structure edits on top of the entry primitives."""
+
+    __slots__ = ()
+
+    def clear(self: T) -> T:
+        """Remove every entry (not allowed on a locked tensordict)."""
+        if self.is_locked:
+            raise _locked("clear the tensordict")
+        for key in list(self._own_keys()):
+            self._del_str(key)
+        return self
+
+    def popitem(self) -> tuple[str, Any]:
+        """Remove the last inserted top-level entry and return ``(key, value)``.
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(1), "b": torch.ones(1)}, [1])
+            >>> td.popitem()[0], list(td.keys())
+            ('b', ['a'])
+        """
+        keys = self._own_keys()
+        if not keys:
+            raise TensorDictKeyError("popitem(): the tensordict is empty.")
+        td: Any = self
+        return keys[-1], td.pop(keys[-1])
+
+    def create_nested(self: T, key: NestedKey) -> T:
+        """Set an empty tensordict with this one's batch size (and names) under ``key``."""
+        td: Any = self
+        path = key_path(key)
+        parent = td._parent_for_write(path, create=True) if len(path) > 1 else td
+        nested = parent._new_dense({}, parent.batch_size, parent._names_or_none())
+        td.set(key, nested)
+        return self
+
+    def split_keys(
+        self,
+        *key_sets: Iterable[NestedKey],
+        inplace: bool = False,
+        default: Any = _MISSING,
+        strict: bool = True,
+    ) -> tuple[Any, ...]:
+        """One tensordict per set of keys, plus one with the remaining keys.
+
+        With ``inplace=True`` the selected keys are removed from this tensordict, which is
+        returned last. A missing key raises unless ``strict=False`` (skipped) or a ``default`` is
+        given (filled in).
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(2), "b": torch.ones(2), "c": torch.ones(2)}, [2])
+            >>> obs, rest = td.split_keys(["a", "b"])
+            >>> list(obs.keys()), list(rest.keys())
+            (['a', 'b'], ['c'])
+        """
+        td: Any = self
+        parts = []
+        taken: list[NestedKey] = []
+        for keys in key_sets:
+            keys = [keys] if isinstance(keys, (str, tuple)) else list(keys)
+            present = [k for k in keys if td.get(k, _MISSING) is not _MISSING]
+            if strict and default is _MISSING and len(present) < len(keys):
+                missing = [k for k in keys if k not in present]
+                raise td._missing_key(unravel_key(missing[0]))
+            part = td.select(*present)
+            if default is not _MISSING:
+                for k in keys:
+                    if k not in present:
+                        part.set(k, default)
+            parts.append(part)
+            taken += present
+        if inplace:
+            for k in taken:
+                td.del_(k)
+            return (*parts, self)
+        return (*parts, td.exclude(*taken))
+
+    def replace(self: T, *args: Mapping[str, Any], **kwargs: Any) -> T:
+        """A shallow copy with some entries replaced (a mapping and/or keyword arguments)."""
+        if len(args) > 1:
+            raise TypeError(
+                f"replace() takes at most one mapping (plus keyword arguments), got {len(args)}."
+            )
+        td: Any = self
+        out = td.copy()
+        if args:
+            out.update(args[0])
+        if kwargs:
+            out.update(kwargs)
+        return out  # type: ignore[no-any-return]
+
+    def update_at_(
+        self: T,
+        input_dict_or_td: Mapping[str, Any] | TensorCollection,
+        index: Any,
+        *,
+        keys_to_update: Iterable[NestedKey] | None = None,
+    ) -> T:
+        """Write the entries of ``input_dict_or_td`` into this tensordict at ``index``, in place.
+
+        All of them are checked before any is written (as ``td[index] = ...``).
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(3), "b": torch.zeros(3)}, [3])
+            >>> td.update_at_({"a": torch.tensor(5.0)}, 1)["a"]
+            tensor([0., 5., 0.])
+        """
+        td: Any = self
+        if isinstance(input_dict_or_td, TensorCollection):
+            source: Any = input_dict_or_td
+            keys = list(source.keys(include_nested=True, leaves_only=True))
+        else:
+            source = input_dict_or_td
+            keys = list(source)
+        if keys_to_update is not None:
+            wanted = {unravel_key(k) for k in keys_to_update}
+            keys = [k for k in keys if unravel_key(k) in wanted]
+        if not keys:
+            return self
+        if isinstance(source, TensorCollection):
+            values: Any = source.select(*keys)  # type: ignore[attr-defined]
+        else:
+            values = {k: source[k] for k in keys}
+        target = td.select(*keys)  # shares the tensors: writing into it writes into td
+        target[index] = values
+        return self
+
+    # ------------------------------------------------------------------ non-tensor entries
+    def get_non_tensor(self, key: NestedKey, default: Any = _MISSING) -> Any:
+        """The python object stored under ``key`` (tensors are returned as they are)."""
+        td: Any = self
+        value = td._get_path(key_path(key), _MISSING)
+        if value is _MISSING:
+            if default is not _MISSING:
+                return default
+            raise td._missing_key(unravel_key(key))
+        if isinstance(value, NonTensorData):
+            return value.data
+        if isinstance(value, NonTensorStack):
+            return value.tolist()
+        return value
+
+    def set_non_tensor(self: T, key: NestedKey, value: Any) -> T:
+        """Store ``value`` under ``key`` as :class:`~tensordict.NonTensorData`, whatever it is."""
+        td: Any = self
+        td.set(key, NonTensorData(value, batch_size=td.batch_size, device=td.device))
+        return self
+
+    def non_tensor_items(self, include_nested: bool = False) -> list[tuple[Any, Any]]:
+        """``(key, python object)`` for every non-tensor entry (nested ones too if asked)."""
+        td: Any = self
+        return [
+            (k, td.get_non_tensor(k))
+            for k in td.keys(include_nested=include_nested, leaves_only=True)
+            if is_non_tensor(td._get_path(key_path(k), None))
+        ]
+
+    # ------------------------------------------------------------------ conversion
+    def tolist(self, *, convert_tensors: bool = False) -> Any:
+        """Nested lists over the batch dimensions, with a dict per element (as ``to_dict``).
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> TensorDict({"a": torch.arange(2)}, [2]).tolist(convert_tensors=True)
+            [{'a': 0}, {'a': 1}]
+        """
+        td: Any = self
+        if not td.batch_size:
+            return td.to_dict(convert_tensors=convert_tensors)
+        return [row.tolist(convert_tensors=convert_tensors) for row in td.unbind(0)]

@@ -1,0 +1,98 @@
+"""clear, popitem, create_nested, split_keys, replace, update_at_, non-tensor accessors, tolist."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tensordict import NonTensorData, TensorDict
+from tensordict.errors import LockedError, ShapeMismatchError, TensorDictKeyError
+
+
+def make() -> TensorDict:
+    return TensorDict(
+        {"a": torch.zeros(3, 2), "b": {"c": torch.arange(3)}, "s": "label"}, batch_size=[3]
+    )
+
+
+def test_clear_and_popitem() -> None:
+    td = make()
+    assert td.popitem()[0] == "s" and list(td.keys()) == ["a", "b"]
+    assert td.clear() is td and list(td.keys()) == []
+    with pytest.raises(TensorDictKeyError, match="empty"):
+        td.popitem()
+    with pytest.raises(LockedError):
+        make().lock_().clear()
+
+
+def test_create_nested_uses_the_batch_size_of_its_parent() -> None:
+    td = make()
+    td.create_nested("n")
+    td.create_nested(("b", "m"))
+    assert td["n"].batch_size == (3,) and list(td["n"].keys()) == []
+    assert td["b", "m"].batch_size == td["b"].batch_size
+    with pytest.raises(LockedError):
+        make().lock_().create_nested("x")
+
+
+def test_split_keys() -> None:
+    td = make()
+    first, second, rest = td.split_keys(["a"], [("b", "c")])
+    assert list(first.keys()) == ["a"] and ("b", "c") in list(second.keys(True))
+    assert list(rest.keys(include_nested=True, leaves_only=True)) == ["s"]
+    assert "a" in list(td.keys())  # not in place
+    with pytest.raises(TensorDictKeyError, match="'zz'"):
+        td.split_keys(["zz"])
+    only, _ = td.split_keys(["a", "zz"], strict=False)
+    assert list(only.keys()) == ["a"]
+    filled, _ = td.split_keys(["zz"], default=torch.ones(3))
+    assert torch.equal(filled["zz"], torch.ones(3))
+    part, same = td.split_keys(["a"], inplace=True)
+    assert same is td and "a" not in list(td.keys()) and list(part.keys()) == ["a"]
+
+
+def test_replace_is_a_shallow_copy_with_new_entries() -> None:
+    td = make()
+    new = td.replace({"a": torch.ones(3, 2)}, s="other")
+    assert new is not td and new["a"].sum() == 6 and new["s"] == "other"
+    assert td["a"].sum() == 0 and td["s"] == "label"
+    assert new["b", "c"] is td["b", "c"]  # shallow: untouched entries are shared
+
+
+def test_update_at_writes_at_an_index_and_checks_everything_first() -> None:
+    td = make()
+    td.update_at_({"a": torch.ones(2), ("b", "c"): torch.tensor(9)}, 1)
+    assert td["a"][1].tolist() == [1.0, 1.0] and td["b", "c"].tolist() == [0, 9, 2]
+    src = TensorDict(
+        {"a": torch.full((2, 2), 5.0), "b": {"c": torch.zeros(2, dtype=torch.long)}}, [2]
+    )
+    td.update_at_(src, slice(0, 2), keys_to_update=["a"])
+    assert td["a"][:, 0].tolist() == [5.0, 5.0, 0.0] and td["b", "c"].tolist() == [0, 9, 2]
+    before = td.clone()
+    with pytest.raises((ShapeMismatchError, RuntimeError)):
+        td.update_at_({"a": torch.ones(2), ("b", "c"): torch.ones(7)}, 0)
+    assert (td == before).all()
+
+
+def test_non_tensor_accessors() -> None:
+    td = make()
+    assert td.get_non_tensor("s") == "label"
+    assert torch.equal(td.get_non_tensor("a"), td["a"])  # tensors come back as they are
+    assert td.get_non_tensor("missing", None) is None
+    with pytest.raises(TensorDictKeyError):
+        td.get_non_tensor("missing")
+    td.set_non_tensor(("b", "meta"), {"k": 1})
+    assert isinstance(td["b"]._get_str("meta", None), NonTensorData)
+    assert td.get_non_tensor(("b", "meta")) == {"k": 1}
+    assert td.non_tensor_items() == [("s", "label")]
+    assert dict(td.non_tensor_items(include_nested=True)) == {"s": "label", ("b", "meta"): {"k": 1}}
+
+
+def test_tolist_gives_a_dict_per_batch_element() -> None:
+    td = TensorDict({"x": torch.arange(4).reshape(2, 2), "n": {"y": torch.ones(2, 2)}}, [2, 2])
+    out = td.tolist(convert_tensors=True)
+    assert out == [
+        [{"x": 0, "n": {"y": 1.0}}, {"x": 1, "n": {"y": 1.0}}],
+        [{"x": 2, "n": {"y": 1.0}}, {"x": 3, "n": {"y": 1.0}}],
+    ]
+    assert isinstance(td.tolist()[0][0]["x"], torch.Tensor)
