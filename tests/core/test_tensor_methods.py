@@ -125,3 +125,65 @@ def test_tensorclasses_answer_the_new_methods() -> None:
     assert type(filled) is Item and filled.data.tolist() == [9, 1, 9]
     assert type(item.new_zeros(2)) is Item and item.dtype == torch.float32
     assert item.masked_fill_(MASK, 0) is item and item.bytes() == 24
+
+
+@pytest.mark.parametrize(
+    "name", ["log1p", "expm1", "sin", "cos", "tanh", "floor", "ceil", "round", "trunc", "frac"]
+)
+def test_unary_maths_match_torch_per_entry(name: str) -> None:
+    td = TensorDict({"a": torch.linspace(-2, 2, 6).reshape(3, 2), "n": {"b": torch.rand(3)}}, [3])
+    fn = getattr(torch, name)
+    out = getattr(td, name)()
+    assert torch.allclose(out["a"], fn(td["a"]), equal_nan=True)
+    assert torch.allclose(out["n", "b"], fn(td["n", "b"]))
+    copy = td.clone()
+    assert getattr(copy, name + "_")() is copy
+    assert torch.allclose(copy["a"], out["a"], equal_nan=True)
+
+
+def test_inplace_unary_on_an_integer_entry_changes_nothing() -> None:
+    from tensordict.errors import DTypeCastError
+
+    td = TensorDict({"f": torch.ones(3), "i": torch.ones(3, dtype=torch.long)}, [3])
+    with pytest.raises(DTypeCastError, match=r"sin_\(\).*torch.int64"):
+        td.sin_()
+    assert td["f"].tolist() == [1.0, 1.0, 1.0]
+    td.floor_()  # floor keeps integers as they are
+    assert td["i"].dtype == torch.long
+
+
+def test_nan_to_num_with_arguments() -> None:
+    td = TensorDict({"a": torch.tensor([float("nan"), 1.0])}, [2])
+    assert td.nan_to_num(nan=-1.0)["a"].tolist() == [-1.0, 1.0]
+    td.nan_to_num_(0.0)
+    assert td["a"].tolist() == [0.0, 1.0]
+
+
+def test_binary_maths_with_a_tensordict_or_a_number() -> None:
+    td = make().float()
+    assert td.maximum(2)["n", "i"].tolist() == [2, 2, 2]
+    assert td.minimum(td * 0 + 1)["n", "i"].tolist() == [0, 1, 1]
+    flags = TensorDict({"x": torch.tensor([True, False])}, [2])
+    assert flags.logical_and(True)["x"].tolist() == [True, False]
+    assert flags.logical_or(flags.logical_xor(True))["x"].tolist() == [True, True]
+    assert td.isclose(td + 1e-9)["a"].all() and td.allclose(td + 1e-9)
+    assert not td.allclose(td + 1)
+    assert td.is_floating_point() and not make().is_floating_point()
+
+
+def test_argmax_and_argmin_along_a_batch_dim() -> None:
+    td = TensorDict({"x": torch.tensor([[1, 5], [7, 0]])}, [2, 2])
+    assert td.argmax(1)["x"].tolist() == [1, 0] and td.argmax(1).batch_size == (2,)
+    assert td.argmin(0, keepdim=True)["x"].tolist() == [[0, 1]]
+    assert td.argmin(0, keepdim=True).batch_size == (1, 2)
+
+
+def test_reshape_as_view_as_separates_and_numpy() -> None:
+    td = TensorDict({"x": torch.arange(6), "y": torch.zeros(6, 2)}, [6])
+    assert td.reshape_as(torch.zeros(2, 3)).batch_size == (2, 3)
+    assert td.view_as(TensorDict({}, [3, 2])).batch_size == (3, 2)
+    arrays = td.numpy()
+    arrays["x"][0] = 42
+    assert td["x"][0] == 42  # shares memory
+    part = td.separates("y")
+    assert list(part.keys()) == ["y"] and list(td.keys()) == ["x"]

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
+import torch
+
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import NestedKey, key_path, unravel_key
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
@@ -108,6 +110,23 @@ class StructureMixin(TensorCollection):
             return (*parts, self)
         return (*parts, td.exclude(*taken))
 
+    def separates(self, *keys: NestedKey, default: Any = _MISSING) -> Any:
+        """Remove ``keys`` from this tensordict and return them as a new one.
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"obs": torch.zeros(2), "reward": torch.ones(2)}, [2])
+            >>> list(td.separates("reward").keys()), list(td.keys())
+            (['reward'], ['obs'])
+        """
+        td: Any = self
+        if td.is_locked:
+            raise _locked(f"separate {list(keys)}")
+        kw = {} if default is _MISSING else {"default": default}
+        part, _ = td.split_keys(list(keys), inplace=True, **kw)
+        return part
+
     def replace(self: T, *args: Mapping[str, Any], **kwargs: Any) -> T:
         """A shallow copy with some entries replaced (a mapping and/or keyword arguments)."""
         if len(args) > 1:
@@ -191,6 +210,29 @@ class StructureMixin(TensorCollection):
         ]
 
     # ------------------------------------------------------------------ conversion
+    def numpy(self) -> dict[str, Any]:
+        """A nested ``dict`` of numpy arrays sharing memory with the entries (CPU only).
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> TensorDict({"a": torch.zeros(2), "n": {"b": torch.ones(2)}}, [2]).numpy()["n"]["b"]
+            array([1., 1.], dtype=float32)
+        """
+        out: dict[str, Any] = {}
+        for key, value in self._own_items():
+            if getattr(type(value), "_is_tensorclass", False):
+                value = value._tensordict
+            if isinstance(value, TensorCollection):
+                out[key] = value.numpy()  # type: ignore[attr-defined]
+            elif isinstance(value, torch.Tensor):
+                out[key] = value.numpy()
+            elif isinstance(value, NonTensorData):
+                out[key] = value.data
+            elif isinstance(value, NonTensorStack):
+                out[key] = value.tolist()
+        return out
+
     def tolist(self, *, convert_tensors: bool = False) -> Any:
         """Nested lists over the batch dimensions, with a dict per element (as ``to_dict``).
 

@@ -8,13 +8,13 @@ tensorclasses get them too.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import torch
 
 from tensordict.core.collection import TensorCollection
-from tensordict.errors import BatchSizeError
+from tensordict.errors import BatchSizeError, DTypeCastError
 
 __all__ = ["TensorMethodsMixin"]
 
@@ -24,6 +24,54 @@ T = TypeVar("T", bound="TensorMethodsMixin")
 def _right_expand(t: torch.Tensor, leaf: torch.Tensor) -> torch.Tensor:
     """``t`` (shaped like leading dims of ``leaf``) viewed with trailing singleton dims."""
     return t.reshape(tuple(t.shape) + (1,) * (leaf.ndim - t.ndim))
+
+
+def _unary(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._apply_leaves(lambda x: fn(x, *args, **kwargs))
+
+    method.__name__ = fn.__name__
+    method.__doc__ = f"``torch.{fn.__name__}`` of every entry."
+    return method
+
+
+def _unary_(fn: Callable[..., torch.Tensor], fn_: str) -> Callable[..., Any]:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # every entry is checked before the first changes: an integer entry cannot hold sin(x)
+        for t in self._tensor_leaves():
+            produced = fn(torch.empty(0, dtype=t.dtype), *args, **kwargs).dtype
+            if not torch.can_cast(produced, t.dtype):
+                raise DTypeCastError(
+                    f"{fn_}(): an entry of dtype {t.dtype} cannot hold its result ({produced}). "
+                    f"Nothing was changed; use {fn.__name__}() (out of place) or cast first."
+                )
+        return self._apply_leaves(lambda x: getattr(x, fn_)(*args, **kwargs), inplace=True)
+
+    method.__name__ = fn_
+    method.__doc__ = f"``{fn.__name__}`` of every entry, in place."
+    return method
+
+
+def _binary(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
+    def method(self: Any, other: Any, *args: Any, **kwargs: Any) -> Any:
+        def op(x: torch.Tensor, y: Any) -> torch.Tensor:
+            y = y if isinstance(y, torch.Tensor) else torch.as_tensor(y, device=x.device)
+            return fn(x, y, *args, **kwargs)
+
+        return self._binary(other, op)
+
+    method.__name__ = fn.__name__
+    method.__doc__ = (
+        f"``torch.{fn.__name__}`` of every entry with the matching entry of ``other`` (a "
+        "tensordict with the same keys), or with ``other`` itself (a tensor or a number)."
+    )
+    return method
+
+
+def _batch_shape_of(other: Any) -> tuple[int, ...]:
+    if getattr(type(other), "_is_tensorclass", False) or isinstance(other, TensorCollection):
+        return tuple(other.batch_size)
+    return tuple(other.shape)
 
 
 def _size_arg(size: tuple[Any, ...]) -> torch.Size:
@@ -132,6 +180,80 @@ class TensorMethodsMixin(TensorCollection):
 
     def clamp_max(self: T, max: Any) -> T:
         return self._apply_leaves(lambda x: x.clamp_max(max))  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------ element-wise maths
+    log1p = _unary(torch.log1p)
+    expm1 = _unary(torch.expm1)
+    sin = _unary(torch.sin)
+    cos = _unary(torch.cos)
+    tanh = _unary(torch.tanh)
+    floor = _unary(torch.floor)
+    ceil = _unary(torch.ceil)
+    round = _unary(torch.round)
+    trunc = _unary(torch.trunc)
+    frac = _unary(torch.frac)
+    nan_to_num = _unary(torch.nan_to_num)
+    log_ = _unary_(torch.log, "log_")
+    log1p_ = _unary_(torch.log1p, "log1p_")
+    expm1_ = _unary_(torch.expm1, "expm1_")
+    sin_ = _unary_(torch.sin, "sin_")
+    cos_ = _unary_(torch.cos, "cos_")
+    tanh_ = _unary_(torch.tanh, "tanh_")
+    floor_ = _unary_(torch.floor, "floor_")
+    ceil_ = _unary_(torch.ceil, "ceil_")
+    round_ = _unary_(torch.round, "round_")
+    trunc_ = _unary_(torch.trunc, "trunc_")
+    frac_ = _unary_(torch.frac, "frac_")
+    sigmoid_ = _unary_(torch.sigmoid, "sigmoid_")
+    reciprocal_ = _unary_(torch.reciprocal, "reciprocal_")
+    sign_ = _unary_(torch.sign, "sign_")
+    nan_to_num_ = _unary_(torch.nan_to_num, "nan_to_num_")
+    maximum = _binary(torch.maximum)
+    minimum = _binary(torch.minimum)
+    logical_and = _binary(torch.logical_and)
+    logical_or = _binary(torch.logical_or)
+    logical_xor = _binary(torch.logical_xor)
+    isclose = _binary(torch.isclose)
+
+    def allclose(
+        self, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False
+    ) -> bool:
+        """Whether every entry is close to the matching entry of ``other`` (``torch.allclose``)."""
+        td: Any = self
+        close = td.isclose(other, rtol=rtol, atol=atol, equal_nan=equal_nan)
+        return all(bool(t.all()) for t in close._tensor_leaves())
+
+    def is_floating_point(self) -> bool:
+        """Whether every entry is a floating point tensor."""
+        return all(t.is_floating_point() for t in self._leaves())
+
+    def argmax(self: T, dim: int, keepdim: bool = False) -> T:
+        """The index of the maximum of every entry along batch dimension ``dim``."""
+        d = self._batch_dim(dim, "argmax")
+        bs = list(self.batch_size)
+        bs[d : d + 1] = [1] if keepdim else []
+        return self._apply_leaves(lambda x: x.argmax(d, keepdim), batch_size=bs)  # type: ignore[no-any-return]
+
+    def argmin(self: T, dim: int, keepdim: bool = False) -> T:
+        """The index of the minimum of every entry along batch dimension ``dim``."""
+        d = self._batch_dim(dim, "argmin")
+        bs = list(self.batch_size)
+        bs[d : d + 1] = [1] if keepdim else []
+        return self._apply_leaves(lambda x: x.argmin(d, keepdim), batch_size=bs)  # type: ignore[no-any-return]
+
+    def pin_memory(self: T) -> T:
+        """Every entry in pinned memory (needs an accelerator, as ``Tensor.pin_memory``)."""
+        return self._apply_leaves(lambda x: x.pin_memory())  # type: ignore[no-any-return]
+
+    def reshape_as(self: T, other: Any) -> T:
+        """Reshaped to the batch size of ``other`` (a tensordict or a tensor)."""
+        td: Any = self
+        return td.reshape(*_batch_shape_of(other))  # type: ignore[no-any-return]
+
+    def view_as(self: T, other: Any) -> T:
+        """Viewed with the batch size of ``other`` (a tensordict or a tensor)."""
+        td: Any = self
+        return td.view(*_batch_shape_of(other))  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ autograd
     def requires_grad_(self: T, requires_grad: bool = True) -> T:
