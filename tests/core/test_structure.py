@@ -96,3 +96,20 @@ def test_tolist_gives_a_dict_per_batch_element() -> None:
         [{"x": 2, "n": {"y": 1.0}}, {"x": 3, "n": {"y": 1.0}}],
     ]
     assert isinstance(td.tolist()[0][0]["x"], torch.Tensor)
+
+
+def test_filter_empty_removes_empty_nested_tensordicts() -> None:
+    td = TensorDict({"a": torch.zeros(2), "n": {"m": {}}, "k": {"x": torch.ones(2), "e": {}}}, [2])
+    assert td.filter_empty_() is td
+    assert list(td.keys(include_nested=True)) == ["a", "k", ("k", "x")]
+    locked = TensorDict({"n": {}}, [2]).lock_()
+    with pytest.raises(LockedError):
+        locked.filter_empty_()
+
+
+def test_load_reads_a_saved_tensordict_into_this_one(tmp_path) -> None:
+    TensorDict({"a": torch.arange(3), "n": {"b": torch.ones(3)}}, [3]).memmap(tmp_path)
+    td = TensorDict({"z": torch.zeros(3)}, [3])
+    assert td.load_(tmp_path) is td
+    assert set(td.keys(include_nested=True, leaves_only=True)) == {"z", "a", ("n", "b")}
+    assert td["a"].tolist() == [0, 1, 2]

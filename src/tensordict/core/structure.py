@@ -67,6 +67,34 @@ class StructureMixin(TensorCollection):
         td.set(key, nested)
         return self
 
+    def filter_empty_(self: T) -> T:
+        """Remove, in place, every nested tensordict that is empty (once its own are removed).
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(2), "n": {"m": {}}}, [2])
+            >>> list(td.filter_empty_().keys())
+            ['a']
+        """
+        td: Any = self
+        for key, value in list(td._own_items()):
+            if isinstance(value, StructureMixin) and not getattr(
+                type(value), "_is_tensorclass", False
+            ):
+                value.filter_empty_()
+                if not value._own_keys():
+                    if td.is_locked:
+                        raise _locked(f"remove the empty entry {key!r}")
+                    td._del_str(key)
+        return self
+
+    def load_(self: T, prefix: Any, **kwargs: Any) -> T:
+        """Load what :meth:`save` / ``memmap`` wrote under ``prefix`` into this tensordict."""
+        td: Any = self
+        td.update(type(td).load_memmap(prefix, **kwargs))
+        return self
+
     def split_keys(
         self,
         *key_sets: Iterable[NestedKey],

@@ -79,7 +79,7 @@ FORWARDED: dict[Kind, tuple[str, ...]] = {
         *("add_", "sub_", "mul_", "div_", "pow_", "abs_", "neg_", "exp_", "sqrt_", "clamp_"),
         *("__iadd__", "__isub__", "__imul__", "__itruediv__", "__ipow__"),
         *("masked_fill_", "requires_grad_", "zero_grad"),
-        *("clear", "create_nested", "update_at_", "set_non_tensor"),
+        *("clear", "create_nested", "update_at_", "set_non_tensor", "filter_empty_", "load_"),
         *("log_", "log1p_", "expm1_", "sin_", "cos_", "tanh_", "floor_", "ceil_", "round_"),
         *("trunc_", "frac_", "sigmoid_", "reciprocal_", "sign_", "nan_to_num_"),
     ),
