@@ -131,3 +131,45 @@ def test_deepcopy_copies_tensors() -> None:
     td = make()
     out = copy.deepcopy(td)
     assert out["a"] is not td["a"] and (out == td).all()
+
+
+# ---------------------------------------------------------------------- pack_small (map_iter)
+def test_pack_small_round_trips_flat_small_tensordicts() -> None:
+    from tensordict.core.pickling import pack_small, unpack_small
+
+    td = TensorDict(
+        {
+            "f": torch.arange(6.0).reshape(3, 2),
+            "b": torch.tensor([True, False, True]),
+            "i": torch.arange(3, dtype=torch.int16),
+            "empty": torch.zeros(3, 0),
+            "strided": torch.arange(12).reshape(3, 4)[:, ::2],
+        },
+        [3],
+        device="cpu",
+    )
+    td.lock_()
+    back = unpack_small(pickle.loads(pickle.dumps(pack_small(td))))
+    assert back.is_locked and back.device == torch.device("cpu") and back.batch_size == (3,)
+    assert list(back.keys()) == list(td.keys())
+    for key in list(td.keys()):  # (iterating a tensordict walks its first batch dim)
+        assert back[key].dtype == td[key].dtype and torch.equal(back[key], td[key])
+    back.unlock_()
+    back["f"] += 1  # writable, and independent of the source and of the other entries
+    assert td["f"][0, 0] == 0 and back["b"].tolist() == [True, False, True]
+    scalar = unpack_small(pack_small(TensorDict({"s": torch.tensor(2.5)}, [])))
+    assert scalar["s"].shape == () and scalar["s"] == 2.5 and scalar.device is None
+
+
+def test_pack_small_declines_what_it_cannot_carry_exactly(tmp_path) -> None:
+    from tensordict.core.pickling import SMALL_BYTES, pack_small
+
+    plain = {"x": torch.zeros(2)}
+    assert pack_small(TensorDict(plain, [2], names=["n"])) is None
+    assert pack_small(TensorDict({"n": plain}, [2])) is None  # nested
+    assert pack_small(TensorDict({"s": "text"}, [])) is None  # non-tensor
+    assert pack_small(TensorDict({"x": torch.zeros(SMALL_BYTES // 4 + 1)}, [])) is None
+    assert pack_small(TensorDict({"x": torch.zeros(2, requires_grad=True)}, [2])) is None
+    assert pack_small(TensorDict({"x": torch.zeros(2, dtype=torch.bfloat16)}, [2])) is None
+    assert pack_small(TensorDict(plain, [2]).memmap_(tmp_path)) is None
+    assert pack_small(torch.zeros(2)) is None

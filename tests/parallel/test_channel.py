@@ -116,3 +116,14 @@ def test_on_idle_runs_once_when_nothing_arrives(pair, idle_seconds):
 
     assert cb.recv(on_idle=idle, idle_seconds=idle_seconds) == "late task"
     assert calls == [1]
+
+
+def test_small_tensordict_results_take_the_compact_path_and_arrive_intact(pair):
+    ca, cb = pair
+    td = TensorDict({"y": torch.tensor(1.5), "v": torch.arange(3)}, [])
+    data, _ = ca._encode(("ok", 7, td), plain=False)
+    assert b"rebuild_tensordict" not in data  # builtins only
+    ca.send(("ok", 7, td))
+    tag, k, got = cb.recv()
+    assert (tag, k) == ("ok", 7) and type(got) is TensorDict
+    assert torch.equal(got["y"], td["y"]) and torch.equal(got["v"], td["v"])

@@ -14,12 +14,20 @@ torch's.
 
 from __future__ import annotations
 
+import math
 import pickle
 from typing import Any
 
 import torch
 
-__all__ = ["pack_tensor", "rebuild_tensordict", "reduce_tensordict", "unpack_tensor"]
+__all__ = [
+    "pack_small",
+    "pack_tensor",
+    "rebuild_tensordict",
+    "reduce_tensordict",
+    "unpack_small",
+    "unpack_tensor",
+]
 
 _DTYPES: dict[str, torch.dtype] = {
     str(d): d
@@ -144,3 +152,76 @@ def rebuild_tensordict(
     )
     td._memmap_prefix = prefix
     return td
+
+
+_CPU = torch.device("cpu")
+#: flat tensordicts up to this many bytes of elements may use :func:`pack_small`
+SMALL_BYTES = 4096
+
+
+def pack_small(td: Any) -> tuple[Any, ...] | None:
+    """A flat, small tensordict as a tuple of builtins (pickles ~2x faster than the tensordict).
+
+    Only a plain :class:`~tensordict.TensorDict` qualifies: no names, no device but the CPU, not
+    memory-mapped, plain contiguous CPU tensors of a numpy dtype, :data:`SMALL_BYTES` of elements
+    at most (the per-chunk results of ``map_iter`` on tiny chunks). Anything else gives None.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"y": torch.arange(3.0), "z": torch.ones(3, 2)}, [3])
+        >>> back = unpack_small(pack_small(td))
+        >>> torch.equal(back["y"], td["y"]) and torch.equal(back["z"], td["z"])
+        True
+    """
+    if td.__class__ is not _dense_class():
+        return None
+    device = td._device
+    if td._names is not None or td._is_memmap or (device is not None and device.type != "cpu"):
+        return None
+    keys, dtypes, shapes, chunks = [], [], [], []
+    total = 0
+    for key, t in td._tensordict.items():
+        if t.__class__ is not torch.Tensor or t.dtype not in _NUMPY_OK or not _packable(t):
+            return None
+        total += t.numel() * t.element_size()
+        if total > SMALL_BYTES:
+            return None
+        keys.append(key)
+        dtypes.append(_NAMES[t.dtype])
+        shapes.append(tuple(t.shape))
+        chunks.append(t.numpy().tobytes())
+    batch = tuple(td._batch_size)
+    return (batch, td._is_locked, device is not None, keys, dtypes, shapes, b"".join(chunks))
+
+
+def unpack_small(packed: tuple[Any, ...]) -> Any:
+    """The tensordict :func:`pack_small` packed (its tensors share one new buffer)."""
+    batch_size, locked, cpu, keys, dtypes, shapes, data = packed
+    buf = bytearray(data)
+    source: dict[str, torch.Tensor] = {}
+    offset = 0
+    for key, name, shape in zip(keys, dtypes, shapes):
+        dtype = _DTYPES[name]
+        count = math.prod(shape)
+        if not count:
+            source[key] = torch.empty(shape, dtype=dtype)
+            continue
+        flat = torch.frombuffer(buf, dtype=dtype, count=count, offset=offset)
+        offset += count * flat.element_size()
+        ndim = len(shape)
+        source[key] = flat if ndim == 1 else flat.squeeze(0) if not ndim else flat.view(*shape)
+    return _dense_class()._new_unsafe(
+        source, torch.Size(batch_size), _CPU if cpu else None, lock=locked
+    )
+
+
+_DENSE: list[Any] = []
+
+
+def _dense_class() -> Any:
+    """:class:`~tensordict.TensorDict` (imported on first use: ``dense`` imports this module)."""
+    if not _DENSE:
+        from tensordict.core.dense import TensorDict
+
+        _DENSE.append(TensorDict)
+    return _DENSE[0]

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from tensordict.core.pickling import _packable, pack_tensor, unpack_tensor
+from tensordict.core.pickling import _packable, pack_small, pack_tensor, unpack_small, unpack_tensor
 from tensordict.parallel.shm import DATA_OFFSET, SegmentCache, SegmentPool, _Segment
 
 __all__ = ["OUT_OF_BAND_BYTES", "Channel", "ChannelClosed"]
@@ -49,6 +49,10 @@ _READ_SIZE = 1 << 18
 SPIN_SECONDS = 100e-6
 #: how long a receiver waits before it counts as idle (see :meth:`Channel.recv`)
 IDLE_SECONDS = 0.02
+
+
+#: the tag of an ``("ok", k, result)`` message whose result travels as ``pack_small`` builtins
+_SMALL_OK = "ok:small"
 
 
 class ChannelClosed(EOFError):
@@ -114,6 +118,11 @@ class Channel:
     # ------------------------------------------------------------------ sending
     def _encode(self, obj: Any, plain: bool) -> tuple[bytes, _Segment | None]:
         """The bytes of one message, and the segment whose descriptor must travel with it."""
+        if not plain and obj.__class__ is tuple and len(obj) == 3 and obj[0] == "ok":
+            # a small flat tensordict result (tiny chunks): builtins only, ~2x cheaper both ways
+            small = pack_small(obj[2])
+            if small is not None:
+                obj, plain = (_SMALL_OK, obj[1], small), True
         if plain:  # holds no tensors (task lists): the plain pickler is faster
             body: Any = pickle.dumps(obj, protocol=5)
             return _HEADER.pack(len(body), 0, -1, 0) + body, None
@@ -266,6 +275,8 @@ class Channel:
             else:
                 with memoryview(buf) as view:
                     obj = pickle.loads(view[start:end])
+                if obj.__class__ is tuple and obj[0] == _SMALL_OK:
+                    obj = ("ok", obj[1], unpack_small(obj[2]))
             yield obj
         if self._pos > _READ_SIZE:
             del buf[: self._pos]
