@@ -173,3 +173,17 @@ def test_pack_small_declines_what_it_cannot_carry_exactly(tmp_path) -> None:
     assert pack_small(TensorDict({"x": torch.zeros(2, dtype=torch.bfloat16)}, [2])) is None
     assert pack_small(TensorDict(plain, [2]).memmap_(tmp_path)) is None
     assert pack_small(torch.zeros(2)) is None
+
+
+def test_pack_small_keeps_the_device_index_and_aligns_every_entry() -> None:
+    from tensordict.core.pickling import pack_small, unpack_small
+
+    td = TensorDict(
+        {"flag": torch.tensor([True, False]), "x": torch.tensor([1.0, 2.0], dtype=torch.float64)},
+        [2],
+        device="cpu:0",
+    )
+    back = unpack_small(pack_small(td))
+    assert back.device == td.device
+    assert back["x"].data_ptr() % 16 == back["flag"].data_ptr() % 16
+    assert torch.equal(back["x"], td["x"]) and torch.equal(back["flag"], td["flag"])

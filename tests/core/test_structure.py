@@ -113,3 +113,43 @@ def test_load_reads_a_saved_tensordict_into_this_one(tmp_path) -> None:
     assert td.load_(tmp_path) is td
     assert set(td.keys(include_nested=True, leaves_only=True)) == {"z", "a", ("n", "b")}
     assert td["a"].tolist() == [0, 1, 2]
+
+
+# ---------------------------------------------------------------------- from the second review
+def test_split_keys_in_place_is_all_or_nothing() -> None:
+    td = make()
+    with pytest.raises(TensorDictKeyError):
+        td.split_keys(["a"], ["zz"], inplace=True)
+    assert "a" in list(td.keys())
+    _, second, same = td.split_keys(["a"], ["a", "s"], inplace=True)  # a key twice: fine
+    assert same is td and list(td.keys()) == ["b"] and list(second.keys()) == ["a", "s"]
+
+
+def test_separates_accepts_strict_and_drops_what_it_emptied() -> None:
+    td = TensorDict({"n": {"x": torch.zeros(2), "y": torch.ones(2)}, "k": {}}, [2])
+    part = td.separates(("n", "x"), ("n", "y"))
+    assert list(td.keys()) == ["k"]  # "n" emptied and removed; "k" was empty before: kept
+    assert set(part.keys(include_nested=True, leaves_only=True)) == {("n", "x"), ("n", "y")}
+    assert list(td.separates("zz", strict=False).keys()) == []
+
+
+def test_update_at_with_nested_dicts_tensorclasses_and_keys_to_update() -> None:
+    from tests.tensorclass.classes import Sample
+
+    td = TensorDict({"a": torch.zeros(3), "n": {"x": torch.zeros(3)}}, [3])
+    td.update_at_(
+        {"n": {"x": torch.tensor(5.0)}, "a": torch.tensor(1.0)}, 1, keys_to_update=[("n", "x")]
+    )
+    assert td["n", "x"].tolist() == [0.0, 5.0, 0.0] and td["a"].tolist() == [0.0, 0.0, 0.0]
+    samples = TensorDict({"obs": torch.zeros(3)}, [3])
+    samples.update_at_(Sample(obs=torch.tensor(9.0), batch_size=[]), 2, keys_to_update=["obs"])
+    assert samples["obs"].tolist() == [0.0, 0.0, 9.0]
+
+
+def test_setitem_merges_nested_keys_given_both_ways_and_leaves_the_callers_dict_alone() -> None:
+    td = TensorDict({"b": {"c": torch.zeros(3), "d": torch.zeros(3)}}, [3])
+    td[0] = {("b", "c"): torch.tensor(1.0), "b": {"d": torch.tensor(2.0)}}
+    assert td["b", "c"][0] == 1.0 and td["b", "d"][0] == 2.0
+    user = {"d": torch.tensor(3.0)}
+    td[1] = {"b": user, ("b", "c"): torch.tensor(4.0)}
+    assert list(user) == ["d"] and td["b", "c"][1] == 4.0 and td["b", "d"][1] == 3.0

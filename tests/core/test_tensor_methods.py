@@ -187,3 +187,50 @@ def test_reshape_as_view_as_separates_and_numpy() -> None:
     assert td["x"][0] == 42  # shares memory
     part = td.separates("y")
     assert list(part.keys()) == ["y"] and list(td.keys()) == ["x"]
+
+
+# ---------------------------------------------------------------------- from the second review
+def lazy_pair(stack_dim: int = 0) -> LazyStackedTensorDict:
+    return LazyStackedTensorDict(
+        TensorDict({"a": torch.tensor([0.0, 1.0])}, [2]),
+        TensorDict({"a": torch.tensor([10.0, 20.0])}, [2]),
+        stack_dim=stack_dim,
+    )
+
+
+@pytest.mark.parametrize("stack_dim", [0, 1])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cumsum_and_softmax_on_a_lazy_stack_match_the_dense_result(stack_dim, dim) -> None:
+    lz = lazy_pair(stack_dim)
+    dense = lz.to_tensordict()
+    assert torch.equal(lz.cumsum(dim)["a"], dense.cumsum(dim)["a"])
+    assert torch.allclose(lz.softmax(dim)["a"], dense.softmax(dim)["a"])
+
+
+def test_masked_fill_on_a_lazy_stack_with_a_mask_over_the_stack_dim() -> None:
+    lz = lazy_pair()
+    lz.masked_fill_(torch.tensor([[True, False], [False, True]]), -1.0)
+    assert [m["a"].tolist() for m in lz.tensordicts] == [[-1.0, 1.0], [10.0, -1.0]]
+    scalar = TensorDict({"x": torch.zeros(2)}, [])
+    assert scalar.masked_fill(torch.tensor(True), 3.0)["x"].tolist() == [3.0, 3.0]
+    assert scalar.masked_fill(torch.tensor(False), 3.0)["x"].tolist() == [0.0, 0.0]
+
+
+def test_binary_maths_take_tensorclasses_and_keep_the_entry_dtype_for_numbers() -> None:
+    td = TensorDict({"a": torch.ones(3)}, [3])
+    assert td.isclose(1)["a"].all() and td.allclose(1)  # int number vs float entries
+    assert td.clamp_min(TensorDict({"a": torch.full((3,), 2.0)}, [3]))["a"].tolist() == [2.0] * 3
+    assert td.clamp_max(0.5)["a"].tolist() == [0.5] * 3
+
+    item = Item(data=torch.zeros(3), label=torch.ones(3), batch_size=[3])
+    other = Item(data=torch.ones(3), label=torch.zeros(3), batch_size=[3])
+    picked = item.where(torch.tensor([True, False, True]), other=other)  # keyword: unwrapped
+    assert type(picked) is Item and picked.data.tolist() == [0.0, 1.0, 0.0]
+    plain = TensorDict({"data": torch.zeros(3), "label": torch.zeros(3)}, [3])
+    assert torch.is_tensor(plain.where(torch.tensor([False] * 3), other)["data"])
+
+
+def test_requires_grad_skips_integer_entries() -> None:
+    td = TensorDict({"a": torch.zeros(3), "i": torch.zeros(3, dtype=torch.long)}, [3])
+    td.requires_grad_()
+    assert td["a"].requires_grad and not td["i"].requires_grad

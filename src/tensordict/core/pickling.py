@@ -154,7 +154,8 @@ def rebuild_tensordict(
     return td
 
 
-_CPU = torch.device("cpu")
+_DEVICES = {"cpu": torch.device("cpu")}
+_ALIGN = 16
 #: flat tensordicts up to this many bytes of elements may use :func:`pack_small`
 SMALL_BYTES = 4096
 
@@ -189,14 +190,18 @@ def pack_small(td: Any) -> tuple[Any, ...] | None:
         keys.append(key)
         dtypes.append(_NAMES[t.dtype])
         shapes.append(tuple(t.shape))
-        chunks.append(t.numpy().tobytes())
+        data = t.numpy().tobytes()
+        chunks.append(data)
+        if len(data) % _ALIGN:  # every entry starts 16-byte aligned, as torch's own buffers
+            chunks.append(bytes(_ALIGN - len(data) % _ALIGN))
     batch = tuple(td._batch_size)
-    return (batch, td._is_locked, device is not None, keys, dtypes, shapes, b"".join(chunks))
+    where = None if device is None else str(device)
+    return (batch, td._is_locked, where, keys, dtypes, shapes, b"".join(chunks))
 
 
 def unpack_small(packed: tuple[Any, ...]) -> Any:
     """The tensordict :func:`pack_small` packed (its tensors share one new buffer)."""
-    batch_size, locked, cpu, keys, dtypes, shapes, data = packed
+    batch_size, locked, where, keys, dtypes, shapes, data = packed
     buf = bytearray(data)
     source: dict[str, torch.Tensor] = {}
     offset = 0
@@ -207,12 +212,11 @@ def unpack_small(packed: tuple[Any, ...]) -> Any:
             source[key] = torch.empty(shape, dtype=dtype)
             continue
         flat = torch.frombuffer(buf, dtype=dtype, count=count, offset=offset)
-        offset += count * flat.element_size()
+        offset += -(-count * flat.element_size() // _ALIGN) * _ALIGN
         ndim = len(shape)
         source[key] = flat if ndim == 1 else flat.squeeze(0) if not ndim else flat.view(*shape)
-    return _dense_class()._new_unsafe(
-        source, torch.Size(batch_size), _CPU if cpu else None, lock=locked
-    )
+    device = None if where is None else _DEVICES.get(where) or torch.device(where)
+    return _dense_class()._new_unsafe(source, torch.Size(batch_size), device, lock=locked)
 
 
 _DENSE: list[Any] = []

@@ -61,23 +61,38 @@ def _items(value: Any) -> Any:
     return _nest(value).items()
 
 
-def _nest(mapping: Mapping[Any, Any]) -> dict[str, Any]:
-    """A mapping whose nested keys (``("b", "c")``) become nested dicts, as ``set`` reads them."""
+def _nest(mapping: Mapping[Any, Any]) -> Mapping[str, Any]:
+    """A mapping whose nested keys (``("b", "c")``) become nested dicts, as ``set`` reads them.
+
+    Entries given both ways (``{("b", "c"): x, "b": {"d": y}}``) are merged; the caller's dicts
+    are never modified.
+    """
     if all(k.__class__ is str for k in mapping):
-        return dict(mapping)
+        return mapping
     out: dict[str, Any] = {}
-    for key, v in mapping.items():
-        path = key_path(key)
+    for path, v in flat_items(mapping):
         node = out
         for part in path[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ShapeMismatchError(
                     f"the value gives both an entry {part!r} and entries nested under it "
-                    f"({key!r}): give one or the other."
+                    f"({path!r}): give one or the other."
                 )
         node[path[-1]] = v
     return out
+
+
+def flat_items(mapping: Mapping[Any, Any], prefix: tuple[str, ...] = ()) -> list[tuple[Any, Any]]:
+    """``(key path, value)`` of every leaf of a (possibly nested) plain mapping."""
+    items: list[tuple[Any, Any]] = []
+    for key, v in mapping.items():
+        path = prefix + key_path(key)
+        if isinstance(v, Mapping) and not isinstance(v, TensorCollection) and v:
+            items += flat_items(v, path)
+        else:
+            items.append((path, v))
+    return items
 
 
 def _stage_mapping(

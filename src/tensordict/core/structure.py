@@ -15,6 +15,7 @@ import torch
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import NestedKey, key_path, unravel_key
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
+from tensordict.core.setitem import flat_items
 from tensordict.errors import LockedError, TensorDictKeyError
 
 __all__ = ["StructureMixin"]
@@ -133,12 +134,19 @@ class StructureMixin(TensorCollection):
             parts.append(part)
             taken += present
         if inplace:
-            for k in taken:
-                td.del_(k)
+            if td.is_locked:
+                raise _locked(f"split keys {taken} out of the tensordict")
+            td.exclude(*taken, inplace=True)  # one swap of the contents: all or nothing
             return (*parts, self)
         return (*parts, td.exclude(*taken))
 
-    def separates(self, *keys: NestedKey, default: Any = _MISSING) -> Any:
+    def separates(
+        self,
+        *keys: NestedKey,
+        default: Any = _MISSING,
+        strict: bool = True,
+        filter_empty: bool = True,
+    ) -> Any:
         """Remove ``keys`` from this tensordict and return them as a new one.
 
         Examples:
@@ -152,7 +160,14 @@ class StructureMixin(TensorCollection):
         if td.is_locked:
             raise _locked(f"separate {list(keys)}")
         kw = {} if default is _MISSING else {"default": default}
-        part, _ = td.split_keys(list(keys), inplace=True, **kw)
+        part, _ = td.split_keys(list(keys), inplace=True, strict=strict, **kw)
+        if filter_empty:  # nested tensordicts the separation emptied go too
+            for key in keys:
+                path = key_path(key)
+                for depth in range(len(path) - 1, 0, -1):
+                    parent = td.get(path[:depth], None)
+                    if isinstance(parent, TensorCollection) and not parent._own_keys():
+                        td.del_(path[:depth])
         return part
 
     def replace(self: T, *args: Mapping[str, Any], **kwargs: Any) -> T:
@@ -188,21 +203,24 @@ class StructureMixin(TensorCollection):
             tensor([0., 5., 0.])
         """
         td: Any = self
-        if isinstance(input_dict_or_td, TensorCollection):
-            source: Any = input_dict_or_td
-            keys = list(source.keys(include_nested=True, leaves_only=True))
+        source: Any = input_dict_or_td
+        if getattr(type(source), "_is_tensorclass", False):
+            source = source._tensordict
+        collection = isinstance(source, TensorCollection)
+        if collection:
+            flat = {k: None for k in source.keys(include_nested=True, leaves_only=True)}
         else:
-            source = input_dict_or_td
-            keys = list(source)
+            flat = {unravel_key(path): v for path, v in flat_items(source)}
+        keys = list(flat)
         if keys_to_update is not None:
             wanted = {unravel_key(k) for k in keys_to_update}
             keys = [k for k in keys if unravel_key(k) in wanted]
         if not keys:
             return self
-        if isinstance(source, TensorCollection):
-            values: Any = source.select(*keys)  # type: ignore[attr-defined]
+        if collection:
+            values: Any = source.select(*keys)
         else:
-            values = {k: source[k] for k in keys}
+            values = {k: flat[k] for k in keys}
         target = td.select(*keys)  # shares the tensors: writing into it writes into td
         target[index] = values
         return self

@@ -55,9 +55,12 @@ def _unary_(fn: Callable[..., torch.Tensor], fn_: str) -> Callable[..., Any]:
 def _binary(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
     def method(self: Any, other: Any, *args: Any, **kwargs: Any) -> Any:
         def op(x: torch.Tensor, y: Any) -> torch.Tensor:
-            y = y if isinstance(y, torch.Tensor) else torch.as_tensor(y, device=x.device)
+            if not isinstance(y, torch.Tensor):  # a number takes the entry's dtype if it can
+                y = torch.as_tensor(y, dtype=torch.result_type(x, y), device=x.device)
             return fn(x, y, *args, **kwargs)
 
+        if getattr(type(other), "_is_tensorclass", False):
+            other = other._tensordict
         return self._binary(other, op)
 
     method.__name__ = fn.__name__
@@ -93,7 +96,7 @@ class TensorMethodsMixin(TensorCollection):
     def _check_batch_mask(self, mask: torch.Tensor, what: str) -> torch.Tensor:
         mask = torch.as_tensor(mask)
         bs = tuple(self.batch_size)
-        if mask.dtype is not torch.bool or tuple(mask.shape) != bs[: mask.ndim] or not mask.ndim:
+        if mask.dtype is not torch.bool or tuple(mask.shape) != bs[: mask.ndim]:
             raise BatchSizeError(
                 f"{what}: the mask must be a bool tensor shaped like the leading batch dims "
                 f"{list(bs)}, got {mask.dtype} of shape {list(mask.shape)}."
@@ -111,6 +114,21 @@ class TensorMethodsMixin(TensorCollection):
         """
         mask = self._check_batch_mask(mask, "masked_fill_")
         td: Any = self
+        if not mask.ndim:  # a 0-d mask: everything or nothing
+            if bool(mask):
+                torch.as_tensor(value)
+                td.apply_(lambda x: x.fill_(value))
+            return self
+        stack_dim = getattr(td, "stack_dim", None)
+        if stack_dim is not None and mask.ndim > stack_dim:
+            # a lazy stack: each member takes its slice of the mask
+            torch.as_tensor(value)  # (a value that is not a number fails before any write)
+            for member, sub in zip(td.tensordicts, mask.unbind(stack_dim)):
+                if sub.ndim:
+                    member.masked_fill_(sub, value)
+                elif bool(sub):
+                    member.apply_(lambda x: x.fill_(value))
+            return self
         td[mask] = value  # validate-then-write assignment: a failure changes nothing
         return self
 
@@ -147,6 +165,8 @@ class TensorMethodsMixin(TensorCollection):
         def pick(x: torch.Tensor, *y: Any) -> torch.Tensor:
             return torch.where(_right_expand(cond, x), x, y[0] if y else other)
 
+        if getattr(type(other), "_is_tensorclass", False):
+            other = other._tensordict
         if isinstance(other, TensorCollection):
             result = src._apply_leaves(pick, other)
         else:
@@ -168,18 +188,14 @@ class TensorMethodsMixin(TensorCollection):
     def cumsum(self: T, dim: int, dtype: torch.dtype | None = None) -> T:
         """Cumulative sum of every entry along batch dimension ``dim``."""
         d = self._batch_dim(dim, "cumsum")
-        return self._apply_leaves(lambda x: torch.cumsum(x, d, dtype=dtype))  # type: ignore[no-any-return]
+        fn = lambda x: torch.cumsum(x, d, dtype=dtype)  # noqa: E731
+        return self._apply_leaves(fn, batch_size=self.batch_size)  # type: ignore[no-any-return]
 
     def softmax(self: T, dim: int, dtype: torch.dtype | None = None) -> T:
         """Softmax of every entry along batch dimension ``dim``."""
         d = self._batch_dim(dim, "softmax")
-        return self._apply_leaves(lambda x: torch.softmax(x, d, dtype=dtype))  # type: ignore[no-any-return]
-
-    def clamp_min(self: T, min: Any) -> T:
-        return self._apply_leaves(lambda x: x.clamp_min(min))  # type: ignore[no-any-return]
-
-    def clamp_max(self: T, max: Any) -> T:
-        return self._apply_leaves(lambda x: x.clamp_max(max))  # type: ignore[no-any-return]
+        fn = lambda x: torch.softmax(x, d, dtype=dtype)  # noqa: E731
+        return self._apply_leaves(fn, batch_size=self.batch_size)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ element-wise maths
     log1p = _unary(torch.log1p)
@@ -208,6 +224,8 @@ class TensorMethodsMixin(TensorCollection):
     reciprocal_ = _unary_(torch.reciprocal, "reciprocal_")
     sign_ = _unary_(torch.sign, "sign_")
     nan_to_num_ = _unary_(torch.nan_to_num, "nan_to_num_")
+    clamp_min = _binary(torch.clamp_min)
+    clamp_max = _binary(torch.clamp_max)
     maximum = _binary(torch.maximum)
     minimum = _binary(torch.minimum)
     logical_and = _binary(torch.logical_and)
@@ -259,7 +277,8 @@ class TensorMethodsMixin(TensorCollection):
     def requires_grad_(self: T, requires_grad: bool = True) -> T:
         """Set ``requires_grad`` on every (floating point) entry, in place."""
         for t in self._leaves():
-            t.requires_grad_(requires_grad)
+            if t.is_floating_point() or t.is_complex():  # (integer tensors cannot)
+                t.requires_grad_(requires_grad)
         return self
 
     @property

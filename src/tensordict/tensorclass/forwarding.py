@@ -148,6 +148,8 @@ def forwarder(name: str, kind: Kind) -> Callable[..., Any]:
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
             if args:
                 args = tuple(_unwrap(a) for a in args)
+            if kwargs:
+                kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
             return wrap_result(self, getattr(self._tensordict, name)(*args, **kwargs))
 
     elif kind is Kind.SELF:
@@ -155,6 +157,8 @@ def forwarder(name: str, kind: Kind) -> Callable[..., Any]:
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
             if args:
                 args = tuple(_unwrap(a) for a in args)
+            if kwargs:
+                kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
             getattr(self._tensordict, name)(*args, **kwargs)
             return self
 
