@@ -520,27 +520,20 @@ class TensorDictBase(
     # The lock graph: a nested tensordict remembers (weakly) the locked tensordicts that locked
     # it, so that it cannot be unlocked under them, and stays locked while one of them is.
     def _add_lock_parent(self, parent: TensorDictBase) -> None:
+        if any(p is parent for p in self._locked_parents()):  # (also drops dead holders)
+            return
         refs = getattr(self, "_lock_parents", None)
         if refs is None:
-            self._lock_parents = [weakref.ref(parent)]
-            return
-        live = []
-        for r in refs:  # drop parents that are gone or unlocked: the list stays short
-            p = r()
-            if p is parent:
-                return
-            if p is not None and p.is_locked:
-                live.append(r)
-        live.append(weakref.ref(parent))
-        self._lock_parents = live
+            refs = self._lock_parents = []
+        refs.append(weakref.ref(parent))
 
     def _locked_parents(self) -> list[TensorDictBase]:
+        """The locked tensordicts holding this one; holders gone or unlocked are forgotten."""
         refs = getattr(self, "_lock_parents", None)
         if not refs:
             return []
-        parents = [p for p in (r() for r in refs) if p is not None and p.is_locked]
-        refs[:] = [weakref.ref(p) for p in parents]
-        return parents
+        refs[:] = [r for r in refs if (p := r()) is not None and p.is_locked]
+        return [p for p in (r() for r in refs) if p is not None]
 
     def _release_lock(self, parent: TensorDictBase) -> None:
         """``parent`` was unlocked: unlock too, unless another locked parent still holds us."""

@@ -331,6 +331,18 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def _stage_setitem_index(self, index: Any, value: Any) -> list[Any]:
         """The validated writes of ``self[index] = value`` (see ``setitem.stage_setitem``)."""
+        if (
+            isinstance(index, torch.Tensor)
+            and index.dtype == torch.bool
+            and index.ndim > self.stack_dim + 1
+            and (isinstance(value, (int, float, bool)) or getattr(value, "ndim", None) == 0)
+        ):
+            # a mask over the stack dim and the members' dims, filled with one value: each
+            # member takes its slice of the mask
+            writes: list[Any] = []
+            for member, sub in zip(self.tensordicts, index.unbind(self.stack_dim)):
+                writes.extend(stage_setitem(member, sub, value))
+            return writes
         stack_item, rest, stack_pos = self._split_index(index)
         if isinstance(stack_item, int):
             targets = [self.tensordicts[stack_item]]
@@ -359,7 +371,7 @@ class LazyStackedTensorDict(TensorDictBase):
                     f"{len(targets)} members of a lazy stack (the indexed stack dim has size "
                     f"{len(targets)}, the value {len(values)})."
                 )
-        writes: list[Any] = []
+        writes = []
         for target, v in zip(targets, values):
             writes.extend(stage_setitem(target, rest if rest else (...,), v))
         return writes

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import torch
 
 from tensordict.core.collection import TensorCollection
+from tensordict.core.entries import locked_message
 from tensordict.core.keys import NestedKey, key_path, unravel_key
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
 from tensordict.core.setitem import flat_items
@@ -25,8 +26,6 @@ _MISSING: Any = object()
 
 
 def _locked(what: str) -> LockedError:
-    from tensordict.core.entries import locked_message
-
     return LockedError(locked_message(what))
 
 

@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 import torch
 
 from tensordict.core.collection import TensorCollection
+from tensordict.core.ops import _is_collection
+from tensordict.core.shape import normalize_dim
 from tensordict.errors import BatchSizeError, DTypeCastError
 
 __all__ = ["TensorMethodsMixin"]
@@ -59,9 +61,7 @@ def _binary(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
                 y = torch.as_tensor(y, dtype=torch.result_type(x, y), device=x.device)
             return fn(x, y, *args, **kwargs)
 
-        if getattr(type(other), "_is_tensorclass", False):
-            other = other._tensordict
-        return self._binary(other, op)
+        return self._binary(other, op)  # (tensordicts and tensorclasses alike)
 
     method.__name__ = fn.__name__
     method.__doc__ = (
@@ -119,16 +119,6 @@ class TensorMethodsMixin(TensorCollection):
                 torch.as_tensor(value)
                 td.apply_(lambda x: x.fill_(value))
             return self
-        stack_dim = getattr(td, "stack_dim", None)
-        if stack_dim is not None and mask.ndim > stack_dim:
-            # a lazy stack: each member takes its slice of the mask
-            torch.as_tensor(value)  # (a value that is not a number fails before any write)
-            for member, sub in zip(td.tensordicts, mask.unbind(stack_dim)):
-                if sub.ndim:
-                    member.masked_fill_(sub, value)
-                elif bool(sub):
-                    member.apply_(lambda x: x.fill_(value))
-            return self
         td[mask] = value  # validate-then-write assignment: a failure changes nothing
         return self
 
@@ -159,31 +149,20 @@ class TensorMethodsMixin(TensorCollection):
                 f"where: condition of shape {list(cond.shape)} must match the leading batch dims "
                 f"{list(self.batch_size)}."
             )
-        td: Any = self
-        src = td.to_tensordict() if type(self).__name__ == "LazyStackedTensorDict" else td
 
         def pick(x: torch.Tensor, *y: Any) -> torch.Tensor:
             return torch.where(_right_expand(cond, x), x, y[0] if y else other)
 
-        if getattr(type(other), "_is_tensorclass", False):
-            other = other._tensordict
-        if isinstance(other, TensorCollection):
-            result = src._apply_leaves(pick, other)
-        else:
-            result = src._apply_leaves(pick)
+        # (batch_size: the condition spans the whole batch, so a lazy stack goes dense first)
+        others = (other,) if _is_collection(other) else ()
+        result = self._apply_leaves(pick, *others, batch_size=self.batch_size)
         if out is not None:
             return out.update_(result)  # type: ignore[no-any-return]
         return result  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ along a batch dim
     def _batch_dim(self, dim: int, what: str) -> int:
-        bd = len(self.batch_size)
-        if not -bd <= dim < bd:
-            raise BatchSizeError(
-                f"{what}: dim={dim} is out of range for batch_size={list(self.batch_size)}; it "
-                f"works along a batch dimension, in [{-bd}, {bd - 1}]."
-            )
-        return dim % bd
+        return normalize_dim(dim, len(self.batch_size), self.batch_size, what)
 
     def cumsum(self: T, dim: int, dtype: torch.dtype | None = None) -> T:
         """Cumulative sum of every entry along batch dimension ``dim``."""
@@ -245,19 +224,19 @@ class TensorMethodsMixin(TensorCollection):
         """Whether every entry is a floating point tensor."""
         return all(t.is_floating_point() for t in self._leaves())
 
-    def argmax(self: T, dim: int, keepdim: bool = False) -> T:
-        """The index of the maximum of every entry along batch dimension ``dim``."""
-        d = self._batch_dim(dim, "argmax")
+    def _arg_reduce(self, name: str, dim: int, keepdim: bool) -> Any:
+        d = self._batch_dim(dim, name)
         bs = list(self.batch_size)
         bs[d : d + 1] = [1] if keepdim else []
-        return self._apply_leaves(lambda x: x.argmax(d, keepdim), batch_size=bs)  # type: ignore[no-any-return]
+        return self._apply_leaves(lambda x: getattr(x, name)(d, keepdim), batch_size=bs)
+
+    def argmax(self: T, dim: int, keepdim: bool = False) -> T:
+        """The index of the maximum of every entry along batch dimension ``dim``."""
+        return self._arg_reduce("argmax", dim, keepdim)  # type: ignore[no-any-return]
 
     def argmin(self: T, dim: int, keepdim: bool = False) -> T:
         """The index of the minimum of every entry along batch dimension ``dim``."""
-        d = self._batch_dim(dim, "argmin")
-        bs = list(self.batch_size)
-        bs[d : d + 1] = [1] if keepdim else []
-        return self._apply_leaves(lambda x: x.argmin(d, keepdim), batch_size=bs)  # type: ignore[no-any-return]
+        return self._arg_reduce("argmin", dim, keepdim)  # type: ignore[no-any-return]
 
     def pin_memory(self: T) -> T:
         """Every entry in pinned memory (needs an accelerator, as ``Tensor.pin_memory``)."""
@@ -303,9 +282,19 @@ class TensorMethodsMixin(TensorCollection):
         return self
 
     # ------------------------------------------------------------------ new_* constructors
-    def _new_filled(self, size: torch.Size, make: Any) -> Any:
+    def _new_filled(self, size: torch.Size, method: str, *args: Any, **kw: Any) -> Any:
+        """``x.<method>(size + trailing dims of x, *args)`` for every entry, same dtype and
+        device unless given."""
         n = len(self.batch_size)
-        return self._apply_leaves(lambda x: make(x, (*size, *x.shape[n:])), batch_size=size)
+        dtype, device = kw.get("dtype"), kw.get("device")
+
+        def make(x: torch.Tensor) -> torch.Tensor:
+            shape = (*size, *x.shape[n:])
+            return getattr(x, method)(
+                shape, *args, dtype=dtype or x.dtype, device=device or x.device
+            )
+
+        return self._apply_leaves(make, batch_size=size)
 
     def new_zeros(self, *size: Any, dtype: torch.dtype | None = None, device: Any = None) -> Any:
         """A tensordict of batch size ``size``, same keys and trailing shapes, filled with 0.
@@ -316,22 +305,13 @@ class TensorMethodsMixin(TensorCollection):
             >>> td.new_zeros(5)["a"].shape
             torch.Size([5, 2])
         """
-        size = _size_arg(size)
-        return self._new_filled(
-            size, lambda x, s: x.new_zeros(s, dtype=dtype or x.dtype, device=device or x.device)
-        )
+        return self._new_filled(_size_arg(size), "new_zeros", dtype=dtype, device=device)
 
     def new_ones(self, *size: Any, dtype: torch.dtype | None = None, device: Any = None) -> Any:
-        size = _size_arg(size)
-        return self._new_filled(
-            size, lambda x, s: x.new_ones(s, dtype=dtype or x.dtype, device=device or x.device)
-        )
+        return self._new_filled(_size_arg(size), "new_ones", dtype=dtype, device=device)
 
     def new_empty(self, *size: Any, dtype: torch.dtype | None = None, device: Any = None) -> Any:
-        size = _size_arg(size)
-        return self._new_filled(
-            size, lambda x, s: x.new_empty(s, dtype=dtype or x.dtype, device=device or x.device)
-        )
+        return self._new_filled(_size_arg(size), "new_empty", dtype=dtype, device=device)
 
     def new_full(
         self,
@@ -342,10 +322,7 @@ class TensorMethodsMixin(TensorCollection):
         device: Any = None,
     ) -> Any:
         return self._new_filled(
-            torch.Size(size),
-            lambda x, s: x.new_full(
-                s, fill_value, dtype=dtype or x.dtype, device=device or x.device
-            ),
+            torch.Size(size), "new_full", fill_value, dtype=dtype, device=device
         )
 
     # ------------------------------------------------------------------ introspection

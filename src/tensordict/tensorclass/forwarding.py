@@ -135,6 +135,15 @@ def wrap_result(template: Any, result: Any) -> Any:
     return result
 
 
+def _call_inner(self: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The inner tensordict's ``name``, with tensorclass arguments unwrapped."""
+    if args:
+        args = tuple(_unwrap(a) for a in args)
+    if kwargs:
+        kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
+    return getattr(self._tensordict, name)(*args, **kwargs)
+
+
 def forwarder(name: str, kind: Kind) -> Callable[..., Any]:
     """The method ``name`` of a tensorclass, forwarded as ``kind`` says."""
     if kind is Kind.BORROW:
@@ -146,20 +155,12 @@ def forwarder(name: str, kind: Kind) -> Callable[..., Any]:
     elif kind is Kind.WRAP:
 
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if args:
-                args = tuple(_unwrap(a) for a in args)
-            if kwargs:
-                kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
-            return wrap_result(self, getattr(self._tensordict, name)(*args, **kwargs))
+            return wrap_result(self, _call_inner(self, name, args, kwargs))
 
     elif kind is Kind.SELF:
 
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if args:
-                args = tuple(_unwrap(a) for a in args)
-            if kwargs:
-                kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
-            getattr(self._tensordict, name)(*args, **kwargs)
+            _call_inner(self, name, args, kwargs)
             return self
 
     else:
