@@ -6,7 +6,7 @@ EXTRAS ?= dev,progress,ray
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test lint format bench clean
+.PHONY: setup demo test lint format bench stress clean
 
 setup: $(STAMP)
 
@@ -32,6 +32,10 @@ format: $(STAMP)
 
 test: lint
 	$(PY) -m pytest -q
+
+# fault-injection loops with the full counts quoted in the issues (slow)
+stress: $(STAMP)
+	TENSORDICT_STRESS=1 $(PY) -m pytest -q -m stress tests
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run $(ARGS)
