@@ -11,6 +11,7 @@ Messages follow one rule: say what was expected, what was given, and what to do.
 from __future__ import annotations
 
 import dataclasses
+import errno
 
 __all__ = [
     "AlreadyMemmappedError",
@@ -22,9 +23,13 @@ __all__ = [
     "IncompleteMemmapError",
     "IndexingError",
     "KeyTypeError",
+    "FileNameTooLongError",
     "LockedError",
+    "MappingLimitError",
+    "MemmapExistsError",
     "MemmapFormatError",
     "MissingDependencyError",
+    "NoSpaceError",
     "NotPicklableError",
     "PickleNotAllowedError",
     "ShapeMismatchError",
@@ -86,6 +91,34 @@ class IncompleteMemmapError(MemmapFormatError, FileNotFoundError):
 
 class UnsafeKeyError(MemmapFormatError):
     """A key whose file name would escape the directory of a memory-mapped tensordict."""
+
+
+class FileNameTooLongError(MemmapFormatError, OSError):
+    """A key whose file name, or whose path below the prefix, is longer than the file system
+    allows. Subclasses ``OSError`` too, which upstream raises (``errno`` is ``ENAMETOOLONG``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.errno = errno.ENAMETOOLONG
+
+
+class MemmapExistsError(FileExistsError, RuntimeError):
+    """A write with ``existsok=False`` to a prefix that already holds a saved tensordict.
+
+    Subclasses ``RuntimeError`` too, which upstream raises for the same mistake.
+    """
+
+
+class NoSpaceError(OSError):
+    """Not enough free space on the file system for a memory-mapped write (``errno`` ENOSPC);
+    the message names the path and the sizes. Nothing was left half-written."""
+
+
+class MappingLimitError(OSError, RuntimeError):
+    """More memory-mapped files than the kernel lets one process map (``vm.max_map_count``).
+
+    Subclasses ``RuntimeError`` too, which torch raises when a mapping fails.
+    """
 
 
 class PickleNotAllowedError(MemmapFormatError):

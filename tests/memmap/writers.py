@@ -1,0 +1,119 @@
+"""Writer processes for the fault-injection tests: overwrite a prefix until killed, write it from
+two processes at once, pause in the middle of a write.
+
+Every saved version ``v`` holds ``v`` in every leaf (files at the root, in a nested tensordict and
+in the members of a lazy stack) and ``"v<v>"`` in its non-tensor entry, so that a load shows at a
+glance whether it is one complete version or a mix (:func:`versions_in`).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+from typing import Any
+
+import torch
+
+#: rows of every saved version; the leaves add up to ~1.3 MiB in 14 files
+ROWS = 64
+
+
+def version(v: int, rows: int = ROWS) -> Any:
+    """A tensordict whose every value says ``v``."""
+    from tensordict import LazyStackedTensorDict, TensorDict
+
+    members = [
+        TensorDict(
+            {"m": torch.full((rows, 8), float(v)), f"only{i}": torch.full((rows,), v)}, [rows]
+        )
+        for i in range(3)
+    ]
+    return TensorDict(
+        {
+            **{f"k{i}": torch.full((rows, 256), float(v)) for i in range(8)},
+            "nested": {"x": torch.full((rows, 32), v, dtype=torch.int64)},
+            "stack": LazyStackedTensorDict(*members, stack_dim=1),
+            "label": f"v{v}",
+        },
+        [rows],
+    )
+
+
+def versions_in(td: Any) -> set[Any]:
+    """The distinct versions found in a loaded tensordict (one element: not mixed)."""
+    tensors = [td[f"k{i}"] for i in range(8)] + [td["nested", "x"]]
+    for i, member in enumerate(td["stack"].tensordicts):
+        tensors += [member["m"], member[f"only{i}"]]
+    found = {int(x) for t in tensors for x in t.as_subclass(torch.Tensor).unique().tolist()}
+    found.add(int(str(td["label"]).removeprefix("v")))
+    return found
+
+
+def overwrite_forever(prefix: str, first: int, conn: Any) -> None:
+    """Save versions ``first``, ``first + 1``, ... to ``prefix``; report each one saved."""
+    torch.set_num_threads(1)
+    v = first
+    while True:
+        version(v).memmap(prefix)
+        conn.send(v)
+        v += 1
+
+
+def write_once(prefix: str, v: int, barrier: Any, conn: Any) -> None:
+    """Save version ``v`` to ``prefix`` as soon as every writer is ready; report success."""
+    torch.set_num_threads(1)
+    td = version(v)
+    barrier.wait()
+    td.memmap(prefix)
+    conn.send(("done", v))
+
+
+def write_paused(prefix: str, v: int, resume: Any, conn: Any) -> None:
+    """Save version ``v``, stopping after the first data file until ``resume`` is set."""
+    from tensordict.memmap import io
+
+    torch.set_num_threads(1)
+    real = io.write_file
+    paused = [False]
+
+    def pause_once(*args: Any, **kwargs: Any) -> None:
+        real(*args, **kwargs)
+        if not paused[0]:
+            paused[0] = True
+            conn.send(("paused", os.getpid()))
+            resume.wait()
+
+    io.write_file = pause_once
+    version(v).memmap(prefix)
+    conn.send(("done", v))
+
+
+def start(target: Any, *args: Any) -> tuple[Any, Any]:
+    """Start ``target(*args, conn)`` in a forked process; return (process, parent end)."""
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=target, args=(*args, child), daemon=True)
+    proc.start()
+    child.close()
+    return proc, parent
+
+
+def kill(proc: Any) -> None:
+    """SIGKILL ``proc`` (no cleanup runs) and reap it."""
+    if proc.pid is not None and proc.is_alive():
+        os.kill(proc.pid, signal.SIGKILL)
+    proc.join(60)
+
+
+def drain(conn: Any) -> list[Any]:
+    """Every message already sent on ``conn`` (after its writer died)."""
+    out = []
+    while True:
+        try:
+            if not conn.poll():
+                break
+            out.append(conn.recv())
+        except (EOFError, OSError):
+            break
+    return out
