@@ -19,7 +19,7 @@ from tensordict.errors import IncompleteMemmapError, MappingLimitError, MemmapFo
 from tensordict.memmap import format as fmt
 from tensordict.memmap import tensor as mmt
 
-from .helpers import td_meta, write_array, write_json
+from .helpers import td_meta, write_json
 
 LOAD_SCRIPT = textwrap.dedent(
     """
@@ -218,7 +218,7 @@ def test_bad_member_count_is_named(tmp_path: Path, count) -> None:
 def test_more_leaves_than_the_map_limit_is_refused_before_writing(tmp_path: Path, monkeypatch):
     monkeypatch.setattr(mmt, "map_limit", lambda: mmt.maps_in_use() + 50)
     td = TensorDict({f"k{i}": torch.zeros(2) for i in range(60)}, [2])
-    with pytest.raises(MappingLimitError, match="vm.max_map_count") as info:
+    with pytest.raises(MappingLimitError, match=r"vm\.max_map_count") as info:
         td.memmap(tmp_path / "p")
     assert "60" in str(info.value) and isinstance(info.value, OSError)
     assert not (tmp_path / "p").exists()
@@ -239,7 +239,7 @@ def test_loading_past_the_map_limit_is_a_clear_error(tmp_path: Path, monkeypatch
         return real(filename, shared=shared, size=size, dtype=dtype)
 
     monkeypatch.setattr(torch, "from_file", enomem)
-    with pytest.raises(MappingLimitError, match="vm.max_map_count"):
+    with pytest.raises(MappingLimitError, match=r"vm\.max_map_count"):
         TensorDict.load_memmap(tmp_path / "p")
 
 

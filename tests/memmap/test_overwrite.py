@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
 import random
 import subprocess
 import sys
@@ -17,8 +16,8 @@ from typing import Any
 import pytest
 import torch
 
-from tensordict import LazyStackedTensorDict, MemoryMappedTensor, NonTensorData, TensorDict
-from tensordict.errors import MemmapFormatError, NotPicklableError
+from tensordict import LazyStackedTensorDict, NonTensorData, TensorDict
+from tensordict.errors import IncompleteMemmapError, MemmapFormatError, NotPicklableError
 from tensordict.memmap import io
 from tensordict.memmap import transaction as tx
 from tests.stress import stress_count
@@ -382,3 +381,69 @@ def test_leftovers_of_other_prefixes_are_not_touched(tmp_path: Path) -> None:
     (tmp_path / ".pp.tdstage-1-abc").mkdir()
     make(2.0).memmap(tmp_path / "p")
     assert sorted(siblings(tmp_path / "p")) == [".pp.tdstage-1-abc", ".q.tdstage-1-abc"]
+
+
+# ====================================================================== where the switch is impossible
+def test_without_rename_exchange_the_old_version_is_renamed_aside(tmp_path: Path, monkeypatch):
+    make(5.0).memmap(tmp_path / "p")
+    (tmp_path / "p" / "notes.txt").write_text("mine")
+
+    def unsupported(a: str, b: str) -> None:
+        raise OSError(22, "Invalid argument")  # what a file system without it answers
+
+    monkeypatch.setattr(tx, "exchange", unsupported)
+    make(7.0).memmap(tmp_path / "p")
+    assert TensorDict.load_memmap(tmp_path / "p")["a"][0, 0].item() == 7.0
+    assert (tmp_path / "p" / "notes.txt").read_text() == "mine" and siblings(tmp_path / "p") == []
+
+
+def test_crash_between_the_two_renames_is_undone_by_the_next_write(tmp_path: Path) -> None:
+    make(5.0).memmap(tmp_path / "p")
+    (tmp_path / "p" / "notes.txt").write_text("mine")
+    os.rename(tmp_path / "p", tmp_path / ".p.tdprev-1-abc")  # the first rename, then the crash
+    with pytest.raises(IncompleteMemmapError, match=r"\.p\.tdprev-1-abc"):
+        TensorDict.load_memmap(tmp_path / "p")  # the error says where the old version is
+    make(7.0).memmap(tmp_path / "p")  # puts the old version back first, then replaces it
+    assert TensorDict.load_memmap(tmp_path / "p")["a"][0, 0].item() == 7.0
+    assert (tmp_path / "p" / "notes.txt").read_text() == "mine" and siblings(tmp_path / "p") == []
+
+
+@pytest.fixture
+def in_place(monkeypatch):
+    """Make every write go in place, as on a mount point or under a read-only parent."""
+    real_init = tx.Staging.__init__
+
+    def no_staging(self, root: str, real: str) -> None:
+        real_init(self, root, real)
+        if not self.in_place:
+            os.rmdir(self.target)
+            self.target, self.in_place = real, True
+
+    monkeypatch.setattr(tx.Staging, "__init__", no_staging)
+
+
+def test_in_place_overwrite_replaces_the_version_and_keeps_foreign_files(tmp_path, in_place):
+    TensorDict({"old": torch.zeros(3), "a": torch.zeros(3, 4)}, [3]).memmap(tmp_path / "p")
+    (tmp_path / "p" / "notes.txt").write_text("mine")
+    make(7.0).memmap(tmp_path / "p")
+    assert TensorDict.load_memmap(tmp_path / "p")["a"][0, 0].item() == 7.0
+    assert not (tmp_path / "p" / "old.memmap").exists()
+    assert (tmp_path / "p" / "notes.txt").read_text() == "mine"
+
+
+def test_interrupted_in_place_overwrite_never_loads_a_mix(tmp_path, in_place, monkeypatch):
+    make(5.0).memmap(tmp_path / "p")
+    calls = [0]
+    real = io.write_file
+
+    def fail_second(*args: Any, **kwargs: Any) -> None:
+        calls[0] += 1
+        if calls[0] == 2:
+            raise OSError(5, "Input/output error")
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(io, "write_file", fail_second)
+    with pytest.raises(OSError, match="Input/output"):
+        make(7.0).memmap(tmp_path / "p")
+    with pytest.raises(IncompleteMemmapError, match=r"meta\.json"):
+        TensorDict.load_memmap(tmp_path / "p")

@@ -246,13 +246,15 @@ def _prepare_in_place(plan: Plan, real: str) -> None:
     paths = [leaf.path for leaf in plan.leaves] + [p for p, _ in plan.pickles]
     for path in paths + [os.path.join(d, fmt.META) for d in plan.directories()]:
         fmt.check_write_inside(plan.root, path)
+    stale = []
+    for directory, written in plan.names().items():
+        here = os.path.join(real, os.path.relpath(directory, plan.root))
+        stale += [os.path.join(here, name) for name in tx.owned_names(here) - written]
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(real, fmt.META))
     tx.remove_legacy_tmp(real)
-    for directory, written in plan.names().items():
-        here = os.path.join(real, os.path.relpath(directory, plan.root))
-        for name in tx.owned_names(here) - written:
-            tx.remove_tree(os.path.join(here, name))
+    for path in stale:
+        tx.remove_tree(path)
 
 
 def _prefix(prefix: Any) -> str:

@@ -29,6 +29,7 @@ from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, _object_array
 from tensordict.errors import IncompleteMemmapError, MemmapFormatError, PickleNotAllowedError
 from tensordict.memmap import format as fmt
+from tensordict.memmap import transaction as tx
 from tensordict.memmap.tensor import MemoryMappedTensor, dtype_from_str
 
 __all__ = ["load_memmap"]
@@ -79,6 +80,8 @@ def load_memmap(
         MemoryMappedTensor([0, 1, 2])
     """
     root = os.path.abspath(os.fspath(prefix))
+    if not os.path.lexists(root):
+        _missing(root)
     for attempt in range(_RETRIES + 1):
         before = _identity(root)
         try:
@@ -95,6 +98,19 @@ def load_memmap(
         out.update_(node)
         return out
     return node
+
+
+def _missing(root: str) -> None:
+    """Raise for a prefix that does not exist, naming a previous version left aside by an
+    interrupted overwrite (see :mod:`tensordict.memmap.transaction`) if there is one."""
+    aside = tx.aside_versions(root)
+    hint = ""
+    if aside:
+        hint = (
+            f" An interrupted overwrite left its previous version in {aside[0]}: the next write "
+            "of this prefix puts it back first, or rename it back yourself."
+        )
+    raise IncompleteMemmapError(f"{root} does not exist: it is not a saved tensordict.{hint}")
 
 
 def _identity(root: str) -> tuple[int, int] | None:

@@ -47,6 +47,7 @@ from tensordict.memmap import format as fmt
 
 __all__ = [
     "Staging",
+    "aside_versions",
     "exchange",
     "free_bytes",
     "fsync_tree",
@@ -140,6 +141,17 @@ def clean_leftovers(real: str) -> None:
             os.rename(path, real)  # the crash came between the two renames: undo the first
         elif name.startswith((f"{base}.tdstage-", f"{base}.tdprev-")):
             remove_tree(path)
+
+
+def aside_versions(root: str) -> list[str]:
+    """Previous versions of ``root`` that an interrupted two-rename switch left beside it."""
+    real = os.path.realpath(root)
+    parent, base = os.path.dirname(real), os.path.basename(_base(real))
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return []
+    return sorted(os.path.join(parent, n) for n in names if n.startswith(f"{base}.tdprev-"))
 
 
 def remove_legacy_tmp(real: str) -> None:
