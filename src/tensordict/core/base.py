@@ -586,6 +586,10 @@ class TensorDictBase(
         """Move every tensor to shared memory (in place) and lock the tensordict."""
         for value in self._tensor_leaves():
             value.share_memory_()
+        for key in self.keys(include_nested=True, leaves_only=True):
+            entry = self._get_path(key if isinstance(key, tuple) else (key,), None)
+            if is_non_tensor(entry):
+                entry.share_memory_()  # marks it shared and locks it, as upstream
         return self.lock_()
 
     def is_shared(self) -> bool:

@@ -16,6 +16,7 @@ from tensordict.core.base import TensorDictBase, as_size
 from tensordict.core.entries import locked_message
 from tensordict.core.indexing import IndexPlan, plan_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.non_tensor_api import register_shell
 from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import BatchSizeError, LockedError
 
@@ -218,7 +219,7 @@ class TensorDict(TensorDictBase):
             if isinstance(value, NonTensorData):
                 return value.data
             if value.__class__ is NonTensorStack:
-                return value.tolist()
+                return value._as_linked_list()
             return value
         if index.__class__ is tuple and index and index[0].__class__ is str:
             return self._getitem_key(index)
@@ -428,3 +429,6 @@ def _index_names(names: list[str | None] | None, plan: IndexPlan) -> list[str | 
         return None
     out = [names[d] if d is not None else None for d in plan.dim_map]
     return out if any(n is not None for n in out) else None
+
+
+register_shell(TensorDict)  # non-tensor entries run the tensordict API on a shell

@@ -86,7 +86,7 @@ class EntriesMixin(TensorCollection):
         if isinstance(value, NonTensorData):
             return value.data
         if value.__class__ is NonTensorStack:
-            return value.tolist()
+            return value._as_linked_list()
         return value
 
     def __getitem__(self, index: Any) -> Any:
