@@ -10,6 +10,7 @@ from tensordict.core.keys import NestedKey, unravel_key, unravel_key_list
 from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.memmap.tensor import MemoryMappedTensor
+from tensordict.nn.functional_modules import from_module, from_modules
 from tensordict.parallel.worker import WorkerInfo, get_worker_info
 from tensordict.tensorclass import TensorClass, is_tensorclass, tensorclass
 
@@ -25,6 +26,8 @@ __all__ = [
     "TensorDict",
     "TensorDictBase",
     "WorkerInfo",
+    "from_module",
+    "from_modules",
     "get_worker_info",
     "is_tensor_collection",
     "is_tensorclass",
