@@ -23,6 +23,7 @@ __all__ = [
     "IndexingError",
     "KeyTypeError",
     "LockedError",
+    "MetaDataTypeError",
     "MemmapFormatError",
     "MissingDependencyError",
     "NotPicklableError",
@@ -31,6 +32,8 @@ __all__ = [
     "TensorclassArgumentError",
     "TensorclassDefinitionError",
     "TensorDictKeyError",
+    "TypedFieldError",
+    "UnbatchedMemmapError",
     "UndeclaredFieldError",
     "UnsafeKeyError",
     "WorkerDiedError",
@@ -145,3 +148,16 @@ class FrozenTensorclassError(dataclasses.FrozenInstanceError):
 class FieldTypeError(TypeError, ValueError):
     """A value a tensorclass field does not accept: under ``nocast``, a value that is not an
     instance of the field's annotation; under ``autocast``, a value the annotation cannot cast."""
+
+
+class UnbatchedMemmapError(NotImplementedError):
+    """Memory-mapping an ``UnbatchedTensor`` entry (no on-disk layout exists for it, upstream
+    either)."""
+
+
+class TypedFieldError(TypeError):
+    """``TypedTensorDict`` construction with a missing required field or an undeclared one."""
+
+
+class MetaDataTypeError(TypeError):
+    """A value given to ``MetaData[cls]`` that is not an instance of ``cls``."""

@@ -32,6 +32,7 @@ from tensordict.core.ops import CastMixin, OpsMixin
 from tensordict.core.shape import ShapeMixin
 from tensordict.core.structure import StructureMixin
 from tensordict.core.tensor_methods import TensorMethodsMixin
+from tensordict.core.unbatched import is_unbatched
 from tensordict.errors import (
     BatchSizeError,
     LockedError,
@@ -165,7 +166,7 @@ class TensorDictBase(
             if isinstance(value, TensorDictBase):
                 value.auto_batch_size_()
                 shape = list(value.batch_size)
-            elif is_non_tensor(value):
+            elif is_non_tensor(value) or is_unbatched(value):
                 continue
             else:
                 shape = list(value.shape)

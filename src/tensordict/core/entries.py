@@ -18,6 +18,7 @@ from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import NestedKey, key_path, unravel_key
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.shape import broadcasts_to
+from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import BatchSizeError, LockedError, ShapeMismatchError, TensorDictKeyError
 
 __all__ = ["EntriesMixin", "locked_message"]
@@ -82,7 +83,7 @@ class EntriesMixin(TensorCollection):
         )
         if value is _MISSING:
             raise self._missing_key(unravel_key(key))
-        if value.__class__ is NonTensorData:
+        if isinstance(value, NonTensorData):
             return value.data
         if value.__class__ is NonTensorStack:
             return value.tolist()
@@ -130,7 +131,10 @@ class EntriesMixin(TensorCollection):
         """Turn a user value into a stored value for a tensordict of ``batch_size`` (or raise)."""
         device = self.device
         if isinstance(value, torch.Tensor):
-            self._check_batch(key, value, batch_size)
+            if is_unbatched(value):  # exempt from the batch size
+                value = rebatch(value, batch_size)  # type: ignore[arg-type]
+            else:
+                self._check_batch(key, value, batch_size)
             if device is not None and value.device != device:
                 value = value.to(device)
             return value

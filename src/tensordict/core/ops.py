@@ -19,6 +19,7 @@ import torch
 from tensordict.core.collection import TensorCollection
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, same_value
 from tensordict.core.shape import broadcasts_to
+from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import BatchSizeError, DTypeCastError, ShapeMismatchError
 
 __all__ = ["OpsMixin"]
@@ -142,6 +143,8 @@ class OpsMixin(TensorCollection):
                     result = fn(value, *theirs)
                 if result is None:
                     continue
+                if result.__class__ is not torch.Tensor and is_unbatched(result):
+                    result = rebatch(result, new_bs)
                 if inplace:
                     # written at once: memory stays at one result, even for a memory-mapped
                     # tensordict larger than RAM (operators check every leaf beforehand)
@@ -188,6 +191,8 @@ class OpsMixin(TensorCollection):
             n = len(new_bs)
             for key, value in out.items():
                 shape = getattr(value, "shape", None)
+                if is_unbatched(value):
+                    continue
                 if shape is not None and tuple(shape[:n]) != tuple(new_bs):
                     raise BatchSizeError(
                         f"apply produced {key!r} of shape {list(shape)}, which does not start "
