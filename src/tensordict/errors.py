@@ -16,6 +16,7 @@ __all__ = [
     "AlreadyMemmappedError",
     "BatchSizeError",
     "ChunkError",
+    "CycleError",
     "DTypeCastError",
     "FieldTypeError",
     "FrozenTensorclassError",
@@ -115,6 +116,10 @@ class WorkerDiedError(RuntimeError):
 
 class ChunkError(RuntimeError):
     """An error in ``fn`` that cannot be re-raised with its own type (e.g. it does not unpickle)."""
+
+
+class CycleError(ValueError):
+    """A tensordict stored inside itself (``td["a"] = td``), directly or deeper down."""
 
 
 class MissingDependencyError(ImportError):
