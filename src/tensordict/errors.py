@@ -27,6 +27,7 @@ __all__ = [
     "MemmapFormatError",
     "MissingDependencyError",
     "NotPicklableError",
+    "OutMismatchError",
     "PickleNotAllowedError",
     "ShapeMismatchError",
     "TensorclassArgumentError",
@@ -124,6 +125,11 @@ class CycleError(ValueError):
 
 class MissingDependencyError(ImportError):
     """An optional dependency that a feature needs is not installed."""
+
+
+class OutMismatchError(ShapeMismatchError):
+    """A result of ``fn`` that does not fit its slice of ``map(..., out=out)``: other keys, another
+    batch size or leaf shape (nothing is broadcast)."""
 
 
 class TensorclassDefinitionError(TypeError, AttributeError):
