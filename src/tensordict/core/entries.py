@@ -17,6 +17,7 @@ import torch
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import NestedKey, key_path, unravel_key
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.setitem import refuse_cycle
 from tensordict.core.shape import broadcasts_to
 from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import BatchSizeError, LockedError, ShapeMismatchError, TensorDictKeyError
@@ -239,6 +240,7 @@ class EntriesMixin(TensorCollection):
         if self.is_locked:
             raise LockedError(locked_message(f"set {unravel_key(path)!r}"))
         value = self._convert(unravel_key(path), item, self._target_batch_size(path))
+        refuse_cycle(self, path, value)
         parent = self._parent_for_write(path, create=True)
         if parent.is_locked:
             raise LockedError(locked_message(f"set {unravel_key(path)!r}"))
@@ -344,6 +346,7 @@ class EntriesMixin(TensorCollection):
             if self.is_locked:
                 raise LockedError(locked_message(f"update {unravel_key(path)!r}"))
             converted = self._convert(unravel_key(path), value, self._target_batch_size(path))
+            refuse_cycle(self, path, converted)
             staged.append((path, converted, value, None))
         for path, converted, value, existing in staged:
             if existing is not None:
