@@ -29,6 +29,7 @@ from tensordict.core.keys import (
 )
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
 from tensordict.core.ops import CastMixin, OpsMixin
+from tensordict.core.reductions import ReductionsMixin
 from tensordict.core.shape import ShapeMixin
 from tensordict.core.structure import StructureMixin
 from tensordict.core.tensor_methods import TensorMethodsMixin
@@ -77,6 +78,7 @@ def as_size(batch_size: Any) -> torch.Size:
 class TensorDictBase(
     EntriesMixin,
     StructureMixin,
+    ReductionsMixin,
     OpsMixin,
     ShapeMixin,
     CombineMixin,
