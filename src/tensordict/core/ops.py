@@ -507,9 +507,12 @@ class OpsMixin(TensorCollection):
 
     def fill_(self: T, key: Any, value: Any) -> T:
         """Fill the entry ``key`` with ``value`` in place."""
-        entry = self.get(key)  # type: ignore[attr-defined]
+        td: Any = self
+        entry = td.get(key)
+        if entry is None:
+            raise td._missing_key(key)
         if isinstance(entry, torch.Tensor):
-            entry.fill_(value)
+            td.set_(key, torch.as_tensor(value, dtype=entry.dtype))  # (lazy stacks: per member)
         else:
             entry.apply_(lambda x: x.fill_(value))
         return self
@@ -517,11 +520,15 @@ class OpsMixin(TensorCollection):
     # ================================================================== leaves
     def _tensor_leaves(self) -> list[torch.Tensor]:
         """The stored tensors themselves (writing to them writes to the tensordict)."""
-        return [
-            v
-            for v in self.values(include_nested=True, leaves_only=True)  # type: ignore[attr-defined]
-            if isinstance(v, torch.Tensor)
-        ]
+        leaves: list[torch.Tensor] = []
+        for _, v in self._own_items():
+            if getattr(type(v), "_is_tensorclass", False):
+                v = v._tensordict
+            if isinstance(v, torch.Tensor):
+                leaves.append(v)
+            elif isinstance(v, OpsMixin):  # a nested lazy stack gives its members' tensors
+                leaves.extend(v._tensor_leaves())
+        return leaves
 
 
 def _is_empty(td: Any) -> bool:
