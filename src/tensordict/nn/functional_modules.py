@@ -267,7 +267,12 @@ def _swap_into(
                 sub_swap = TensorDict()
                 swap._set_str(key, sub_swap, validated=True)
             _swap_into(
-                child, _params_of(value), inplace=inplace, preserve=preserve, swap=sub_swap, memo=memo
+                child,
+                _params_of(value),
+                inplace=inplace,
+                preserve=preserve,
+                swap=sub_swap,
+                memo=memo,
             )
         elif isinstance(value, torch.Tensor):
             _swap_leaf(module, key, value, inplace, preserve, swap)
@@ -359,7 +364,9 @@ def to_module(
         return None
 
     def restore() -> None:
-        swap.to_module(module, return_swap=False, inplace=bool(inplace), preserve_module_state=False)
+        swap.to_module(
+            module, return_swap=False, inplace=bool(inplace), preserve_module_state=False
+        )
 
     swap._last_op = ("restore", restore)  # type: ignore[assignment]
     return swap

@@ -79,7 +79,8 @@ def _add_batch_dim_td(td: Any, in_dim: int, level: int) -> Any:
             out = LazyStackedTensorDict(*members, stack_dim=stack_dim)
             return out.lock_() if td.is_locked else out
         dense = _add_batch_dim_td(td.to_tensordict(), in_dim, level)
-        _FROM_LAZY[id(dense)] = weakref.ref(dense, lambda _, k=id(dense): _FROM_LAZY.pop(k, None))
+        key = id(dense)
+        _FROM_LAZY[key] = weakref.ref(dense, lambda _, k=key: _FROM_LAZY.pop(k, None))
         return dense.lock_() if td.is_locked else dense
     source: dict[str, Any] = {}
     new_bs = torch.Size(_drop(td.batch_size, in_dim))
