@@ -368,7 +368,7 @@ def to_module(
             module, return_swap=False, inplace=bool(inplace), preserve_module_state=False
         )
 
-    swap._last_op = ("restore", restore)  # type: ignore[assignment]
+    swap._last_op = ("restore", restore)  # type: ignore[assignment,misc]
     return swap
 
 

@@ -80,7 +80,7 @@ def _add_batch_dim_td(td: Any, in_dim: int, level: int) -> Any:
             return out.lock_() if td.is_locked else out
         dense = _add_batch_dim_td(td.to_tensordict(), in_dim, level)
         key = id(dense)
-        _FROM_LAZY[key] = weakref.ref(dense, lambda _, k=key: _FROM_LAZY.pop(k, None))
+        _FROM_LAZY[key] = weakref.ref(dense, lambda _, k=key: _FROM_LAZY.pop(k, None))  # type: ignore[misc]
         return dense.lock_() if td.is_locked else dense
     source: dict[str, Any] = {}
     new_bs = torch.Size(_drop(td.batch_size, in_dim))
