@@ -12,6 +12,7 @@ from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack
 from tensordict.core.typed import TypedTensorDict
 from tensordict.core.unbatched import UnbatchedTensor
 from tensordict.memmap.tensor import MemoryMappedTensor
+from tensordict.nn.functional_modules import from_module, from_modules
 from tensordict.parallel.worker import WorkerInfo, get_worker_info
 from tensordict.tensorclass import TensorAttrs, TensorClass, is_tensorclass, tensorclass
 
@@ -31,6 +32,8 @@ __all__ = [
     "TypedTensorDict",
     "UnbatchedTensor",
     "WorkerInfo",
+    "from_module",
+    "from_modules",
     "get_worker_info",
     "is_tensor_collection",
     "is_tensorclass",

@@ -16,6 +16,7 @@ __all__ = [
     "AlreadyMemmappedError",
     "BatchSizeError",
     "ChunkError",
+    "CycleError",
     "DTypeCastError",
     "FieldTypeError",
     "FrozenTensorclassError",
@@ -27,6 +28,7 @@ __all__ = [
     "MemmapFormatError",
     "MissingDependencyError",
     "NotPicklableError",
+    "OutMismatchError",
     "PickleNotAllowedError",
     "ShapeMismatchError",
     "TensorclassArgumentError",
@@ -120,8 +122,17 @@ class ChunkError(RuntimeError):
     """An error in ``fn`` that cannot be re-raised with its own type (e.g. it does not unpickle)."""
 
 
+class CycleError(ValueError):
+    """A tensordict stored inside itself (``td["a"] = td``), directly or deeper down."""
+
+
 class MissingDependencyError(ImportError):
     """An optional dependency that a feature needs is not installed."""
+
+
+class OutMismatchError(ShapeMismatchError):
+    """A result of ``fn`` that does not fit its slice of ``map(..., out=out)``: other keys, another
+    batch size or leaf shape (nothing is broadcast)."""
 
 
 class TensorclassDefinitionError(TypeError, AttributeError):
