@@ -7,17 +7,37 @@ instances and converts them; ``forwarding`` declares the forwarded TensorDict AP
 ``TensorClass``.
 """
 
-from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack
+from tensordict.core.non_tensor import (
+    LinkedList,
+    MetaData,
+    NonTensorData,
+    NonTensorDataBase,
+    NonTensorStack,
+)
 from tensordict.tensorclass.attrs import TensorAttrs
 from tensordict.tensorclass.builder import is_tensorclass, tensorclass
+from tensordict.tensorclass.dataclass import from_dataclass
+from tensordict.tensorclass.forwarding import (
+    _FALLBACK_METHOD_FROM_TD,
+    _FALLBACK_METHOD_FROM_TD_FORCE,
+    _FALLBACK_METHOD_FROM_TD_NOWRAP,
+    _METHOD_FROM_TD,
+)
 from tensordict.tensorclass.inherit import TensorClass
 
 __all__ = [
+    "_FALLBACK_METHOD_FROM_TD",
+    "_FALLBACK_METHOD_FROM_TD_FORCE",
+    "_FALLBACK_METHOD_FROM_TD_NOWRAP",
+    "_METHOD_FROM_TD",
+    "LinkedList",
     "MetaData",
     "NonTensorData",
+    "NonTensorDataBase",
     "NonTensorStack",
     "TensorAttrs",
     "TensorClass",
+    "from_dataclass",
     "is_tensorclass",
     "tensorclass",
 ]
