@@ -25,6 +25,7 @@ from tensordict.core.lazy_index import (
     first_member,
     stage_writes,
 )
+from tensordict.core.lazy_shape import LazyShapeMixin
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, stack_non_tensor
 from tensordict.core.setitem import stage_setitem
 from tensordict.core.shape import normalize_dim
@@ -48,7 +49,7 @@ class _ShapeOnly:
         )
 
 
-class LazyStackedTensorDict(TensorDictBase):
+class LazyStackedTensorDict(LazyShapeMixin, TensorDictBase):
     """A lazy stack of tensordicts along ``stack_dim``.
 
     Args:
