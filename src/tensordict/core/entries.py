@@ -17,7 +17,9 @@ import torch
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import NestedKey, key_path, unravel_key
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.setitem import refuse_cycle
 from tensordict.core.shape import broadcasts_to
+from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import BatchSizeError, LockedError, ShapeMismatchError, TensorDictKeyError
 
 __all__ = ["EntriesMixin", "inplace_value", "locked_message"]
@@ -95,7 +97,7 @@ class EntriesMixin(TensorCollection):
         )
         if value is _MISSING:
             raise self._missing_key(unravel_key(key))
-        if value.__class__ is NonTensorData:
+        if isinstance(value, NonTensorData):
             return value.data
         if value.__class__ is NonTensorStack:
             return value.tolist()
@@ -143,7 +145,10 @@ class EntriesMixin(TensorCollection):
         """Turn a user value into a stored value for a tensordict of ``batch_size`` (or raise)."""
         device = self.device
         if isinstance(value, torch.Tensor):
-            self._check_batch(key, value, batch_size)
+            if is_unbatched(value):  # exempt from the batch size
+                value = rebatch(value, batch_size)  # type: ignore[arg-type]
+            else:
+                self._check_batch(key, value, batch_size)
             if device is not None and value.device != device:
                 value = value.to(device)
             return value
@@ -248,6 +253,7 @@ class EntriesMixin(TensorCollection):
         if self.is_locked:
             raise LockedError(locked_message(f"set {unravel_key(path)!r}"))
         value = self._convert(unravel_key(path), item, self._target_batch_size(path))
+        refuse_cycle(self, path, value)
         parent = self._parent_for_write(path, create=True)
         if parent.is_locked:
             raise LockedError(locked_message(f"set {unravel_key(path)!r}"))
@@ -358,6 +364,7 @@ class EntriesMixin(TensorCollection):
             if self.is_locked:
                 raise LockedError(locked_message(f"update {unravel_key(path)!r}"))
             converted = self._convert(unravel_key(path), value, self._target_batch_size(path))
+            refuse_cycle(self, path, converted)
             staged.append((path, converted, value, None))
         for path, converted, value, existing in staged:
             if existing is not None:

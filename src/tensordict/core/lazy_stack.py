@@ -29,6 +29,7 @@ from tensordict.core.lazy_shape import LazyShapeMixin
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, stack_non_tensor
 from tensordict.core.setitem import stage_setitem
 from tensordict.core.shape import normalize_dim
+from tensordict.core.unbatched import is_unbatched, stack_unbatched
 from tensordict.errors import BatchSizeError, LockedError, ShapeMismatchError
 
 __all__ = ["LazyStackedTensorDict"]
@@ -208,6 +209,8 @@ class LazyStackedTensorDict(LazyShapeMixin, TensorDictBase):
         if any(v is _MISSING for v in values):
             return default
         v0 = values[0]
+        if is_unbatched(v0):
+            return stack_unbatched(values, self.batch_size)
         if isinstance(v0, torch.Tensor):
             shapes = {tuple(v.shape) for v in values}
             if len(shapes) > 1:
@@ -226,7 +229,7 @@ class LazyStackedTensorDict(LazyShapeMixin, TensorDictBase):
     def _set_str(self, key: str, value: Any, *, validated: bool) -> None:
         if not validated:
             value = self._convert(key, value, self.batch_size)
-        if isinstance(value, NonTensorData):
+        if isinstance(value, NonTensorData) or is_unbatched(value):
             parts: Sequence[Any] = [value._with_batch_size(m.batch_size) for m in self.tensordicts]
         elif isinstance(value, LazyStackedTensorDict) and value.stack_dim == self.stack_dim:
             parts = value.tensordicts
