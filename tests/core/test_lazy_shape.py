@@ -34,9 +34,9 @@ OPS: dict[str, Callable[[Any], Any]] = {
     "transpose(0, 1)": lambda t: t.transpose(0, 1),
     "view(-1)": lambda t: t.view(-1),
     "view merging the last dims": lambda t: t.view(t.shape[0], -1),
-    "view splitting the last dim": lambda t: t.view(*t.shape[:2], t.shape[2] // 2, 2)
-    if t.shape[2] % 2 == 0
-    else t.view(t.shape),
+    "view splitting the last dim": lambda t: (
+        t.view(*t.shape[:2], t.shape[2] // 2, 2) if t.shape[2] % 2 == 0 else t.view(t.shape)
+    ),
     "reshape(-1)": lambda t: t.reshape(-1),
     "flatten()": lambda t: t.flatten(),
     "flatten(0, 1)": lambda t: t.flatten(0, 1),

@@ -352,8 +352,20 @@ class TensorDictBase(
         return self._apply_leaves(lambda t: t.clone(), keep_non_tensor_copy=True)  # type: ignore[no-any-return]
 
     def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
-        """A regular :class:`~tensordict.TensorDict` holding copies of the data in memory."""
-        return self.clone()
+        """A regular :class:`~tensordict.TensorDict` holding copies of the data in memory.
+
+        Nested tensordicts are converted too: a nested lazy stack becomes dense (as upstream).
+        """
+        from tensordict.core.dense import TensorDict
+
+        source: dict[str, Any] = {}
+        for key, value in self._own_items():
+            if isinstance(value, TensorDictBase):
+                value = value.to_tensordict(retain_none=retain_none)
+            elif hasattr(value, "clone"):  # tensors, non-tensor data, tensorclasses
+                value = value.clone()
+            source[key] = value
+        return TensorDict._new_unsafe(source, self.batch_size, self.device, self._names_or_none())
 
     def contiguous(self: T) -> T:
         """A tensordict whose leaves are contiguous in memory (copies where needed)."""
