@@ -4,7 +4,8 @@
 member. ``view``/``reshape``/``flatten``/``unflatten`` *regroup* the stack when the new shape only
 merges adjacent dims (the elements become the members of one stack) or splits one dim (nested
 stacks of slices); ``view`` refuses any other shape and ``reshape`` then makes a dense copy.
-``torch.stack``/``torch.cat`` of lazy stacks give lazy stacks (:func:`stack_lazy`, :func:`cat_lazy`).
+``torch.stack``/``torch.cat`` of lazy stacks give lazy stacks (:func:`stack_lazy`,
+:func:`cat_lazy`).
 Members are views of the source's members wherever torch gives views, so in-place writes into the
 result reach the source.
 """
