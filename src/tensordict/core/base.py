@@ -29,6 +29,7 @@ from tensordict.core.keys import (
 )
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
 from tensordict.core.ops import CastMixin, OpsMixin
+from tensordict.core.ragged import RaggedMixin
 from tensordict.core.reductions import ReductionsMixin
 from tensordict.core.shape import ShapeMixin
 from tensordict.core.structure import StructureMixin
@@ -84,6 +85,7 @@ class TensorDictBase(
     CombineMixin,
     CastMixin,
     TensorMethodsMixin,
+    RaggedMixin,
 ):
     """The behaviour shared by every tensordict class.
 

@@ -8,6 +8,7 @@ dense copy when the members agree.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ from tensordict.core.lazy_index import (
 )
 from tensordict.core.lazy_shape import LazyShapeMixin
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, stack_non_tensor
+from tensordict.core.ragged import LazyRaggedMixin
 from tensordict.core.setitem import stage_setitem
 from tensordict.core.shape import normalize_dim
 from tensordict.core.unbatched import is_unbatched, stack_unbatched
@@ -56,7 +58,7 @@ class _ShapeOnly:
         )
 
 
-class LazyStackedTensorDict(LazyShapeMixin, TensorDictBase):
+class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
     """A lazy stack of tensordicts along ``stack_dim``.
 
     Args:
@@ -129,6 +131,25 @@ class LazyStackedTensorDict(LazyShapeMixin, TensorDictBase):
     def maybe_dense_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
         """A dense TensorDict when the members agree in keys and shapes, else a lazy stack."""
         return stack(input, dim)
+
+    # ================================================================== deprecated upstream API
+    @property
+    def valid_keys(self) -> Any:
+        """Deprecated (as upstream): the keys every member holds, ``keys()``."""
+        _deprecated("LazyStackedTensorDict.valid_keys is deprecated: use keys() instead.")
+        return self.keys()
+
+    @property
+    def hook_in(self) -> None:
+        """Deprecated (as upstream): always None (a function once applied to values written)."""
+        _deprecated("LazyStackedTensorDict.hook_in is deprecated.")
+        return None
+
+    @property
+    def hook_out(self) -> None:
+        """Deprecated (as upstream): always None (a function once applied to values read)."""
+        _deprecated("LazyStackedTensorDict.hook_out is deprecated.")
+        return None
 
     # ================================================================== members
     def append(self, tensordict: Any) -> None:
@@ -485,6 +506,10 @@ class LazyStackedTensorDict(LazyShapeMixin, TensorDictBase):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_lazy, (self.tensordicts, self.stack_dim, self._is_locked))
+
+
+def _deprecated(message: str) -> None:
+    warnings.warn(message, DeprecationWarning, stacklevel=3)
 
 
 def _as_member(td: Any, position: int) -> Any:
