@@ -93,7 +93,7 @@ class EntriesMixin(TensorCollection):
             default = options.pop("default")
         if options:
             path = key_path(key)
-            holder = self._get_path(path[:-1], None) if len(path) > 1 else self
+            holder: Any = self._get_path(path[:-1], None) if len(path) > 1 else self
             if getattr(type(holder), "_is_tensorclass", False):
                 holder = holder._tensordict
             if not isinstance(holder, TensorCollection):

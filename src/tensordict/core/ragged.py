@@ -70,8 +70,8 @@ class RaggedMixin(TensorCollection):
         tensors of ``layout`` (``torch.strided`` or ``torch.jagged``).
 
         Examples:
-            >>> from tensordict import TensorDict, lazy_stack
-            >>> td = lazy_stack([TensorDict(a=torch.zeros(1)), TensorDict(a=torch.ones(2))])
+            >>> from tensordict import TensorDict, LazyStackedTensorDict
+            >>> td = LazyStackedTensorDict(TensorDict(a=torch.zeros(1)), TensorDict(a=torch.ones(2)))
             >>> out = td.densify(layout=torch.jagged)
             >>> out["a"].is_nested, [t.tolist() for t in out["a"].unbind()]
             (True, [[0.0], [1.0, 1.0]])
@@ -90,8 +90,8 @@ class RaggedMixin(TensorCollection):
                 padding a mask would describe.
 
         Examples:
-            >>> from tensordict import TensorDict, lazy_stack
-            >>> td = lazy_stack([TensorDict(a=torch.zeros(1)), TensorDict(a=torch.ones(2))])
+            >>> from tensordict import TensorDict, LazyStackedTensorDict
+            >>> td = LazyStackedTensorDict(TensorDict(a=torch.zeros(1)), TensorDict(a=torch.ones(2)))
             >>> td.densify(layout=torch.jagged).to_padded_tensor(padding=-1)["a"].tolist()
             [[0.0, -1.0], [1.0, 1.0]]
         """
@@ -116,7 +116,7 @@ class LazyRaggedMixin(RaggedMixin):
     tensordicts: list[Any]
     stack_dim: int
 
-    def _get_leaf_as(
+    def _get_leaf_as(  # type: ignore[override]
         self,
         key: str,
         default: Any,
