@@ -71,7 +71,8 @@ class RaggedMixin(TensorCollection):
 
         Examples:
             >>> from tensordict import TensorDict, LazyStackedTensorDict
-            >>> td = LazyStackedTensorDict(TensorDict(a=torch.zeros(1)), TensorDict(a=torch.ones(2)))
+            >>> a, b = TensorDict(a=torch.zeros(1)), TensorDict(a=torch.ones(2))
+            >>> td = LazyStackedTensorDict(a, b)
             >>> out = td.densify(layout=torch.jagged)
             >>> out["a"].is_nested, [t.tolist() for t in out["a"].unbind()]
             (True, [[0.0], [1.0, 1.0]])
@@ -91,7 +92,8 @@ class RaggedMixin(TensorCollection):
 
         Examples:
             >>> from tensordict import TensorDict, LazyStackedTensorDict
-            >>> td = LazyStackedTensorDict(TensorDict(a=torch.zeros(1)), TensorDict(a=torch.ones(2)))
+            >>> a, b = TensorDict(a=torch.zeros(1)), TensorDict(a=torch.ones(2))
+            >>> td = LazyStackedTensorDict(a, b)
             >>> td.densify(layout=torch.jagged).to_padded_tensor(padding=-1)["a"].tolist()
             [[0.0, -1.0], [1.0, 1.0]]
         """
