@@ -353,6 +353,12 @@ class TensorDictBase(
             return self._copy_structure(set(), ())  # type: ignore[no-any-return]
         return self._apply_leaves(lambda t: t.clone(), keep_non_tensor_copy=True)  # type: ignore[no-any-return]
 
+    def _get_sub_tensordict(self, index: Any) -> Any:
+        """A view of ``self[index]`` whose writes (new keys included) go into this tensordict."""
+        from tensordict.core.lazy_views import _SubTensorDict  # views build on the base
+
+        return _SubTensorDict(self, index)
+
     def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
         """A regular :class:`~tensordict.TensorDict` holding copies of the data in memory.
 
