@@ -18,6 +18,7 @@ __all__ = [
     "ChunkError",
     "CycleError",
     "DTypeCastError",
+    "DeviceMismatchError",
     "FieldTypeError",
     "FrozenTensorclassError",
     "IncompleteMemmapError",
@@ -27,6 +28,7 @@ __all__ = [
     "MetaDataTypeError",
     "MemmapFormatError",
     "MissingDependencyError",
+    "NotATensorDictError",
     "NotPicklableError",
     "OutMismatchError",
     "PickleNotAllowedError",
@@ -67,6 +69,14 @@ class ShapeMismatchError(RuntimeError, ValueError):
 
 class DTypeCastError(RuntimeError, TypeError):
     """An in-place operation whose result dtype cannot be stored in the tensor it writes to."""
+
+
+class DeviceMismatchError(ValueError):
+    """Tensordicts on different devices where one device is required (members of a lazy stack)."""
+
+
+class NotATensorDictError(TypeError):
+    """A value given where a tensordict is required (a member added to a lazy stack)."""
 
 
 class IndexingError(IndexError):

@@ -29,6 +29,7 @@ from tensordict.core.keys import (
 )
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
 from tensordict.core.ops import CastMixin, OpsMixin
+from tensordict.core.ragged import RaggedMixin
 from tensordict.core.reductions import ReductionsMixin
 from tensordict.core.shape import ShapeMixin
 from tensordict.core.structure import StructureMixin
@@ -84,6 +85,7 @@ class TensorDictBase(
     CombineMixin,
     CastMixin,
     TensorMethodsMixin,
+    RaggedMixin,
 ):
     """The behaviour shared by every tensordict class.
 
@@ -351,9 +353,27 @@ class TensorDictBase(
             return self._copy_structure(set(), ())  # type: ignore[no-any-return]
         return self._apply_leaves(lambda t: t.clone(), keep_non_tensor_copy=True)  # type: ignore[no-any-return]
 
+    def _get_sub_tensordict(self, index: Any) -> Any:
+        """A view of ``self[index]`` whose writes (new keys included) go into this tensordict."""
+        from tensordict.core.lazy_views import _SubTensorDict  # views build on the base
+
+        return _SubTensorDict(self, index)
+
     def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
-        """A regular :class:`~tensordict.TensorDict` holding copies of the data in memory."""
-        return self.clone()
+        """A regular :class:`~tensordict.TensorDict` holding copies of the data in memory.
+
+        Nested tensordicts are converted too: a nested lazy stack becomes dense (as upstream).
+        """
+        from tensordict.core.dense import TensorDict
+
+        source: dict[str, Any] = {}
+        for key, value in self._own_items():
+            if isinstance(value, TensorDictBase):
+                value = value.to_tensordict(retain_none=retain_none)
+            elif hasattr(value, "clone"):  # tensors, non-tensor data, tensorclasses
+                value = value.clone()
+            source[key] = value
+        return TensorDict._new_unsafe(source, self.batch_size, self.device, self._names_or_none())
 
     def contiguous(self: T) -> T:
         """A tensordict whose leaves are contiguous in memory (copies where needed)."""

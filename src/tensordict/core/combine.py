@@ -122,6 +122,12 @@ def stack(
         for i, td in enumerate(tds):
             out[(slice(None),) * d + (i,)] = td
         return out
+    if any(hasattr(td, "stack_dim") for td in tds):
+        from tensordict.core.lazy_shape import stack_lazy  # lazy stacks build on core
+
+        lazy = stack_lazy(tds, d)
+        if lazy is not None:  # lazy stacks of as many members: stacked member by member
+            return lazy
     source = _dense_stack_source(tds, d) if maybe_dense_stack else None
     if source is None:
         from tensordict.core.lazy_stack import LazyStackedTensorDict  # lazy stacks build on core
@@ -154,9 +160,17 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     if not bs:
         raise BatchSizeError("cannot concatenate tensordicts without batch dimensions; use stack.")
     d = normalize_dim(dim, len(bs), bs, "cat")
-    _check_batch_sizes(tds, "concatenate", skip_dim=d)
     if any(hasattr(td, "stack_dim") for td in tds):
+        from tensordict.core.lazy_shape import cat_lazy  # lazy stacks build on core
+
+        lazy = cat_lazy(tds, d)  # a lazy stack (members checked as they are combined)
+        if lazy is not None:
+            if out is not None:
+                out.update_(lazy)
+                return out
+            return lazy
         tds = [td.to_tensordict() if hasattr(td, "stack_dim") else td for td in tds]
+    _check_batch_sizes(tds, "concatenate", skip_dim=d)
     keys = tds[0]._own_keys()
     for i, td in enumerate(tds[1:], 1):
         other = td._own_keys()

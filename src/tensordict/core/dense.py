@@ -225,10 +225,10 @@ class TensorDict(TensorDictBase):
             return self._getitem_key(index)
         return self._index(index)
 
-    def get(self, key: Any, default: Any = None) -> Any:
-        if key.__class__ is str:
+    def get(self, key: Any, default: Any = None, **options: Any) -> Any:
+        if key.__class__ is str and not options:
             return self._tensordict.get(key, default)
-        return super().get(key, default)
+        return super().get(key, default, **options)
 
     def set(
         self,

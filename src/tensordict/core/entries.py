@@ -74,8 +74,12 @@ class EntriesMixin(TensorCollection):
             "Check the spelling, or use td.get(key, default) for optional entries."
         )
 
-    def get(self, key: NestedKey, default: Any = None) -> Any:
+    def get(self, key: NestedKey, default: Any = None, **options: Any) -> Any:
         """The value under ``key`` (``NonTensorData`` is returned as is), or ``default``.
+
+        A ragged entry of a lazy stack is read with ``as_list=True``, ``as_padded_tensor=True``
+        (with ``padding_value``, ``padding_side``) or ``as_nested_tensor=True`` (with ``layout``);
+        see :mod:`tensordict.core.ragged`.
 
         Examples:
             >>> from tensordict import TensorDict
@@ -85,6 +89,16 @@ class EntriesMixin(TensorCollection):
             >>> td.get("missing") is None
             True
         """
+        if "default" in options:
+            default = options.pop("default")
+        if options:
+            path = key_path(key)
+            holder: Any = self._get_path(path[:-1], None) if len(path) > 1 else self
+            if getattr(type(holder), "_is_tensorclass", False):
+                holder = holder._tensordict
+            if not isinstance(holder, TensorCollection):
+                return default
+            return holder._get_leaf_as(path[-1], default, **options)  # type: ignore[attr-defined]
         if key.__class__ is str:
             return self._get_str(key, default)
         return self._get_path(key_path(key), default)
