@@ -16,11 +16,13 @@ __all__ = [
     "AlreadyMemmappedError",
     "BatchSizeError",
     "ChunkError",
+    "DimNamesError",
     "DTypeCastError",
     "FieldTypeError",
     "FrozenTensorclassError",
     "IncompleteMemmapError",
     "IndexingError",
+    "KeyMismatchError",
     "KeyTypeError",
     "LockedError",
     "MemmapFormatError",
@@ -58,6 +60,18 @@ class BatchSizeError(RuntimeError, ValueError):
 
 class ShapeMismatchError(RuntimeError, ValueError):
     """Tensordicts or tensors whose shapes or keys cannot be combined (stack, cat, arithmetic)."""
+
+
+class KeyMismatchError(ShapeMismatchError, TensorDictKeyError):
+    """Tensordicts combined entry by entry (arithmetic, comparisons) whose keys differ.
+
+    Subclasses ``KeyError`` too, which upstream raises for this mistake.
+    """
+
+
+class DimNamesError(RuntimeError, ValueError):
+    """Dimension names that conflict: renaming a named dimension in ``refine_names``, or
+    tensordicts that name the same dimension differently in ``cat`` / ``stack``."""
 
 
 class DTypeCastError(RuntimeError, TypeError):

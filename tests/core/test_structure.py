@@ -157,7 +157,9 @@ def test_setitem_merges_nested_keys_given_both_ways_and_leaves_the_callers_dict_
 
 def test_update_at_writes_non_tensor_entries_into_the_tensordict_itself() -> None:
     td = TensorDict({"val": NonTensorData(data=0, batch_size=[10])}, [10])
-    td.update_at_(TensorDict({"val": NonTensorData(data=1, batch_size=[5])}, [5]), slice(1, None, 2))
+    td.update_at_(
+        TensorDict({"val": NonTensorData(data=1, batch_size=[5])}, [5]), slice(1, None, 2)
+    )
     assert td.get("val").tolist() == [0, 1] * 5
     td = TensorDict({"a": torch.zeros(4), "s": "x"}, [4])
     td.update_at_({"s": "y"}, 1)

@@ -28,7 +28,7 @@ from tensordict.core.keys import (
     unravel_key,
 )
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
-from tensordict.core.ops import CastMixin, OpsMixin
+from tensordict.core.ops import CastMixin, OpsMixin, keep_lock_of
 from tensordict.core.reductions import ReductionsMixin
 from tensordict.core.shape import ShapeMixin
 from tensordict.core.structure import StructureMixin
@@ -359,7 +359,7 @@ class TensorDictBase(
         return self._apply_leaves(lambda t: t.contiguous())  # type: ignore[no-any-return]
 
     def detach(self: T) -> T:
-        return self._apply_leaves(lambda t: t.detach())  # type: ignore[no-any-return]
+        return keep_lock_of(self, self._apply_leaves(lambda t: t.detach()))  # type: ignore[no-any-return]
 
     def detach_(self: T) -> T:
         for value in self._tensor_leaves():
@@ -459,7 +459,7 @@ class TensorDictBase(
         if batch_size is not None:
             out = out.clone(recurse=False) if out is self else out
             out.batch_size = batch_size
-        return out  # type: ignore[no-any-return]
+        return out if out is self else keep_lock_of(self, out)  # type: ignore[no-any-return]
 
     def cpu(self: T) -> T:
         return self.to("cpu")
