@@ -47,8 +47,15 @@ class TensorDictKeyError(KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class KeyTypeError(TypeError):
-    """A key that is neither a ``str`` nor a tuple of ``str``."""
+class KeyTypeError(TypeError, KeyError, RuntimeError):
+    """A key that is neither a ``str`` nor a tuple of ``str``.
+
+    Subclasses ``KeyError`` and ``RuntimeError`` too: upstream raises those for the same mistake
+    (``td.get(1)``, ``1 in td``).
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class BatchSizeError(RuntimeError, ValueError):

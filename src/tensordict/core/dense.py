@@ -86,7 +86,11 @@ class TensorDict(TensorDictBase):
         if source is None:
             source = kwargs
         elif kwargs:
-            source = {**source, **kwargs}
+            raise ValueError(
+                "Either a dictionary or a sequence of kwargs must be provided, not both: got "
+                f"source= and the keyword entries {sorted(kwargs)}. Put every entry in the dict "
+                "(TensorDict({**source, 'key': value})), or pass them all as keywords."
+            )
         elif isinstance(source, TensorDictBase):
             source = dict(source._own_items())
         elif not isinstance(source, Mapping):
