@@ -8,6 +8,7 @@ tensorclasses get them too.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -69,6 +70,27 @@ def _binary(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
         "tensordict with the same keys), or with ``other`` itself (a tensor or a number)."
     )
     return method
+
+
+def _memory_parts(t: torch.Tensor) -> list[torch.Tensor]:
+    """The tensors holding a leaf's memory: a jagged tensor's components, and its gradient."""
+    if t.is_nested and t.layout == torch.jagged:
+        parts = [t.values(), t.offsets()]
+        lengths = t.lengths()
+        if lengths is not None:
+            parts.append(lengths)
+    else:
+        parts = [t]
+    if t.grad is not None:
+        parts.append(t.grad)
+    return parts
+
+
+def _memory_key(t: torch.Tensor, nbytes: int) -> tuple[Any, ...]:
+    """Equal for two tensors viewing the same memory (identity where there is no memory)."""
+    if t.device.type == "meta" or nbytes == 0:
+        return ("id", id(t))
+    return (t.device, t.data_ptr(), nbytes)
 
 
 def _batch_shape_of(other: Any) -> tuple[int, ...]:
@@ -370,8 +392,27 @@ class TensorMethodsMixin(TensorCollection):
         return sum(t.numel() for t in self._unique_leaves(count_duplicates))
 
     def bytes(self, *, count_duplicates: bool = False) -> int:
-        """The bytes of all entries (shared tensors once unless asked)."""
-        return sum(t.numel() * t.element_size() for t in self._unique_leaves(count_duplicates))
+        """The bytes held by the entries: data, gradients, and the values, offsets and lengths of
+        nested (jagged) tensors. Memory shared by several entries counts once unless asked.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> x = torch.zeros(3)
+            >>> TensorDict(a=x, b=x).bytes(), TensorDict(a=x, b=x).bytes(count_duplicates=True)
+            (12, 24)
+        """
+        seen: builtins.set[tuple[Any, ...]] = builtins.set()
+        total = 0
+        for leaf in self._leaves():
+            for part in _memory_parts(leaf):
+                nbytes = part.numel() * part.element_size()
+                if not count_duplicates:
+                    key = _memory_key(part, nbytes)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                total += nbytes
+        return total
 
     def _unique_leaves(self, count_duplicates: bool) -> list[torch.Tensor]:
         leaves = self._leaves()
