@@ -75,8 +75,9 @@ def _binary(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
 def _memory_parts(t: torch.Tensor) -> list[torch.Tensor]:
     """The tensors holding a leaf's memory: a jagged tensor's components, and its gradient."""
     if t.is_nested and t.layout == torch.jagged:
-        parts = [t.values(), t.offsets()]
-        lengths = t.lengths()
+        jagged: Any = t  # (a NestedTensor: offsets() and lengths() are not on torch.Tensor)
+        parts = [jagged.values(), jagged.offsets()]
+        lengths = jagged.lengths()
         if lengths is not None:
             parts.append(lengths)
     else:
