@@ -17,12 +17,14 @@ __all__ = [
     "BatchSizeError",
     "ChunkError",
     "CycleError",
+    "DimNamesError",
     "DTypeCastError",
     "DeviceMismatchError",
     "FieldTypeError",
     "FrozenTensorclassError",
     "IncompleteMemmapError",
     "IndexingError",
+    "KeyMismatchError",
     "KeyTypeError",
     "LockedError",
     "MetaDataTypeError",
@@ -52,8 +54,15 @@ class TensorDictKeyError(KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class KeyTypeError(TypeError):
-    """A key that is neither a ``str`` nor a tuple of ``str``."""
+class KeyTypeError(TypeError, KeyError, RuntimeError):
+    """A key that is neither a ``str`` nor a tuple of ``str``.
+
+    Subclasses ``KeyError`` and ``RuntimeError`` too: upstream raises those for the same mistake
+    (``td.get(1)``, ``1 in td``).
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class BatchSizeError(RuntimeError, ValueError):
@@ -65,6 +74,18 @@ class BatchSizeError(RuntimeError, ValueError):
 
 class ShapeMismatchError(RuntimeError, ValueError):
     """Tensordicts or tensors whose shapes or keys cannot be combined (stack, cat, arithmetic)."""
+
+
+class KeyMismatchError(ShapeMismatchError, TensorDictKeyError):
+    """Tensordicts combined entry by entry (arithmetic, comparisons) whose keys differ.
+
+    Subclasses ``KeyError`` too, which upstream raises for this mistake.
+    """
+
+
+class DimNamesError(RuntimeError, ValueError):
+    """Dimension names that conflict: renaming a named dimension in ``refine_names``, or
+    tensordicts that name the same dimension differently in ``cat`` / ``stack``."""
 
 
 class DTypeCastError(RuntimeError, TypeError):
