@@ -9,6 +9,7 @@ from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, unravel_key, unravel_key_list
 from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.formats.persistent import PersistentTensorDict
 from tensordict.memmap.tensor import MemoryMappedTensor
 from tensordict.parallel.worker import WorkerInfo, get_worker_info
 from tensordict.tensorclass import TensorClass, is_tensorclass, tensorclass
@@ -21,6 +22,7 @@ __all__ = [
     "NestedKey",
     "NonTensorData",
     "NonTensorStack",
+    "PersistentTensorDict",
     "TensorClass",
     "TensorDict",
     "TensorDictBase",

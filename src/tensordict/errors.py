@@ -18,6 +18,7 @@ __all__ = [
     "ChunkError",
     "DTypeCastError",
     "FieldTypeError",
+    "FormatValueError",
     "FrozenTensorclassError",
     "IncompleteMemmapError",
     "IndexingError",
@@ -28,6 +29,8 @@ __all__ = [
     "NotPicklableError",
     "PickleNotAllowedError",
     "ShapeMismatchError",
+    "StoreConnectionError",
+    "StoreKeyError",
     "TensorclassArgumentError",
     "TensorclassDefinitionError",
     "TensorDictKeyError",
@@ -145,3 +148,17 @@ class FrozenTensorclassError(dataclasses.FrozenInstanceError):
 class FieldTypeError(TypeError, ValueError):
     """A value a tensorclass field does not accept: under ``nocast``, a value that is not an
     instance of the field's annotation; under ``autocast``, a value the annotation cannot cast."""
+
+
+class FormatValueError(TypeError, ValueError):
+    """A value a file format cannot hold (bfloat16 in HDF5, a 2-d tensor in a table column, a
+    python object where only tensors are stored), or a file whose content does not fit a
+    tensordict."""
+
+
+class StoreKeyError(TensorDictKeyError):
+    """A tensordict id or entry that the key-value store does not hold."""
+
+
+class StoreConnectionError(ConnectionError, RuntimeError):
+    """The key-value server of a store-backed tensordict cannot be reached or went away."""

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import torch
 
 from tensordict.core.combine import CombineMixin
+from tensordict.core.conversion import ConversionMixin
 from tensordict.core.entries import EntriesMixin, locked_message
 from tensordict.core.keys import (
     ItemsView,
@@ -81,6 +82,7 @@ class TensorDictBase(
     CombineMixin,
     CastMixin,
     TensorMethodsMixin,
+    ConversionMixin,
 ):
     """The behaviour shared by every tensordict class.
 
