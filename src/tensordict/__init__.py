@@ -9,6 +9,19 @@ from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, unravel_key, unravel_key_list
 from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.formats import (
+    from_arrow,
+    from_csv,
+    from_h5,
+    from_json,
+    from_pandas,
+    from_parquet,
+    from_safetensors,
+    from_struct_array,
+    from_zarr,
+    to_arrow,
+    to_safetensors,
+)
 from tensordict.formats.persistent import PersistentTensorDict
 from tensordict.memmap.tensor import MemoryMappedTensor
 from tensordict.parallel.worker import WorkerInfo, get_worker_info
@@ -27,10 +40,21 @@ __all__ = [
     "TensorDict",
     "TensorDictBase",
     "WorkerInfo",
+    "from_arrow",
+    "from_csv",
+    "from_h5",
+    "from_json",
+    "from_pandas",
+    "from_parquet",
+    "from_safetensors",
+    "from_struct_array",
+    "from_zarr",
     "get_worker_info",
     "is_tensor_collection",
     "is_tensorclass",
     "tensorclass",
+    "to_arrow",
+    "to_safetensors",
     "unravel_key",
     "unravel_key_list",
 ]

@@ -3,7 +3,7 @@
 The code lives in :mod:`tensordict.formats.persistent`.
 """
 
-from tensordict.formats import has_module
+from tensordict.formats.deps import has_module
 from tensordict.formats.persistent import PersistentTensorDict
 
 __all__ = ["PersistentTensorDict"]

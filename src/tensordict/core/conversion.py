@@ -100,3 +100,134 @@ class ConversionMixin:
             non_tensor_as_stack=non_tensor_as_stack,
             allow_pickle=allow_pickle,
         )
+
+    # ------------------------------------------------------------------ tables
+    @classmethod
+    def from_pandas(
+        cls,
+        dataframe: Any,
+        *,
+        auto_batch_size: bool = False,
+        batch_dims: int | None = None,
+        device: Any = None,
+        batch_size: Sequence[int] | torch.Size | None = None,
+        separator: str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> Any:
+        """A pandas DataFrame as a tensordict (see :func:`tensordict.formats.tables.from_pandas`).
+
+        Examples:
+            >>> import pandas as pd
+            >>> from tensordict import TensorDict
+            >>> TensorDict.from_pandas(pd.DataFrame({"a": [1, 2, 3]}))["a"]
+            tensor([1, 2, 3])
+        """
+        from tensordict.formats import tables
+
+        return tables.from_pandas(
+            dataframe,
+            auto_batch_size=auto_batch_size,
+            batch_dims=batch_dims,
+            device=device,
+            batch_size=batch_size,
+            separator=separator,
+            dtype=dtype,
+        )
+
+    def to_pandas(self, *, separator: str | None = None) -> Any:
+        """A pandas DataFrame, one column per leaf (nested keys joined with ``separator``)."""
+        from tensordict.formats import tables
+
+        return tables.to_pandas(self, separator=separator)
+
+    @classmethod
+    def from_csv(cls, path: Any, **kwargs: Any) -> Any:
+        """Read a CSV file with pandas (arguments as :meth:`from_pandas`, others to pandas)."""
+        from tensordict.formats import tables
+
+        return tables.from_csv(path, **kwargs)
+
+    def to_csv(self, path: Any, *, separator: str | None = None, **kwargs: Any) -> None:
+        """Write a CSV file with pandas (no index column)."""
+        from tensordict.formats import tables
+
+        tables.to_csv(self, path, separator=separator, **kwargs)
+
+    @classmethod
+    def from_json(cls, path: Any, *, lines: bool = False, **kwargs: Any) -> Any:
+        """Read a JSON file of records (``lines=True``: JSON lines) with pandas."""
+        from tensordict.formats import tables
+
+        return tables.from_json(path, lines=lines, **kwargs)
+
+    def to_json(
+        self, path: Any, *, separator: str | None = None, lines: bool = False, **kwargs: Any
+    ) -> None:
+        """Write a JSON file of records (``lines=True``: JSON lines) with pandas."""
+        from tensordict.formats import tables
+
+        tables.to_json(self, path, separator=separator, lines=lines, **kwargs)
+
+    @classmethod
+    def from_parquet(
+        cls,
+        path: Any,
+        *,
+        auto_batch_size: bool = False,
+        batch_dims: int | None = None,
+        device: Any = None,
+        batch_size: Sequence[int] | torch.Size | None = None,
+        separator: str | None = None,
+        dtype: torch.dtype | None = None,
+        columns: list[str] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Read a Parquet file with pyarrow (``columns=`` reads only those)."""
+        from tensordict.formats import tables
+
+        return tables.from_parquet(
+            path,
+            auto_batch_size=auto_batch_size,
+            batch_dims=batch_dims,
+            device=device,
+            batch_size=batch_size,
+            separator=separator,
+            dtype=dtype,
+            columns=columns,
+            **kwargs,
+        )
+
+    def to_parquet(self, path: Any, *, separator: str | None = None, **kwargs: Any) -> None:
+        """Write a Parquet file with pyarrow (nested keys as struct columns, or flat columns
+        joined with ``separator``)."""
+        from tensordict.formats import tables
+
+        tables.to_parquet(self, path, separator=separator, **kwargs)
+
+    # ------------------------------------------------------------------ numpy structured arrays
+    @classmethod
+    def from_struct_array(
+        cls,
+        struct_array: Any,
+        *,
+        auto_batch_size: bool = False,
+        batch_dims: int | None = None,
+        device: Any = None,
+        batch_size: Sequence[int] | torch.Size | None = None,
+    ) -> Any:
+        """A numpy structured array as a tensordict (one entry per field)."""
+        from tensordict.formats import struct
+
+        return struct.from_struct_array(
+            struct_array,
+            auto_batch_size=auto_batch_size,
+            batch_dims=batch_dims,
+            device=device,
+            batch_size=batch_size,
+        )
+
+    def to_struct_array(self) -> Any:
+        """A numpy structured array of shape ``batch_size``, one field per entry."""
+        from tensordict.formats import struct
+
+        return struct.to_struct_array(self)

@@ -44,7 +44,7 @@ from tensordict.formats.rows import (
     write_selection,
 )
 
-__all__ = ["PersistentTensorDict"]
+__all__ = ["PersistentTensorDict", "from_h5", "from_zarr"]
 
 _MISSING: Any = object()
 
@@ -819,3 +819,45 @@ def _rebuild(cls: type, state: tuple[Any, ...]) -> PersistentTensorDict:
     node = reopen_node(spec, mode, same_process=pid == os.getpid())
     out._setup(node, bs, device, names, allow_pickle, selection, sel_dims, src_bs, locked)
     return out
+
+
+def from_h5(
+    h5_file: Any,
+    *,
+    mode: str = "r",
+    auto_batch_size: bool = False,
+    batch_dims: int | None = None,
+    batch_size: Sequence[int] | torch.Size | None = None,
+    non_tensor_as_stack: bool = False,
+) -> PersistentTensorDict:
+    """Open a HDF5 file as a :class:`PersistentTensorDict` (``tensordict.from_h5``)."""
+    return PersistentTensorDict.from_h5(
+        h5_file,
+        mode=mode,
+        auto_batch_size=auto_batch_size,
+        batch_dims=batch_dims,
+        batch_size=batch_size,
+        non_tensor_as_stack=non_tensor_as_stack,
+    )
+
+
+def from_zarr(
+    zarr_file: Any,
+    *,
+    mode: str = "r",
+    auto_batch_size: bool = False,
+    batch_dims: int | None = None,
+    batch_size: Sequence[int] | torch.Size | None = None,
+    non_tensor_as_stack: bool = False,
+    allow_pickle: bool | None = None,
+) -> PersistentTensorDict:
+    """Open a Zarr store as a :class:`PersistentTensorDict` (``tensordict.from_zarr``)."""
+    return PersistentTensorDict.from_zarr(
+        zarr_file,
+        mode=mode,
+        auto_batch_size=auto_batch_size,
+        batch_dims=batch_dims,
+        batch_size=batch_size,
+        non_tensor_as_stack=non_tensor_as_stack,
+        allow_pickle=allow_pickle,
+    )

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from tensordict.errors import FormatValueError
-from tensordict.formats import require
+from tensordict.formats.deps import require
 from tensordict.formats.node import META_ATTR, GroupNode, to_numpy
 
 __all__ = ["ZarrGroup", "consolidate", "open_zarr", "zarr"]
