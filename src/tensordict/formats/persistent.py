@@ -14,9 +14,8 @@ other process) read the file themselves; no data travels.
 from __future__ import annotations
 
 import os
-import textwrap
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -27,8 +26,8 @@ from tensordict.core.entries import locked_message
 from tensordict.core.indexing import plan_index
 from tensordict.core.keys import key_path
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
-from tensordict.core.printing import field_lines
 from tensordict.errors import BatchSizeError, FormatValueError, LockedError, TensorDictKeyError
+from tensordict.formats.backed import BackedTensorDict, check_fits
 from tensordict.formats.node import GroupNode
 from tensordict.formats.persistent_io import (
     infer_batch_size,
@@ -49,20 +48,7 @@ __all__ = ["PersistentTensorDict", "from_h5", "from_zarr"]
 _MISSING: Any = object()
 
 
-class _LeafInfo:
-    """What the repr shows for an array that is not read: its shape and dtype."""
-
-    def __init__(self, shape: Sequence[int], dtype: torch.dtype, device: Any) -> None:
-        self.shape, self.dtype, self.device = torch.Size(shape), dtype, device
-
-    def __repr__(self) -> str:
-        return (
-            f"Tensor(shape={self.shape}, device={self.device or 'cpu'}, dtype={self.dtype}, "
-            "is_shared=False)"
-        )
-
-
-class PersistentTensorDict(TensorDictBase):
+class PersistentTensorDict(BackedTensorDict):
     """A tensordict backed by a HDF5 file (h5py) or a Zarr store (zarr>=3), read lazily.
 
     Args:
@@ -104,13 +90,6 @@ class PersistentTensorDict(TensorDictBase):
     """
 
     __slots__ = (
-        "__weakref__",
-        "_batch_size",
-        "_context",
-        "_device",
-        "_is_locked",
-        "_last_op",
-        "_names",
         "_node",
         "_owner_pid",
         "_sel_dims",
@@ -161,16 +140,10 @@ class PersistentTensorDict(TensorDictBase):
         locked: bool = False,
     ) -> None:
         self._node = node
-        self._batch_size = torch.Size(batch_size)
+        self._init_state(batch_size, device, names, locked)
         self._src_batch_size = self._batch_size if src_batch_size is None else src_batch_size
-        self._device = torch.device(device) if device is not None else None
-        self._names = list(names) if names is not None and any(names) else None
         self._selection = selection
         self._sel_dims = sel_dims
-        self._is_locked = locked
-        self._lock_parents = None
-        self._last_op: tuple[str, bool] | None = None
-        self._context: list[tuple[str, bool] | None] | None = None
         self._owner_pid = os.getpid()
         self.allow_pickle = allow_pickle
 
@@ -382,72 +355,14 @@ class PersistentTensorDict(TensorDictBase):
                     )
 
     @property
-    def device(self) -> torch.device | None:
-        return self._device
-
-    @device.setter
-    def device(self, value: Any) -> None:
-        raise RuntimeError("the device of a tensordict cannot be set. Use td.to(device).")
-
-    @property
     def names(self) -> list[str | None]:
-        return list(self._names) if self._names is not None else [None] * self.batch_dims
+        return BackedTensorDict.names.fget(self)  # type: ignore[attr-defined,no-any-return]
 
     @names.setter
     def names(self, value: Sequence[str | None] | None) -> None:
-        if value is not None and len(value) != self.batch_dims:
-            raise BatchSizeError(
-                f"got {len(value)} names for batch_size={list(self._batch_size)}: give one name "
-                "(or None) per batch dimension."
-            )
-        self._names = list(value) if value is not None and any(value) else None
+        BackedTensorDict.names.fset(self, value)  # type: ignore[attr-defined]
         if self._selection is None and self._node.mode != "r":
             self._write_meta()
-
-    def _names_or_none(self) -> list[str | None] | None:
-        return self._names
-
-    @property
-    def is_locked(self) -> bool:
-        return self._is_locked
-
-    @is_locked.setter
-    def is_locked(self, value: bool) -> None:
-        if value:
-            self.lock_()
-        else:
-            self.unlock_()
-
-    def _set_locked(self, value: bool, parent: TensorDictBase | None = None) -> None:
-        if value and parent is not None:
-            self._add_lock_parent(parent)
-        self._is_locked = value
-
-    def _context_ops(self) -> list[tuple[str, bool] | None]:
-        if self._context is None:
-            self._context = []
-        return self._context
-
-    def _set_device(self, device: torch.device | None) -> None:
-        self._device = device
-
-    def _new_dense(
-        self, source: dict[str, Any], batch_size: torch.Size, names: Any = None
-    ) -> TensorDict:
-        return TensorDict._new_unsafe(source, batch_size, self._device, names)
-
-    def is_memmap(self) -> bool:
-        return False
-
-    def is_shared(self) -> bool:
-        return False
-
-    @property
-    def saved_path(self) -> str | None:
-        return None
-
-    def is_contiguous(self) -> bool:
-        return False
 
     # ================================================================== reading
     def _own_keys(self) -> list[str]:
@@ -462,28 +377,11 @@ class PersistentTensorDict(TensorDictBase):
                 return "scalar"
         return kind
 
-    def _get_str(self, key: str, default: Any) -> Any:
-        kind = self._kind(key)
-        if kind is None:
-            return default
-        if kind == "array":
-            return self._read_leaf(key)
-        if kind == "group":
-            return self._child(key)
-        return self._read_non_tensor(key, kind)
+    def _leaf_meta(self, key: str) -> tuple[tuple[int, ...], torch.dtype]:
+        return self._leaf_shape(key), self._node.dtype(key)
 
-    def _own_items(self) -> Iterator[tuple[str, Any]]:
-        for key in self._node.list_keys():
-            yield key, self._get_str(key, None)
-
-    def _own_key_items(self) -> Iterator[tuple[str, Any]]:
-        # keys() needs the kind of each entry, not its data: arrays are stood in by meta tensors
-        for key in self._node.list_keys():
-            if self._kind(key) == "array":
-                shape = self._leaf_shape(key)
-                yield key, torch.empty(shape, dtype=self._node.dtype(key), device="meta")
-            else:
-                yield key, self._get_str(key, None)
+    def _repr_extra(self) -> list[str]:
+        return [f"backend={self.backend}", f"filename={self._node.filename!r}"]
 
     def _leaf_shape(self, key: str) -> tuple[int, ...]:
         shape = self._node.shape(key)
@@ -562,17 +460,6 @@ class PersistentTensorDict(TensorDictBase):
             return read_selection(lambda r: parent._node.read(path[-1], r), sel)
         return super().get_at(key, index, *(() if default is _MISSING else (default,)))
 
-    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDict:
-        """Read everything (or the rows of this view) into a regular :class:`TensorDict`."""
-        source: dict[str, Any] = {}
-        for key, value in self._own_items():
-            if isinstance(value, PersistentTensorDict):
-                value = value.to_tensordict()
-            source[key] = value
-        return TensorDict._new_unsafe(source, self._batch_size, self._device, self._names)
-
-    to_local = to_tensordict
-
     def clone(self, recurse: bool = True, **kwargs: Any) -> Any:
         """An in-memory copy (``recurse=True``), or another handle on the same file."""
         if recurse:
@@ -591,29 +478,6 @@ class PersistentTensorDict(TensorDictBase):
         if newfile is None:
             return self.clone(recurse)
         return type(self).from_dict(self.to_tensordict(), newfile, backend=self.backend)
-
-    def contiguous(self) -> Any:
-        return self.to_tensordict()
-
-    def __repr__(self) -> str:
-        lines = []
-        for key in self._node.list_keys():
-            kind = self._kind(key)
-            if kind == "array":
-                info = _LeafInfo(self._leaf_shape(key), self._node.dtype(key), self._device)
-                lines.append((key, info))
-            else:
-                lines.append((key, self._get_str(key, None)))
-        fields = textwrap.indent("\n" + ",\n".join(field_lines(lines)), "    ")
-        parts = [
-            f"fields={{{fields}}}",
-            f"batch_size={self._batch_size}",
-            f"device={self._device}",
-            f"backend={self.backend}",
-            f"filename={self._node.filename!r}",
-        ]
-        body = textwrap.indent(",\n".join(parts), "    ")
-        return f"{type(self).__name__}(\n{body})"
 
     # ================================================================== writing
     def _check_writable(self, what: str) -> None:
@@ -672,49 +536,10 @@ class PersistentTensorDict(TensorDictBase):
                 current = self._read_leaf(key)
                 current[index] = value
                 value = current
-        _check_fits(key, value, _selected_shape(self, key, index))
+        check_fits(key, value, _selected_shape(self, key, index))
         write_selection(
             lambda r: node.read(key, r), lambda r, v: node.write(key, r, v), sel, value, shape, dims
         )
-
-    def _write_inplace(self, path: tuple[str, ...], existing: Any, item: Any) -> None:
-        parent = self._parent_for_write(path, create=False)
-        if isinstance(parent, PersistentTensorDict) and parent._kind(path[-1]) == "array":
-            parent._write_leaf(path[-1], item)
-            return
-        if isinstance(parent, PersistentTensorDict) and parent._kind(path[-1]) == "group":
-            parent._child(path[-1]).update_(item)
-            return
-        super()._write_inplace(path, existing, item)
-
-    def _parent_for_write(self, path: tuple[str, ...], create: bool) -> Any:
-        node: Any = self
-        for i, part in enumerate(path[:-1]):
-            if not isinstance(node, PersistentTensorDict):
-                return node._parent_for_write(path[i:], create)
-            kind = node._kind(part)
-            if kind is None:
-                if not create:
-                    raise self._missing_key(path[: i + 1])
-                if node.is_locked:
-                    raise LockedError(locked_message(f"create the nested key {path[: i + 1]!r}"))
-                node._set_str(part, node._new_dense({}, node.batch_size), validated=True)
-            elif kind != "group":
-                raise TensorDictKeyError(
-                    f"cannot reach {path!r}: {path[: i + 1]!r} is not a group of the file. Use a "
-                    "different key, or delete the entry first."
-                )
-            node = node._child(part)
-        return node
-
-    def set_at_(self, key: Any, value: Any, index: Any) -> PersistentTensorDict:
-        """Write ``value`` into ``td[key][index]`` in the file."""
-        path = key_path(key)
-        parent = self._parent_for_write(path, create=False)
-        if parent._kind(path[-1]) != "array":
-            raise self._missing_key(key)
-        parent._write_leaf(path[-1], value, index)
-        return self
 
     def _stage_setitem_index(self, index: Any, value: Any) -> list[Callable[[], None]]:
         """The validated writes of ``self[index] = value`` (see ``core.setitem``)."""
@@ -748,46 +573,6 @@ class PersistentTensorDict(TensorDictBase):
         self._parent_for_write(old, create=False)._node.move(old[-1], new[-1])
         return self
 
-    def _apply_leaves(self, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> Any:
-        if not kwargs.get("inplace"):
-            return super()._apply_leaves(fn, *others, **kwargs)
-        from tensordict.core.ops import _other_value
-
-        default = kwargs.get("default", _MISSING)
-        named, prefix = kwargs.get("named", False), kwargs.get("prefix", ())
-        for key in self._node.list_keys():
-            kind = self._kind(key)
-            theirs = [_other_value(o, key, default, prefix) for o in others]
-            if kind == "group":
-                sub = dict(kwargs, prefix=prefix + (key,))
-                self._child(key)._apply_leaves(fn, *theirs, **sub)
-            elif kind == "array":
-                value = self._read_leaf(key)
-                name = prefix + (key,) if kwargs.get("nested_keys") and prefix else key
-                result = fn(name, value, *theirs) if named else fn(value, *theirs)
-                if result is not None:
-                    self._write_leaf(key, result)
-        return self
-
-    def zero_(self) -> PersistentTensorDict:
-        """Write zeros into every array."""
-        return self._apply_leaves(lambda t: t.zero_(), inplace=True)  # type: ignore[no-any-return]
-
-    def fill_(self, key: Any, value: Any) -> PersistentTensorDict:
-        """Fill the entry ``key`` (an array, or every array of a group) with ``value``."""
-        entry = self.get(key)
-        if isinstance(entry, PersistentTensorDict):
-            entry._apply_leaves(lambda t: t.fill_(value), inplace=True)
-        else:
-            self.set_(key, torch.full_like(entry, value))
-        return self
-
-    def share_memory_(self) -> PersistentTensorDict:
-        raise NotImplementedError(
-            "a PersistentTensorDict lives in a file and cannot be moved to shared memory. Read "
-            "it with .to_tensordict() first, or pass it to workers as is (they reopen the file)."
-        )
-
     def _write_meta(self) -> None:
         self._node.set_meta(
             {"batch_size": list(self._batch_size), "names": self._names, "version": 1}
@@ -799,17 +584,6 @@ def _selected_shape(td: PersistentTensorDict, key: str, index: Any) -> tuple[int
     if index is None or td._selection is not None:
         return shape
     return tuple(plan_index(index, torch.Size(shape)).batch_size)
-
-
-def _check_fits(key: str, value: torch.Tensor, shape: tuple[int, ...]) -> None:
-    from tensordict.core.shape import broadcasts_to
-    from tensordict.errors import ShapeMismatchError
-
-    if not broadcasts_to(value.shape, torch.Size(shape)):
-        raise ShapeMismatchError(
-            f"cannot write a value of shape {list(value.shape)} into {key!r}, whose selected "
-            f"part has shape {list(shape)}. Nothing was written."
-        )
 
 
 def _rebuild(cls: type, state: tuple[Any, ...]) -> PersistentTensorDict:
