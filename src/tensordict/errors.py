@@ -30,6 +30,7 @@ __all__ = [
     "PickleNotAllowedError",
     "ShapeMismatchError",
     "StoreConnectionError",
+    "StoreDataError",
     "StoreKeyError",
     "TensorclassArgumentError",
     "TensorclassDefinitionError",
@@ -162,3 +163,8 @@ class StoreKeyError(TensorDictKeyError):
 
 class StoreConnectionError(ConnectionError, RuntimeError):
     """The key-value server of a store-backed tensordict cannot be reached or went away."""
+
+
+class StoreDataError(RuntimeError, ValueError):
+    """An entry on a key-value server whose bytes do not match its metadata (incomplete, or
+    changed by another program): it is never read back as valid data."""

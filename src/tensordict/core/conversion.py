@@ -231,3 +231,35 @@ class ConversionMixin:
         from tensordict.formats import struct
 
         return struct.to_struct_array(self)
+
+    # ------------------------------------------------------------------ key-value stores
+    def to_store(
+        self,
+        *,
+        backend: str = "redis",
+        host: str = "localhost",
+        port: int = 6379,
+        db: int = 0,
+        unix_socket_path: str | None = None,
+        prefix: str = "tensordict",
+        device: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """A copy on a Redis-compatible server: a :class:`~tensordict.store.TensorDictStore`,
+        or a :class:`~tensordict.store.LazyStackedTensorDictStore` for a lazy stack."""
+        from tensordict.core.lazy_stack import LazyStackedTensorDict
+        from tensordict.store import LazyStackedTensorDictStore, TensorDictStore
+
+        args = dict(
+            backend=backend,
+            host=host,
+            port=port,
+            db=db,
+            unix_socket_path=unix_socket_path,
+            prefix=prefix,
+            device=device,
+            **kwargs,
+        )
+        if isinstance(self, LazyStackedTensorDict):
+            return LazyStackedTensorDictStore.from_lazy_stack(self, **args)
+        return TensorDictStore.from_tensordict(self, **args)

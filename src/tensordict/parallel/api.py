@@ -80,6 +80,11 @@ def _remote_readable(td: Any) -> bool:
     """Whether workers started by spawn can read ``td`` without its data travelling per chunk."""
     if hasattr(td, "_worker_source"):  # file- or server-backed: reopened by name in workers
         return True
+    return _remote_writable(td)
+
+
+def _remote_writable(td: Any) -> bool:
+    """Whether workers can write their slice of ``td`` themselves (memory-mapped or shared)."""
     try:
         return bool(td.is_memmap() or td.is_shared())
     except Exception:
@@ -373,7 +378,7 @@ def map(
     )
     if out is not None:
         _check_out(td, out, opts.dim)
-        if _remote_readable(out):
+        if _remote_writable(out):
             for _ in _run(td, opts, out=out):
                 pass
             return out
