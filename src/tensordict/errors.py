@@ -16,6 +16,7 @@ __all__ = [
     "AlreadyMemmappedError",
     "BatchSizeError",
     "ChunkError",
+    "CycleError",
     "DTypeCastError",
     "FieldTypeError",
     "FormatValueError",
@@ -24,9 +25,11 @@ __all__ = [
     "IndexingError",
     "KeyTypeError",
     "LockedError",
+    "MetaDataTypeError",
     "MemmapFormatError",
     "MissingDependencyError",
     "NotPicklableError",
+    "OutMismatchError",
     "PickleNotAllowedError",
     "ShapeMismatchError",
     "StoreConnectionError",
@@ -35,6 +38,8 @@ __all__ = [
     "TensorclassArgumentError",
     "TensorclassDefinitionError",
     "TensorDictKeyError",
+    "TypedFieldError",
+    "UnbatchedMemmapError",
     "UndeclaredFieldError",
     "UnsafeKeyError",
     "WorkerDiedError",
@@ -121,8 +126,17 @@ class ChunkError(RuntimeError):
     """An error in ``fn`` that cannot be re-raised with its own type (e.g. it does not unpickle)."""
 
 
+class CycleError(ValueError):
+    """A tensordict stored inside itself (``td["a"] = td``), directly or deeper down."""
+
+
 class MissingDependencyError(ImportError):
     """An optional dependency that a feature needs is not installed."""
+
+
+class OutMismatchError(ShapeMismatchError):
+    """A result of ``fn`` that does not fit its slice of ``map(..., out=out)``: other keys, another
+    batch size or leaf shape (nothing is broadcast)."""
 
 
 class TensorclassDefinitionError(TypeError, AttributeError):
@@ -168,3 +182,16 @@ class StoreConnectionError(ConnectionError, RuntimeError):
 class StoreDataError(RuntimeError, ValueError):
     """An entry on a key-value server whose bytes do not match its metadata (incomplete, or
     changed by another program): it is never read back as valid data."""
+
+
+class UnbatchedMemmapError(NotImplementedError):
+    """Memory-mapping an ``UnbatchedTensor`` entry (no on-disk layout exists for it, upstream
+    either)."""
+
+
+class TypedFieldError(TypeError):
+    """``TypedTensorDict`` construction with a missing required field or an undeclared one."""
+
+
+class MetaDataTypeError(TypeError):
+    """A value given to ``MetaData[cls]`` that is not an instance of ``cls``."""
