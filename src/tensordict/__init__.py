@@ -11,6 +11,20 @@ from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack
 from tensordict.core.typed import TypedTensorDict
 from tensordict.core.unbatched import UnbatchedTensor
+from tensordict.formats import (
+    from_arrow,
+    from_csv,
+    from_h5,
+    from_json,
+    from_pandas,
+    from_parquet,
+    from_safetensors,
+    from_struct_array,
+    from_zarr,
+    to_arrow,
+    to_safetensors,
+)
+from tensordict.formats.persistent import PersistentTensorDict
 from tensordict.memmap.tensor import MemoryMappedTensor
 from tensordict.nn.functional_modules import from_module, from_modules
 from tensordict.parallel.worker import WorkerInfo, get_worker_info
@@ -25,6 +39,7 @@ __all__ = [
     "NestedKey",
     "NonTensorData",
     "NonTensorStack",
+    "PersistentTensorDict",
     "TensorAttrs",
     "TensorClass",
     "TensorDict",
@@ -32,12 +47,23 @@ __all__ = [
     "TypedTensorDict",
     "UnbatchedTensor",
     "WorkerInfo",
+    "from_arrow",
+    "from_csv",
+    "from_h5",
+    "from_json",
     "from_module",
     "from_modules",
+    "from_pandas",
+    "from_parquet",
+    "from_safetensors",
+    "from_struct_array",
+    "from_zarr",
     "get_worker_info",
     "is_tensor_collection",
     "is_tensorclass",
     "tensorclass",
+    "to_arrow",
+    "to_safetensors",
     "unravel_key",
     "unravel_key_list",
 ]

@@ -21,6 +21,7 @@ __all__ = [
     "DTypeCastError",
     "DeviceMismatchError",
     "FieldTypeError",
+    "FormatValueError",
     "FrozenTensorclassError",
     "IncompleteMemmapError",
     "IndexingError",
@@ -35,6 +36,9 @@ __all__ = [
     "OutMismatchError",
     "PickleNotAllowedError",
     "ShapeMismatchError",
+    "StoreConnectionError",
+    "StoreDataError",
+    "StoreKeyError",
     "TensorclassArgumentError",
     "TensorclassDefinitionError",
     "TensorDictKeyError",
@@ -190,6 +194,25 @@ class FrozenTensorclassError(dataclasses.FrozenInstanceError):
 class FieldTypeError(TypeError, ValueError):
     """A value a tensorclass field does not accept: under ``nocast``, a value that is not an
     instance of the field's annotation; under ``autocast``, a value the annotation cannot cast."""
+
+
+class FormatValueError(TypeError, ValueError):
+    """A value a file format cannot hold (bfloat16 in HDF5, a 2-d tensor in a table column, a
+    python object where only tensors are stored), or a file whose content does not fit a
+    tensordict."""
+
+
+class StoreKeyError(TensorDictKeyError):
+    """A tensordict id or entry that the key-value store does not hold."""
+
+
+class StoreConnectionError(ConnectionError, RuntimeError):
+    """The key-value server of a store-backed tensordict cannot be reached or went away."""
+
+
+class StoreDataError(RuntimeError, ValueError):
+    """An entry on a key-value server whose bytes do not match its metadata (incomplete, or
+    changed by another program): it is never read back as valid data."""
 
 
 class UnbatchedMemmapError(NotImplementedError):

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import torch
 
 from tensordict.core.combine import CombineMixin
+from tensordict.core.conversion import ConversionMixin
 from tensordict.core.entries import EntriesMixin, locked_message
 from tensordict.core.keys import (
     ItemsView,
@@ -88,6 +89,7 @@ class TensorDictBase(
     CastMixin,
     TensorMethodsMixin,
     RaggedMixin,
+    ConversionMixin,
 ):
     """The behaviour shared by every tensordict class.
 
