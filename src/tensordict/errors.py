@@ -26,6 +26,7 @@ __all__ = [
     "MemmapFormatError",
     "MissingDependencyError",
     "NotPicklableError",
+    "OutKeyNotFoundError",
     "PickleNotAllowedError",
     "ShapeMismatchError",
     "TensorclassArgumentError",
@@ -145,3 +146,7 @@ class FrozenTensorclassError(dataclasses.FrozenInstanceError):
 class FieldTypeError(TypeError, ValueError):
     """A value a tensorclass field does not accept: under ``nocast``, a value that is not an
     instance of the field's annotation; under ``autocast``, a value the annotation cannot cast."""
+
+
+class OutKeyNotFoundError(ValueError, RuntimeError):
+    """``select_out_keys`` with a key the module does not write (upstream raised either builtin)."""

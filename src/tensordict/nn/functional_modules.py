@@ -267,7 +267,12 @@ def _swap_into(
                 sub_swap = TensorDict()
                 swap._set_str(key, sub_swap, validated=True)
             _swap_into(
-                child, _params_of(value), inplace=inplace, preserve=preserve, swap=sub_swap, memo=memo
+                child,
+                _params_of(value),
+                inplace=inplace,
+                preserve=preserve,
+                swap=sub_swap,
+                memo=memo,
             )
         elif isinstance(value, torch.Tensor):
             _swap_leaf(module, key, value, inplace, preserve, swap)
@@ -337,8 +342,8 @@ def to_module(
         >>> net = nn.Linear(2, 1)
         >>> zeros = TensorDict.from_module(net).data.clone().zero_()
         >>> with zeros.to_module(net):
-        ...     net(torch.ones(2))
-        tensor([0.])
+        ...     net(torch.ones(2)).tolist()
+        [0.0]
         >>> bool((net.weight == 0).all())
         False
     """
@@ -359,9 +364,11 @@ def to_module(
         return None
 
     def restore() -> None:
-        swap.to_module(module, return_swap=False, inplace=bool(inplace), preserve_module_state=False)
+        swap.to_module(
+            module, return_swap=False, inplace=bool(inplace), preserve_module_state=False
+        )
 
-    swap._last_op = ("restore", restore)  # type: ignore[assignment]
+    swap._last_op = ("restore", restore)  # type: ignore[assignment,misc]
     return swap
 
 
@@ -382,5 +389,5 @@ def _to_module_state_dict(
     def restore() -> None:
         _to_module_state_dict(swap, module, inplace, False)
 
-    swap._last_op = ("restore", restore)  # type: ignore[assignment]
+    swap._last_op = ("restore", restore)  # type: ignore[assignment,misc]
     return swap
