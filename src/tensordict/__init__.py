@@ -8,23 +8,29 @@ from tensordict.core.base import TensorDictBase, is_tensor_collection
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, unravel_key, unravel_key_list
 from tensordict.core.lazy_stack import LazyStackedTensorDict
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack
+from tensordict.core.typed import TypedTensorDict
+from tensordict.core.unbatched import UnbatchedTensor
 from tensordict.memmap.tensor import MemoryMappedTensor
 from tensordict.nn.functional_modules import from_module, from_modules
 from tensordict.parallel.worker import WorkerInfo, get_worker_info
-from tensordict.tensorclass import TensorClass, is_tensorclass, tensorclass
+from tensordict.tensorclass import TensorAttrs, TensorClass, is_tensorclass, tensorclass
 
 __version__ = "0.16.0.dev0"
 
 __all__ = [
     "LazyStackedTensorDict",
     "MemoryMappedTensor",
+    "MetaData",
     "NestedKey",
     "NonTensorData",
     "NonTensorStack",
+    "TensorAttrs",
     "TensorClass",
     "TensorDict",
     "TensorDictBase",
+    "TypedTensorDict",
+    "UnbatchedTensor",
     "WorkerInfo",
     "from_module",
     "from_modules",

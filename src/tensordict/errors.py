@@ -16,6 +16,7 @@ __all__ = [
     "AlreadyMemmappedError",
     "BatchSizeError",
     "ChunkError",
+    "CycleError",
     "DTypeCastError",
     "FieldTypeError",
     "FrozenTensorclassError",
@@ -23,15 +24,19 @@ __all__ = [
     "IndexingError",
     "KeyTypeError",
     "LockedError",
+    "MetaDataTypeError",
     "MemmapFormatError",
     "MissingDependencyError",
     "NotPicklableError",
     "OutKeyNotFoundError",
+    "OutMismatchError",
     "PickleNotAllowedError",
     "ShapeMismatchError",
     "TensorclassArgumentError",
     "TensorclassDefinitionError",
     "TensorDictKeyError",
+    "TypedFieldError",
+    "UnbatchedMemmapError",
     "UndeclaredFieldError",
     "UnsafeKeyError",
     "WorkerDiedError",
@@ -118,8 +123,17 @@ class ChunkError(RuntimeError):
     """An error in ``fn`` that cannot be re-raised with its own type (e.g. it does not unpickle)."""
 
 
+class CycleError(ValueError):
+    """A tensordict stored inside itself (``td["a"] = td``), directly or deeper down."""
+
+
 class MissingDependencyError(ImportError):
     """An optional dependency that a feature needs is not installed."""
+
+
+class OutMismatchError(ShapeMismatchError):
+    """A result of ``fn`` that does not fit its slice of ``map(..., out=out)``: other keys, another
+    batch size or leaf shape (nothing is broadcast)."""
 
 
 class TensorclassDefinitionError(TypeError, AttributeError):
@@ -150,3 +164,16 @@ class FieldTypeError(TypeError, ValueError):
 
 class OutKeyNotFoundError(ValueError, RuntimeError):
     """``select_out_keys`` with a key the module does not write (upstream raised either builtin)."""
+
+
+class UnbatchedMemmapError(NotImplementedError):
+    """Memory-mapping an ``UnbatchedTensor`` entry (no on-disk layout exists for it, upstream
+    either)."""
+
+
+class TypedFieldError(TypeError):
+    """``TypedTensorDict`` construction with a missing required field or an undeclared one."""
+
+
+class MetaDataTypeError(TypeError):
+    """A value given to ``MetaData[cls]`` that is not an instance of ``cls``."""

@@ -29,9 +29,11 @@ from tensordict.core.keys import (
 )
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
 from tensordict.core.ops import CastMixin, OpsMixin
+from tensordict.core.reductions import ReductionsMixin
 from tensordict.core.shape import ShapeMixin
 from tensordict.core.structure import StructureMixin
 from tensordict.core.tensor_methods import TensorMethodsMixin
+from tensordict.core.unbatched import is_unbatched
 from tensordict.errors import (
     BatchSizeError,
     LockedError,
@@ -76,6 +78,7 @@ def as_size(batch_size: Any) -> torch.Size:
 class TensorDictBase(
     EntriesMixin,
     StructureMixin,
+    ReductionsMixin,
     OpsMixin,
     ShapeMixin,
     CombineMixin,
@@ -165,7 +168,7 @@ class TensorDictBase(
             if isinstance(value, TensorDictBase):
                 value.auto_batch_size_()
                 shape = list(value.batch_size)
-            elif is_non_tensor(value):
+            elif is_non_tensor(value) or is_unbatched(value):
                 continue
             else:
                 shape = list(value.shape)

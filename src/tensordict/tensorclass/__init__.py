@@ -7,8 +7,17 @@ instances and converts them; ``forwarding`` declares the forwarded TensorDict AP
 ``TensorClass``.
 """
 
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack
+from tensordict.tensorclass.attrs import TensorAttrs
 from tensordict.tensorclass.builder import is_tensorclass, tensorclass
 from tensordict.tensorclass.inherit import TensorClass
 
-__all__ = ["NonTensorData", "NonTensorStack", "TensorClass", "is_tensorclass", "tensorclass"]
+__all__ = [
+    "MetaData",
+    "NonTensorData",
+    "NonTensorStack",
+    "TensorAttrs",
+    "TensorClass",
+    "is_tensorclass",
+    "tensorclass",
+]
