@@ -33,6 +33,7 @@ __all__ = [
     "MissingDependencyError",
     "NotATensorDictError",
     "NotPicklableError",
+    "OutKeyNotFoundError",
     "OutMismatchError",
     "PickleNotAllowedError",
     "ShapeMismatchError",
@@ -213,6 +214,10 @@ class StoreConnectionError(ConnectionError, RuntimeError):
 class StoreDataError(RuntimeError, ValueError):
     """An entry on a key-value server whose bytes do not match its metadata (incomplete, or
     changed by another program): it is never read back as valid data."""
+
+
+class OutKeyNotFoundError(ValueError, RuntimeError):
+    """``select_out_keys`` with a key the module does not write (upstream raised either builtin)."""
 
 
 class UnbatchedMemmapError(NotImplementedError):
