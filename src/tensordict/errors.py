@@ -25,12 +25,14 @@ __all__ = [
     "LockedError",
     "MemmapFormatError",
     "MissingDependencyError",
+    "NotYetAvailableError",
     "NotPicklableError",
     "PickleNotAllowedError",
     "ShapeMismatchError",
     "TensorclassArgumentError",
     "TensorclassDefinitionError",
     "TensorDictKeyError",
+    "TensorDictPropertyError",
     "UndeclaredFieldError",
     "UnsafeKeyError",
     "WorkerDiedError",
@@ -145,3 +147,16 @@ class FrozenTensorclassError(dataclasses.FrozenInstanceError):
 class FieldTypeError(TypeError, ValueError):
     """A value a tensorclass field does not accept: under ``nocast``, a value that is not an
     instance of the field's annotation; under ``autocast``, a value the annotation cannot cast."""
+
+
+class NotYetAvailableError(NotImplementedError):
+    """A name that upstream tensordict offers and this package will offer, but does not yet.
+
+    Its import path exists so that code importing it still loads; using it raises this error,
+    which names the coming feature and the issue that tracks it.
+    """
+
+
+class TensorDictPropertyError(RuntimeError):
+    """A tensordict tree whose metadata is inconsistent: a child whose batch size, device, lock
+    state or dimension names disagree with its parent's (raised by the checks for tests)."""

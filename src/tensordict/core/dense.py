@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from tensordict.core.base import TensorDictBase, as_size
-from tensordict.core.entries import locked_message
+from tensordict.core.entries import _UNSET, locked_message
 from tensordict.core.indexing import IndexPlan, plan_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.errors import BatchSizeError, LockedError
@@ -223,9 +223,11 @@ class TensorDict(TensorDictBase):
             return self._getitem_key(index)
         return self._index(index)
 
-    def get(self, key: Any, default: Any = None) -> Any:
+    def get(self, key: Any, default: Any = _UNSET) -> Any:
         if key.__class__ is str:
-            return self._tensordict.get(key, default)
+            value = self._tensordict.get(key, _MISSING)
+            if value is not _MISSING:
+                return value
         return super().get(key, default)
 
     def set(

@@ -1,0 +1,5 @@
+"""``tensordict._unbatched``: upstream's path of ``UnbatchedTensor``; re-exports only."""
+
+from tensordict.tensorclass.coming import UnbatchedTensor
+
+__all__ = ["UnbatchedTensor"]
