@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from tensordict.core.base import TensorDictBase, is_tensor_collection
+from tensordict.core.base import is_tensor_collection
 from tensordict.core.combine import stack
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey
@@ -355,10 +355,12 @@ def group_by(tensordict: Any, key: NestedKey) -> tuple[Any, tuple[Any, ...]]:
 
 
 def _group_objects(tensordict: Any, key: NestedKey, raw: Any) -> tuple[Any, tuple[Any, ...]]:
-    rows = tensordict[key] if isinstance(tensordict, TensorDictBase) else raw.tolist()
-    if not isinstance(rows, list):
-        rows = [rows] * tensordict.batch_size[0]
-    rows = [tuple(r) if isinstance(r, list) else r for r in rows]
+    n = tensordict.batch_size[0]
+    if isinstance(raw, NonTensorStack):
+        rows = raw.tolist()
+    else:
+        rows = [raw.data if isinstance(raw, NonTensorData) else raw] * n
+    rows = [_hashable(r) for r in rows]
     try:
         values = sorted(set(rows))
     except TypeError as err:
@@ -369,6 +371,10 @@ def _group_objects(tensordict: Any, key: NestedKey, raw: Any) -> tuple[Any, tupl
         tensordict[torch.tensor([i for i, r in enumerate(rows) if r == v])] for v in values
     )
     return values, groups
+
+
+def _hashable(row: Any) -> Any:
+    return tuple(_hashable(r) for r in row) if isinstance(row, list) else row
 
 
 # --------------------------------------------------------------------- membership, dedup

@@ -93,8 +93,13 @@ def pad(
         _set_batch_sizes(td, new_bs)
         return tensordict
     if target is not None:
-        return type(tensordict)._from_tensordict(out)
+        return _rewrap(tensordict, out)
     return out
+
+
+def _rewrap(template: Any, td: TensorDictBase) -> Any:
+    """A tensorclass instance like ``template`` (same non-tensor fields) around ``td``."""
+    return type(template)._from_tensordict(td, getattr(template, "_non_tensordict", None))
 
 
 def _replace_leaf(td: TensorDictBase, key: NestedKey, value: Any, new_bs: torch.Size) -> None:
@@ -170,8 +175,8 @@ def pad_sequence(
     tds = list(list_of_tensordicts)
     if not tds:
         raise RuntimeError("pad_sequence needs at least one tensordict, got an empty list.")
-    tc_type = type(tds[0]) if getattr(type(tds[0]), "_is_tensorclass", False) else None
-    if tc_type is not None:
+    template = tds[0] if getattr(type(tds[0]), "_is_tensorclass", False) else None
+    if template is not None:
         if return_mask:
             raise RuntimeError("return_mask is not supported for tensorclass inputs.")
         tds = [td._tensordict for td in tds]
@@ -223,8 +228,8 @@ def pad_sequence(
     if out is not None:
         out.update(result)
         return out
-    if tc_type is not None:
-        return tc_type._from_tensordict(result)
+    if template is not None:
+        return _rewrap(template, result)
     return result
 
 
@@ -419,8 +424,8 @@ def _collate_special(
         raise ValueError(f"collate: keys {sorted(map(str, both))} are both padded and nested.")
     if pad_keys and any(s.batch_size for s in batch):
         raise ValueError("collate: pad_keys needs samples with an empty batch size.")
-    tc_type = type(batch[0]) if getattr(type(batch[0]), "_is_tensorclass", False) else None
-    tds = [s._tensordict if tc_type is not None else s for s in batch]
+    template = batch[0] if getattr(type(batch[0]), "_is_tensorclass", False) else None
+    tds = [s._tensordict if template is not None else s for s in batch]
     special = list(padded) + nested
     for i, td in enumerate(tds):
         for key in special:
@@ -437,6 +442,6 @@ def _collate_special(
         out = pad_sequence(sub, padding_value=values, return_mask=mask_key or False)
         for key in out.keys(include_nested=True, leaves_only=True):
             rest.set(key, out.get(key))
-    if tc_type is not None:
-        return tc_type._from_tensordict(rest)
+    if template is not None:
+        return _rewrap(template, rest)
     return rest
