@@ -32,6 +32,7 @@ __all__ = [
     "MemmapFormatError",
     "MissingDependencyError",
     "NotATensorDictError",
+    "NotYetAvailableError",
     "NotPicklableError",
     "OutKeyNotFoundError",
     "OutMismatchError",
@@ -45,6 +46,7 @@ __all__ = [
     "TensorDictKeyError",
     "TypedFieldError",
     "UnbatchedMemmapError",
+    "TensorDictPropertyError",
     "UndeclaredFieldError",
     "UnsafeKeyError",
     "WorkerDiedError",
@@ -231,3 +233,16 @@ class TypedFieldError(TypeError):
 
 class MetaDataTypeError(TypeError):
     """A value given to ``MetaData[cls]`` that is not an instance of ``cls``."""
+
+
+class NotYetAvailableError(NotImplementedError):
+    """A name that upstream tensordict offers and this package will offer, but does not yet.
+
+    Its import path exists so that code importing it still loads; using it raises this error,
+    which names the coming feature and the issue that tracks it.
+    """
+
+
+class TensorDictPropertyError(RuntimeError):
+    """A tensordict tree whose metadata is inconsistent: a child whose batch size, device, lock
+    state or dimension names disagree with its parent's (raised by the checks for tests)."""

@@ -25,6 +25,7 @@ from tensordict.core.keys import (
     KeysView,
     NestedKey,
     ValuesView,
+    is_collection_class,
     key_path,
     unravel_key,
 )
@@ -50,13 +51,18 @@ T = TypeVar("T", bound="TensorDictBase")
 _MISSING: Any = object()
 
 
-def is_tensor_collection(value: Any) -> bool:
-    """Whether ``value`` is a tensordict, a tensorclass instance or stored non-tensor data."""
-    return (
-        isinstance(value, TensorDictBase)
-        or is_non_tensor(value)
-        or getattr(type(value), "_is_tensorclass", False)
-    )
+def is_tensor_collection(datatype: Any) -> bool:
+    """Whether ``datatype`` is a tensordict, a tensorclass or non-tensor data: an instance or a
+    class.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> is_tensor_collection(TensorDict()), is_tensor_collection(TensorDict)
+        (True, True)
+        >>> is_tensor_collection(torch.zeros(2)), is_tensor_collection(torch.Tensor)
+        (False, False)
+    """
+    return is_collection_class(datatype if isinstance(datatype, type) else type(datatype))
 
 
 def as_size(batch_size: Any) -> torch.Size:

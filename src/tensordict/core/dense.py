@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from tensordict.core.base import TensorDictBase, as_size
-from tensordict.core.entries import locked_message
+from tensordict.core.entries import _UNSET, locked_message
 from tensordict.core.indexing import IndexPlan, plan_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.non_tensor_api import register_shell
@@ -230,9 +230,11 @@ class TensorDict(TensorDictBase):
             return self._getitem_key(index)
         return self._index(index)
 
-    def get(self, key: Any, default: Any = None, **options: Any) -> Any:
+    def get(self, key: Any, default: Any = _UNSET, **options: Any) -> Any:
         if key.__class__ is str and not options:
-            return self._tensordict.get(key, default)
+            value = self._tensordict.get(key, _MISSING)
+            if value is not _MISSING:
+                return value
         return super().get(key, default, **options)
 
     def set(
