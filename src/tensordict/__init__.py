@@ -80,13 +80,10 @@ from tensordict.formats import (
 )
 from tensordict.memmap.api import load, load_memmap, memmap, save
 from tensordict.memmap.tensor import MemoryMappedTensor
-from tensordict.nn.common import (
-    TensorClassModuleBase,
-    TensorClassModuleWrapper,
-    as_tensordict_module,
-)
+from tensordict.nn.common import as_tensordict_module
 from tensordict.nn.functional_modules import from_module, from_modules
 from tensordict.nn.params import TensorDictParams
+from tensordict.nn.tensorclass_module import TensorClassModuleBase, TensorClassModuleWrapper
 from tensordict.parallel.worker import WorkerInfo, get_worker_info
 from tensordict.persistent import PersistentTensorDict
 from tensordict.store import LazyStackedTensorDictStore, TensorDictStore
