@@ -14,6 +14,7 @@ import torch
 
 from tensordict import LazyStackedTensorDict, NonTensorStack, TensorDict
 from tensordict.cli import main
+from tests.memmap import writers
 from tests.tensorclass.classes import Sample
 
 
@@ -57,7 +58,7 @@ def saved(tmp_path: Path) -> Path:
             ),
             "sample": Sample(obs=torch.zeros(4, 5), label="hi", batch_size=[4]),
             "text": "hello",
-            "words": NonTensorStack(["w", "x", "y", "z"]),
+            "words": NonTensorStack.from_list(["w", "x", "y", "z"]),
         },
         [4],
     )
@@ -142,7 +143,8 @@ def test_data_files_are_never_mapped(capsys, saved, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("info mapped a data file")
 
-    import tensordict.memmap.tensor as mmt
+    # `tensordict.memmap` is also upstream's top-level function: import the module by path
+    from tensordict.memmap import tensor as mmt
 
     monkeypatch.setattr(mmt, "_map_file", refuse)
     monkeypatch.setattr(torch, "from_file", refuse)
@@ -239,10 +241,11 @@ def test_unreadable_nested_metadata_is_a_problem_not_a_crash(capsys, saved):
     assert "! " in _row(out, "deep") and "JSON object" in _row(out, "deep")
 
 
-def _info_subprocess(path) -> subprocess.CompletedProcess:
-    """``info`` in a child with a deadline: a regression fails instead of hanging the run."""
-    cmd = [sys.executable, "-m", "tensordict", "info", str(path)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+def _info_forked(path) -> tuple[int, str, str]:
+    """``info`` in a forked child with a deadline: a regression fails instead of hanging."""
+    code, value = writers.run_forked(writers.info, str(path), deadline=60)
+    assert code == 0 and value[0] == "ok", f"info hung or crashed: {code} {value}"
+    return value[1]
 
 
 def test_short_lazy_stack_is_a_problem(capsys, tmp_path):
@@ -257,15 +260,15 @@ def test_short_lazy_stack_is_a_problem(capsys, tmp_path):
 def test_meta_json_fifo_exits_2_at_once(tmp_path):
     (tmp_path / "p").mkdir()
     os.mkfifo(tmp_path / "p" / "meta.json")
-    proc = _info_subprocess(tmp_path / "p")
-    assert proc.returncode == 2 and "regular file" in proc.stderr
+    status, _, err = _info_forked(tmp_path / "p")
+    assert status == 2 and "regular file" in err
 
 
 def test_nested_meta_json_fifo_is_a_problem(capsys, saved):
     os.unlink(saved / "nested" / "meta.json")
     os.mkfifo(saved / "nested" / "meta.json")
-    proc = _info_subprocess(saved)
-    assert proc.returncode == 1 and "regular file" in proc.stdout
+    status, out, _ = _info_forked(saved)
+    assert status == 1 and "regular file" in out
 
 
 def test_symlink_loop_is_a_problem_counted_once(capsys, tmp_path):

@@ -2,7 +2,7 @@
 (``~/.cache/td-upstream-venv``), so it uses only the API the two share.
 
 ``python -m tests.memmap.interop write DIR`` saves one directory per class upstream writes;
-``python -m tests.memmap.interop read DIR`` loads each and prints a JSON summary of its values.
+``python -m tests.memmap.interop read DIR...`` loads each and prints a JSON summary of its values.
 Both tests compare the summaries of the two libraries.
 """
 
@@ -105,8 +105,8 @@ def read(root: str) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    command, root = sys.argv[1], sys.argv[2]
+    command, roots = sys.argv[1], sys.argv[2:]
     if command == "write":
-        write(root)
+        write(roots[0])
     else:
-        print(json.dumps(read(root)))
+        print(json.dumps({root: read(root) for root in roots}))

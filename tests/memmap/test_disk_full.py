@@ -21,6 +21,7 @@ import torch
 
 from tensordict import MemoryMappedTensor, TensorDict
 
+from .fsutil import private_tmpfs
 from .test_overwrite import siblings, snapshot
 
 MiB = 1 << 20
@@ -29,22 +30,8 @@ MiB = 1 << 20
 @pytest.fixture
 def tiny_fs(tmp_path: Path) -> Iterator[Path]:
     """A 4 MiB tmpfs (skips when mounting is not allowed here)."""
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tiny tmpfs needs root; covered by the injected-fault tests")
-    proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.strip()}); covered by fault tests")
-    try:
+    with private_tmpfs(tmp_path / "tiny", "4m") as mnt:
         yield mnt
-    finally:
-        # lazily: mappings of this process may still hold files of it
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def big(nbytes: int) -> TensorDict:

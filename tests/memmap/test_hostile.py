@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -19,38 +16,23 @@ from tensordict.errors import IncompleteMemmapError, MappingLimitError, MemmapFo
 from tensordict.memmap import format as fmt
 from tensordict.memmap import tensor as mmt
 
+from . import writers
 from .helpers import td_meta, write_json
 
-LOAD_SCRIPT = textwrap.dedent(
-    """
-    import sys
-    from tensordict import TensorDict
-    try:
-        TensorDict.load_memmap(sys.argv[1])
-    except Exception as err:
-        print(type(err).__name__, err)
-        sys.exit(3)
-    """
-)
 
-
-def load_in_subprocess(prefix: Path) -> subprocess.CompletedProcess:
-    """Load in a child with a deadline, so that a regression fails instead of hanging the run."""
-    return subprocess.run(
-        [sys.executable, "-c", LOAD_SCRIPT, str(prefix)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def load_in_child(prefix: Path) -> tuple[int | None, tuple[str, ...]]:
+    """Load in a forked child with a deadline, so that a regression fails instead of hanging."""
+    code, value = writers.run_forked(writers.load_summary, str(prefix), deadline=60)
+    assert code is not None, "the load hung"
+    return code, value
 
 
 # ====================================================================== item 9: metadata files
 def test_meta_json_that_is_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
     (tmp_path / "p").mkdir()
     os.mkfifo(tmp_path / "p" / "meta.json")
-    proc = load_in_subprocess(tmp_path / "p")
-    assert proc.returncode == 3, proc.stderr
-    assert "MemmapFormatError" in proc.stdout and "not a regular file" in proc.stdout
+    _, (status, kind, message) = load_in_child(tmp_path / "p")
+    assert (status, kind) == ("error", "MemmapFormatError") and "not a regular file" in message
 
 
 def test_nested_meta_json_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
@@ -64,11 +46,10 @@ def test_nested_meta_json_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
 def test_meta_json_linked_to_dev_zero_is_refused(tmp_path: Path) -> None:
     (tmp_path / "p").mkdir()
     os.symlink("/dev/zero", tmp_path / "p" / "meta.json")
-    proc = load_in_subprocess(tmp_path / "p")
-    assert proc.returncode == 3, proc.stderr
+    _, (status, kind, message) = load_in_child(tmp_path / "p")
     # UnsafeKeyError is a MemmapFormatError: a link leading out of the directory
-    assert proc.stdout.split()[0] in ("MemmapFormatError", "UnsafeKeyError")
-    assert "/dev/zero" in proc.stdout
+    assert status == "error" and kind in ("MemmapFormatError", "UnsafeKeyError")
+    assert "/dev/zero" in message
 
 
 def test_meta_json_linked_outside_the_directory_is_refused(tmp_path: Path) -> None:
@@ -94,8 +75,8 @@ def test_data_file_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
     leaf = {"device": "cpu", "shape": [2], "dtype": "torch.float32", "is_nested": False}
     write_json(str(tmp_path / "p"), td_meta({"a": leaf}, [2]))
     os.mkfifo(tmp_path / "p" / "a.memmap")
-    proc = load_in_subprocess(tmp_path / "p")
-    assert proc.returncode == 3 and "a.memmap" in proc.stdout and "regular file" in proc.stdout
+    _, (status, _kind, message) = load_in_child(tmp_path / "p")
+    assert status == "error" and "a.memmap" in message and "regular file" in message
 
 
 def test_pickle_file_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
@@ -108,23 +89,37 @@ def test_pickle_file_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
 
 # ====================================================================== item 10: depth, loops
 def write_deep(root: Path, depth: int) -> None:
-    path = root
-    for _ in range(depth):
-        write_json(str(path), td_meta({"a": {"type": "TensorDict"}}, []))
-        path = path / "a"
-    write_json(str(path), td_meta({}, []))
+    """``depth`` levels of tensordicts each holding the next one as ``"a"`` (written through
+    folder descriptors: walking a 3,000-character path at every level would be quadratic)."""
+    root.mkdir(parents=True)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for level in range(depth + 1):
+            entries = {"a": {"type": "TensorDict"}} if level < depth else {}
+            out = os.open("meta.json", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+            os.write(out, json.dumps(td_meta(entries, [])).encode())
+            os.close(out)
+            if level < depth:
+                os.mkdir("a", dir_fd=fd)
+                fd, parent = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd), fd
+                os.close(parent)
+    finally:
+        os.close(fd)
 
 
 def remove_deep(root: Path) -> None:
-    """Remove a chain of nested folders without recursion (shutil.rmtree, and pytest's own
-    clean-up of old temporary folders, would hit the recursion limit)."""
-    chain = [root]
-    while (chain[-1] / "a").is_dir():
-        chain.append(chain[-1] / "a")
-    for path in reversed(chain):
-        for child in path.iterdir():
+    """Remove such a chain level by level with short paths and no recursion (shutil.rmtree, and
+    pytest's own clean-up of old temporary folders, would hit the recursion limit)."""
+    while (root / "a").is_dir():
+        os.rename(root / "a", root / "gone")
+        if (root / "gone" / "a").is_dir():
+            os.rename(root / "gone" / "a", root / "a")
+        for child in (root / "gone").iterdir():
             child.unlink()
-        path.rmdir()
+        (root / "gone").rmdir()
+    for child in root.iterdir():
+        child.unlink()
+    root.rmdir()
 
 
 def test_directories_nested_1500_levels_raise_a_clear_error(tmp_path: Path) -> None:

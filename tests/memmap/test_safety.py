@@ -8,9 +8,7 @@ import os
 import pickle
 import re
 import shutil
-import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +26,7 @@ from tensordict.errors import (
 from tensordict.memmap import io
 from tensordict.memmap import tensor as mmt
 
-from . import helpers
+from . import helpers, writers
 from .helpers import td_meta, write_array, write_json
 
 
@@ -45,50 +43,17 @@ def make() -> TensorDict:
 
 # ====================================================================== interrupted writes
 # (overwrites of an existing save, killed at every step: test_overwrite.py)
-CRASH_SCRIPT = textwrap.dedent(
-    """
-    import os, sys
-    import torch
-    from tensordict import TensorDict
-    from tensordict.memmap import io, transaction as tx
-
-    prefix, where, after = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    calls = [0]
-    target = {"data": (io, "write_file"), "meta": (tx, "write_bytes")}[where]
-    real = getattr(*target)
-
-    def crash_after(*args, **kwargs):
-        if calls[0] == after:
-            os._exit(17)  # the process dies here: no cleanup, no exception handlers
-        calls[0] += 1
-        return real(*args, **kwargs)
-
-    setattr(*target, crash_after)
-    td = TensorDict(
-        {"a": torch.full((3, 4), 2.0), "b": {"c": torch.full((3,), 2), "d": torch.ones(3, 2)},
-         "e": torch.full((3,), 2, dtype=torch.int16)},
-        [3],
-    )
-    td.memmap_(prefix)
-    """
-)
-
-
 def crash_memmap(prefix: Path, where: str, after: int) -> None:
-    """Run memmap_ in a subprocess that dies (os._exit) at the ``after``-th data/meta write."""
-    proc = subprocess.run(
-        [sys.executable, "-c", CRASH_SCRIPT, str(prefix), where, str(after)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 17, proc.stderr
+    """Save to ``prefix`` in a forked child that dies (``os._exit``) at the ``after``-th
+    data or metadata write."""
+    code, _ = writers.run_forked(writers.crash_overwrite, str(prefix), where, after)
+    assert code == 17
 
 
 @pytest.mark.parametrize(("where", "after"), [("data", 0), ("data", 1), ("data", 3), ("meta", 1)])
 def test_crash_while_writing_a_new_save_never_loads(tmp_path: Path, where: str, after: int):
     crash_memmap(tmp_path / "p", where, after)
-    with pytest.raises(IncompleteMemmapError, match=r"meta\.json"):
+    with pytest.raises(IncompleteMemmapError, match="does not exist"):
         TensorDict.load_memmap(tmp_path / "p")
     assert not (tmp_path / "p").exists()  # the new version was still beside it, never switched
 

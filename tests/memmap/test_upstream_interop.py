@@ -29,37 +29,51 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def run(python: str, *args: str) -> str:
-    proc = subprocess.run(
-        [python, "-m", "tests.memmap.interop", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+def run_all(*commands: tuple[str, ...]) -> list[str]:
+    """Run ``python -m tests.memmap.interop ARGS`` for each (python, *args) at once."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    procs = [
+        subprocess.Popen(
+            [python, "-m", "tests.memmap.interop", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for python, *args in commands
+    ]
+    outputs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err
+        outputs.append(out)
+    return outputs
+
+
+@pytest.fixture(scope="module")
+def summaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """What each library reads from the directories each library wrote."""
+    up, here = tmp_path_factory.mktemp("by-upstream"), tmp_path_factory.mktemp("by-here")
+    run_all((str(UPSTREAM), "write", str(up)), (sys.executable, "write", str(here)))
+    by_upstream, by_here = run_all(
+        (str(UPSTREAM), "read", str(up), str(here)), (sys.executable, "read", str(up), str(here))
     )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
-
-
-@pytest.fixture(scope="module")
-def upstream_written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    root = tmp_path_factory.mktemp("written-by-upstream")
-    run(str(UPSTREAM), "write", str(root))
+    read_up, read_here = json.loads(by_upstream), json.loads(by_here)
     return {
-        "upstream": json.loads(run(str(UPSTREAM), "read", str(root))),
-        "here": json.loads(run(sys.executable, "read", str(root))),
+        "upstream_written": {"upstream": read_up[str(up)], "here": read_here[str(up)]},
+        "written_here": {"upstream": read_up[str(here)], "here": read_here[str(here)]},
     }
 
 
-@pytest.fixture(scope="module")
-def written_here(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    root = tmp_path_factory.mktemp("written-here")
-    run(sys.executable, "write", str(root))
-    return {
-        "upstream": json.loads(run(str(UPSTREAM), "read", str(root))),
-        "here": json.loads(run(sys.executable, "read", str(root))),
-    }
+@pytest.fixture
+def upstream_written(summaries: dict[str, Any]) -> dict[str, Any]:
+    return summaries["upstream_written"]
+
+
+@pytest.fixture
+def written_here(summaries: dict[str, Any]) -> dict[str, Any]:
+    return summaries["written_here"]
 
 
 @pytest.mark.parametrize("name", CLASSES)

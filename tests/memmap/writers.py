@@ -8,6 +8,7 @@ glance whether it is one complete version or a mix (:func:`versions_in`).
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
@@ -117,3 +118,85 @@ def drain(conn: Any) -> list[Any]:
         except (EOFError, OSError):
             break
     return out
+
+
+# ====================================================================== one-shot forked children
+def run_forked(fn: Any, *args: Any, deadline: float = 120.0) -> tuple[int | None, Any]:
+    """Run ``fn(*args)`` in a forked child; return (exit code, what it returned).
+
+    ``fn`` may end the child itself (``os._exit``): the value is then None. A child still running
+    at ``deadline`` (a hang) is killed and reported with exit code None.
+    """
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_call_and_send, args=(child, fn, args), daemon=True)
+    proc.start()
+    child.close()
+    value = None
+    answered = parent.poll(deadline)  # data, or end of file when the child died without a word
+    if answered:
+        with contextlib.suppress(EOFError):
+            value = parent.recv()
+        proc.join(deadline)
+    parent.close()
+    if not answered or proc.is_alive():
+        kill(proc)
+        return None, value
+    return proc.exitcode, value
+
+
+def _call_and_send(conn: Any, fn: Any, args: tuple[Any, ...]) -> None:
+    torch.set_num_threads(1)
+    try:
+        value: Any = ("ok", fn(*args))
+    except BaseException as err:
+        value = ("error", type(err).__name__, str(err))
+    conn.send(value)
+    conn.close()
+
+
+def crash_overwrite(prefix: str, where: str, after: int) -> None:
+    """Save version 2 (8 rows) to ``prefix``, dying (``os._exit(17)``, no clean-up at all) at the
+    ``after``-th call of the step ``where``; exit 0 if that call never comes."""
+    from tensordict.memmap import io
+    from tensordict.memmap import transaction as tx
+
+    module, name = {
+        "data": (io, "write_file"),
+        "meta": (tx, "write_bytes"),
+        "fsync": (os, "fsync"),
+        "commit": (tx, "exchange"),
+        "cleanup": (tx, "remove_tree"),
+    }[where]
+    real = getattr(module, name)
+    calls = [0]
+
+    def crash_after(*args: Any, **kwargs: Any) -> Any:
+        if calls[0] == after:
+            os._exit(17)
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    setattr(module, name, crash_after)
+    version(2, rows=8).memmap(prefix)
+    os._exit(0)
+
+
+def load_summary(prefix: str) -> str:
+    """Load ``prefix``: ``"loaded"``, or raise (the child reports the error)."""
+    from tensordict import TensorDict
+
+    TensorDict.load_memmap(prefix)
+    return "loaded"
+
+
+def info(*argv: str) -> tuple[int, str, str]:
+    """``python -m tensordict info ARGV``: (exit status, stdout, stderr)."""
+    import io as stdio
+
+    from tensordict.cli import main
+
+    out, err = stdio.StringIO(), stdio.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(["info", *argv])
+    return status, out.getvalue(), err.getvalue()

@@ -175,7 +175,7 @@ class _Walker:
             return self.tensordict(key, directory, meta, depth)
         if kind == "lazy":
             return self.lazy(key, directory, meta, depth)
-        if kind == "non_tensor":
+        if kind in ("non_tensor", "metadata"):
             return self.non_tensor(key, directory, meta, parent_bs)
         if kind == "non_tensor_stack":
             return self.non_tensor_stack(key, directory, meta, parent_bs)

@@ -44,6 +44,7 @@ __all__ = [
     "MAX_META_BYTES",
     "TYPE_LAZY",
     "TYPE_NON_TENSOR",
+    "TYPE_METADATA",
     "TYPE_NON_TENSOR_STACK",
     "TYPE_TD",
     "encode_key",
@@ -61,6 +62,7 @@ TYPE_TD = "<class 'tensordict._td.TensorDict'>"
 TYPE_LAZY = "<class 'tensordict._lazy.LazyStackedTensorDict'>"
 TYPE_NON_TENSOR = "<class 'tensordict.tensorclass.NonTensorData'>"
 TYPE_NON_TENSOR_STACK = "<class 'tensordict.tensorclass.NonTensorStack'>"
+TYPE_METADATA = "<class 'tensordict.tensorclass.MetaData'>"
 CLASS_TD = "tensordict:TensorDict"
 CLASS_LAZY = "tensordict:LazyStackedTensorDict"
 CLASS_NON_TENSOR_STACK = "tensordict:NonTensorStack"
@@ -195,7 +197,7 @@ def is_jsonable(value: Any) -> bool:
 
 
 def kind_of(meta: dict[str, Any]) -> str:
-    """What a ``meta.json`` describes: ``"td"``, ``"lazy"``, ``"non_tensor"``,
+    """What a ``meta.json`` describes: ``"td"``, ``"lazy"``, ``"non_tensor"``, ``"metadata"``,
     ``"non_tensor_stack"`` or ``"class"`` (a tensorclass, named by its ``_type``).
 
     ``_class`` (written since upstream 0.15) wins over ``_type``; directories without either are
@@ -213,6 +215,7 @@ _KINDS = {
     CLASS_LAZY: "lazy",
     TYPE_LAZY: "lazy",
     TYPE_NON_TENSOR: "non_tensor",
+    TYPE_METADATA: "metadata",
     CLASS_NON_TENSOR_STACK: "non_tensor_stack",
     TYPE_NON_TENSOR_STACK: "non_tensor_stack",
 }
@@ -373,3 +376,17 @@ def resolve_class(type_str: str, meta_path: str) -> type:
         f"{meta_path} holds a {type_str}, which is not defined in this process. Import the module "
         "that defines this tensorclass before loading (classes are never imported from metadata)."
     )
+
+
+def is_writable(file_path: str | os.PathLike[str]) -> bool:
+    """Whether this process may write ``file_path`` (a missing file counts as writable).
+
+    Examples:
+        >>> import tempfile
+        >>> is_writable(os.path.join(tempfile.mkdtemp(), "new.memmap"))
+        True
+    """
+    path = os.fspath(file_path)
+    if os.access(path, os.W_OK):
+        return True
+    return not os.path.exists(path)

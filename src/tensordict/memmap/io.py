@@ -21,7 +21,6 @@ import shutil
 import stat
 import warnings
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
@@ -30,6 +29,7 @@ from tensordict.core.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, key_path
 from tensordict.core.lazy_stack import LazyStackedTensorDict
+from tensordict.core.non_tensor import register_save_hook
 from tensordict.errors import (
     AlreadyMemmappedError,
     BatchSizeError,
@@ -41,6 +41,7 @@ from tensordict.errors import (
 from tensordict.memmap import format as fmt
 from tensordict.memmap import tensor as mmt
 from tensordict.memmap import transaction as tx
+from tensordict.memmap.executor import shared_executor
 from tensordict.memmap.load import load_memmap
 from tensordict.memmap.plan import Builder, Leaf, Plan, plan
 from tensordict.memmap.tensor import (
@@ -192,8 +193,7 @@ def _write(plan: Plan, staging: tx.Staging, jobs: list[_Job], num_threads: int) 
         _run_job(job, staging)
 
     if num_threads and num_threads > 0 and len(jobs) > 1:
-        with ThreadPoolExecutor(max_workers=num_threads) as pool:
-            list(pool.map(run, jobs))
+        list(shared_executor(num_threads).map(run, jobs))
     else:
         for job in jobs:
             run(job)
@@ -458,6 +458,16 @@ def memmap_like(
 
 
 # ====================================================================== in-place updates
+def _rewrite_non_tensor(value: Any, directory: str) -> None:
+    """Rewrite the folder of a memory-mapped non-tensor entry after its value changed (a new
+    version of that folder, switched in as any other write)."""
+    new, _ = plan(value, os.path.abspath(directory), like=False, inplace=True)
+    _execute(new, lambda: value, 0, existsok=True)
+
+
+register_save_hook(_rewrite_non_tensor)
+
+
 def memmap_refresh_(td: Any) -> Any:
     """Reload the leaves from the directory (after another process rewrote its metadata)."""
     if td.saved_path is None:

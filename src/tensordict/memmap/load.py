@@ -26,7 +26,7 @@ import torch
 
 from tensordict.core.dense import TensorDict
 from tensordict.core.lazy_stack import LazyStackedTensorDict
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack, _object_array
+from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack, _object_array
 from tensordict.errors import IncompleteMemmapError, MemmapFormatError, PickleNotAllowedError
 from tensordict.memmap import format as fmt
 from tensordict.memmap import transaction as tx
@@ -130,10 +130,17 @@ def _load_node(
         return _load_td(directory, meta, ctx, depth)
     if kind == "lazy":
         return _load_lazy(directory, meta, ctx, batch_size, depth)
-    if kind == "non_tensor":
-        return _load_non_tensor(directory, meta, ctx, batch_size)
+    if kind in ("non_tensor", "metadata"):
+        entry = _load_non_tensor(directory, meta, ctx, batch_size)
+        if kind == "metadata":
+            entry = MetaData._new(entry.data, entry.batch_size, entry.device)
+        entry._mark_saved(directory)
+        return entry
     if kind == "non_tensor_stack":
-        return _load_non_tensor_stack(directory, meta, ctx, batch_size, depth)
+        stack = _load_non_tensor_stack(directory, meta, ctx, batch_size, depth)
+        if isinstance(stack, NonTensorStack):
+            stack._mark_saved(directory)
+        return stack
     meta_path = os.path.join(directory, fmt.META)
     tag = meta.get("_type") or meta.get("_class")
     cls = fmt.resolve_class(str(tag), meta_path)
@@ -181,6 +188,7 @@ def _load_td(directory: str, meta: dict[str, Any], ctx: _Load, depth: int) -> Te
         shape = value.shape if isinstance(value, torch.Tensor) else value.batch_size
         if isinstance(value, NonTensorData):
             value = value._with_batch_size(batch_size)
+            value._mark_saved(sub)
         elif tuple(shape[:n]) != tuple(batch_size):
             raise MemmapFormatError(
                 f"{meta_path}: entry {key!r} has shape {list(shape)}, which does not start with "

@@ -21,9 +21,15 @@ import torch
 from tensordict.core.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.lazy_stack import LazyStackedTensorDict
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack
 from tensordict.core.pickling import _DTYPES
-from tensordict.errors import FileNameTooLongError, MemmapFormatError, NotPicklableError
+from tensordict.core.unbatched import is_unbatched
+from tensordict.errors import (
+    FileNameTooLongError,
+    MemmapFormatError,
+    NotPicklableError,
+    UnbatchedMemmapError,
+)
 from tensordict.memmap import format as fmt
 from tensordict.memmap.tensor import MemoryMappedTensor
 
@@ -126,6 +132,12 @@ def _type_name(value: Any) -> str:
 
 # ====================================================================== validation
 def _check_leaf(key: str, value: torch.Tensor, directory: str, like: bool) -> None:
+    if is_unbatched(value):
+        raise UnbatchedMemmapError(
+            f"cannot memory-map {key!r} (in {directory}): it is an UnbatchedTensor, which has no "
+            f"on-disk layout (upstream tensordict refuses it too). Exclude it first, e.g. "
+            f"td.exclude({key!r}), and save it separately (torch.save)."
+        )
     if value.layout is not torch.strided or value.is_nested:
         raise MemmapFormatError(
             f"cannot memory-map {key!r} (in {directory}): it is a {value.layout} tensor; only "
@@ -286,7 +298,8 @@ def _plan_tensorclass(tc: Any, directory: str, plan: Plan, depth: int) -> Builde
 
 
 def _plan_non_tensor(value: NonTensorData, directory: str, plan: Plan) -> Builder:
-    meta: dict[str, Any] = {"_type": fmt.TYPE_NON_TENSOR}
+    kind = fmt.TYPE_METADATA if isinstance(value, MetaData) else fmt.TYPE_NON_TENSOR
+    meta: dict[str, Any] = {"_type": kind}
     if fmt.is_jsonable(value.data):
         meta["data"] = value.data
     else:
@@ -297,7 +310,7 @@ def _plan_non_tensor(value: NonTensorData, directory: str, plan: Plan) -> Builde
     meta["_metadata"] = None
     meta["_is_non_tensor"] = True
     plan.metas.append((directory, fmt.dumps(meta)))
-    return lambda: value
+    return _saved_non_tensor(value, directory, plan)
 
 
 def _plan_non_tensor_stack(value: NonTensorStack, directory: str, plan: Plan) -> Builder:
@@ -316,4 +329,16 @@ def _plan_non_tensor_stack(value: NonTensorStack, directory: str, plan: Plan) ->
         what = f"the non-tensor stack {os.path.basename(directory)!r} (in {directory})"
         plan.pickles.append((os.path.join(directory, "pickle.pkl"), _pickled(data, what)))
     plan.metas.append((directory, fmt.dumps(meta)))
-    return lambda: value
+    return _saved_non_tensor(value, directory, plan)
+
+
+def _saved_non_tensor(value: Any, directory: str, plan: Plan) -> Builder:
+    """The entry as held by the saved tensordict: marked memory-mapped at ``directory``, so that
+    an in-place update of its value rewrites its files (``io._rewrite_non_tensor``)."""
+
+    def build() -> Any:
+        out = value if plan.inplace else value.copy()
+        out._mark_saved(directory)
+        return out
+
+    return build
