@@ -20,6 +20,7 @@ from tensordict.memmap import transaction as tx
 from tests.stress import stress_count
 
 from . import writers
+from .fsutil import private_tmpfs
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -188,7 +189,8 @@ def test_kill_9_at_random_moments_never_loses_or_mixes_a_version(tmp_path: Path)
         writers.kill(proc)
         saved += writers.drain(conn)
         conn.close()
-        mid_write += bool(siblings(tmp_path / "p"))  # a staging folder: killed while writing
+        # a staging folder left: killed while writing the new version
+        mid_write += any(".tdstage-" in name for name in siblings(tmp_path / "p"))
         try:
             found = writers.versions_in(TensorDict.load_memmap(prefix))
         except Exception:
@@ -402,3 +404,29 @@ def test_interrupted_in_place_overwrite_never_loads_a_mix(tmp_path, in_place, mo
         make(7.0).memmap(tmp_path / "p")
     with pytest.raises(IncompleteMemmapError, match=r"meta\.json"):
         TensorDict.load_memmap(tmp_path / "p")
+
+
+def test_mount_point_inside_the_prefix_is_kept_by_writing_in_place(tmp_path: Path) -> None:
+    make(5.0).memmap(tmp_path / "p")
+    with private_tmpfs(tmp_path / "p" / "mnt", "1m") as mnt:
+        (mnt / "data.bin").write_bytes(b"kept")
+        make(7.0).memmap(tmp_path / "p")  # cannot be linked into a staging folder
+        assert (mnt / "data.bin").read_bytes() == b"kept" and os.path.ismount(mnt)
+        assert TensorDict.load_memmap(tmp_path / "p")["a"][0, 0].item() == 7.0
+        assert siblings(tmp_path / "p") == []
+
+
+def test_prefix_that_is_a_mount_point_is_written_in_place(tmp_path: Path) -> None:
+    with private_tmpfs(tmp_path / "p", "1m") as prefix:
+        make(5.0).memmap(prefix)
+        make(7.0).memmap(prefix)
+        assert os.path.ismount(prefix)
+        assert TensorDict.load_memmap(prefix)["a"][0, 0].item() == 7.0
+        assert siblings(prefix) == []
+
+
+def test_empty_mount_point_inside_the_prefix_stays_mounted(tmp_path: Path) -> None:
+    make(5.0).memmap(tmp_path / "p")
+    with private_tmpfs(tmp_path / "p" / "mnt", "1m") as mnt:
+        make(7.0).memmap(tmp_path / "p")
+        assert os.path.ismount(mnt)

@@ -86,15 +86,21 @@ def _execute(plan: Plan, build: Builder, num_threads: int, existsok: bool) -> An
         _check_target(plan.root, real, existsok)
         jobs = _resolve(plan, real)
         _check_space(plan, real, jobs)
-        staging = tx.Staging(plan.root, real)
         try:
-            _write(plan, staging, jobs, num_threads)
-            staging.commit()
-        except BaseException:
-            staging.abort()
-            raise
-        staging.finish()
+            _write_version(plan, tx.Staging(plan.root, real), jobs, num_threads)
+        except tx.CannotStage:  # a mount point inside the prefix: write in place
+            _write_version(plan, tx.Staging(plan.root, real, in_place=True), jobs, num_threads)
     return build()
+
+
+def _write_version(plan: Plan, staging: tx.Staging, jobs: list[_Job], num_threads: int) -> None:
+    try:
+        _write(plan, staging, jobs, num_threads)
+        staging.commit()
+    except BaseException:
+        staging.abort()
+        raise
+    staging.finish()
 
 
 def _check_target(root: str, real: str, existsok: bool) -> None:
@@ -214,6 +220,8 @@ def _run_job(job: _Job, staging: tx.Staging) -> None:
             _grow(here, target, job.old_size, leaf.nbytes)
         else:
             write_file(target, leaf.value, leaf.shape, leaf.dtype)
+    except tx.CannotStage:
+        raise
     except OSError as err:
         raise _write_error(err, leaf) from None
 

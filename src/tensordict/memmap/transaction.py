@@ -46,6 +46,7 @@ from collections.abc import Iterator
 from tensordict.memmap import format as fmt
 
 __all__ = [
+    "CannotStage",
     "Staging",
     "aside_versions",
     "exchange",
@@ -219,20 +220,59 @@ def carry_foreign(old: str, new: str, written: set[str]) -> None:
             continue
         src, dst = os.path.join(old, name), os.path.join(new, name)
         if os.path.isdir(src) and not os.path.islink(src):
-            shutil.copytree(src, dst, symlinks=True, copy_function=link_or_copy)
+            _link_tree(src, dst)
         elif os.path.islink(src):
             os.symlink(os.readlink(src), dst)
         else:
             link_or_copy(src, dst)
 
 
+def _link_tree(src: str, dst: str) -> None:
+    """Recreate the folder ``src`` at ``dst``: folders made, symlinks copied, files hard-linked.
+
+    Raises:
+        CannotStage: a folder inside is on another file system (a mount point).
+    """
+    device = os.stat(os.path.dirname(src)).st_dev
+    if os.stat(src).st_dev != device:
+        raise CannotStage(errno.EXDEV, f"{src} is a mount point", src)
+    for dirpath, dirs, files in os.walk(src):
+        target = os.path.join(dst, os.path.relpath(dirpath, src))
+        os.makedirs(target, exist_ok=True)
+        shutil.copystat(dirpath, target)
+        for name in list(dirs):
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                dirs.remove(name)  # os.walk does not follow it; copy the link itself
+                os.symlink(os.readlink(path), os.path.join(target, name))
+            elif os.stat(path).st_dev != device:
+                raise CannotStage(errno.EXDEV, f"{path} is a mount point", path)
+        for name in files:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                os.symlink(os.readlink(path), os.path.join(target, name))
+            else:
+                link_or_copy(path, os.path.join(target, name))
+
+
+class CannotStage(OSError):
+    """A file to keep lies on another file system (a mount point inside the prefix): it cannot be
+    linked into a staging folder, so the write must go in place."""
+
+
 def link_or_copy(src: str, dst: str) -> None:
     """Hard-link ``src`` to ``dst`` (the same inode: mappings stay coherent), or copy it where the
-    file system has no hard links."""
+    file system has no hard links.
+
+    Raises:
+        CannotStage: ``src`` is on another file system than ``dst``.
+    """
     try:
         os.link(src, dst, follow_symlinks=False)
     except OSError as err:
-        if err.errno not in (errno.EPERM, errno.EXDEV, errno.EOPNOTSUPP, errno.EMLINK):
+        if err.errno == errno.EXDEV:
+            raise CannotStage(err.errno, f"{src} is on another file system", src) from None
+        if err.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
             raise
         shutil.copy2(src, dst, follow_symlinks=False)
 
@@ -304,14 +344,16 @@ class Staging:
         in_place: True when ``target`` is ``real`` itself (see the module's fallbacks).
     """
 
-    def __init__(self, root: str, real: str) -> None:
+    def __init__(self, root: str, real: str, in_place: bool = False) -> None:
         self.root = root
         self.real = real
         self.exists = os.path.isdir(real)
         self.target = real
         self.in_place = True
-        if self.exists and os.stat(real).st_dev != os.stat(os.path.dirname(real)).st_dev:
-            return  # a mount point: it cannot be renamed
+        if in_place or (
+            self.exists and os.stat(real).st_dev != os.stat(os.path.dirname(real)).st_dev
+        ):
+            return  # asked for, or a mount point: it cannot be renamed
         stage = f"{_base(real)}.tdstage-{_token()}"
         try:
             os.mkdir(stage)
