@@ -26,6 +26,7 @@ __all__ = [
     "LockedError",
     "MemmapFormatError",
     "MissingDependencyError",
+    "NestedWorkersError",
     "NotPicklableError",
     "OutMismatchError",
     "PickleNotAllowedError",
@@ -35,6 +36,7 @@ __all__ = [
     "TensorDictKeyError",
     "UndeclaredFieldError",
     "UnsafeKeyError",
+    "WorkerCountWarning",
     "WorkerDiedError",
 ]
 
@@ -123,6 +125,14 @@ class CycleError(ValueError):
     """A tensordict stored inside itself (``td["a"] = td``), directly or deeper down."""
 
 
+class NestedWorkersError(RuntimeError, AssertionError):
+    """``map_iter``/``map`` called where it cannot start worker processes: in a daemonic process
+    (a ``multiprocessing.Pool`` worker), or nested deeper than the allowed levels.
+
+    Subclasses ``AssertionError`` too, which ``multiprocessing`` raises (bare) in that case.
+    """
+
+
 class MissingDependencyError(ImportError):
     """An optional dependency that a feature needs is not installed."""
 
@@ -156,3 +166,7 @@ class FrozenTensorclassError(dataclasses.FrozenInstanceError):
 class FieldTypeError(TypeError, ValueError):
     """A value a tensorclass field does not accept: under ``nocast``, a value that is not an
     instance of the field's annotation; under ``autocast``, a value the annotation cannot cast."""
+
+
+class WorkerCountWarning(UserWarning):
+    """``num_workers`` larger than the CPUs can serve: fewer workers are started."""
