@@ -335,16 +335,28 @@ def _stage_non_tensor(
 
 
 def _stage_broadcast(
-    td: Any, value: Any, plan: IndexPlan, root_bd: int, writes: list[Write]
+    td: Any,
+    value: Any,
+    plan: IndexPlan,
+    root_bd: int,
+    writes: list[Write],
+    prefix: tuple[str, ...] = (),
 ) -> None:
     t = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
-    for key, target in td.items(include_nested=True, leaves_only=True):
-        if not isinstance(target, torch.Tensor):
-            continue
-        path = key if isinstance(key, tuple) else (key,)
-        expected = plan.batch_size + target.shape[root_bd:]
-        _check_broadcast(path, t, expected)
-        writes.append(_writer(target, plan.leaf_index, _cast_like(t, target)))
+    # walk the stored entries: a nested lazy stack writes into its members itself (its values
+    # read as stacked copies)
+    for key, target in td._own_items():
+        path = prefix + (key,)
+        if getattr(type(target), "_is_tensorclass", False):
+            target = target._tensordict
+        if hasattr(target, "_stage_setitem_index"):
+            writes.extend(target._stage_setitem_index(plan.leaf_index, t))
+        elif isinstance(target, TensorCollection):
+            _stage_broadcast(target, t, plan, root_bd, writes, path)
+        elif isinstance(target, torch.Tensor):
+            expected = plan.batch_size + target.shape[root_bd:]
+            _check_broadcast(path, t, expected)
+            writes.append(_writer(target, plan.leaf_index, _cast_like(t, target)))
 
 
 def _writer(target: torch.Tensor, leaf_index: Any, value: torch.Tensor) -> Write:
