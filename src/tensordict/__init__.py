@@ -48,7 +48,7 @@ from tensordict.core.keys import (
     unravel_key_to_tuple,
 )
 from tensordict.core.lazy_stack import LazyStackedTensorDict
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
+from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack, is_non_tensor
 from tensordict.core.options import (
     capture_non_tensor_stack,
     get_defaults_to_none,
@@ -63,6 +63,8 @@ from tensordict.core.options import (
 )
 from tensordict.core.padding import collate, pad, pad_sequence, unpad_sequence
 from tensordict.core.parse_repr import parse_tensor_dict_string
+from tensordict.core.typed import TypedTensorDict
+from tensordict.core.unbatched import UnbatchedTensor
 from tensordict.formats import (
     from_arrow,
     from_csv,
@@ -89,14 +91,13 @@ from tensordict.parallel.worker import WorkerInfo, get_worker_info
 from tensordict.persistent import PersistentTensorDict
 from tensordict.store import LazyStackedTensorDictStore, TensorDictStore
 from tensordict.tensorclass import (
-    MetaData,
     NonTensorDataBase,
+    TensorAttrs,
     TensorClass,
     from_dataclass,
     is_tensorclass,
     tensorclass,
 )
-from tensordict.tensorclass.coming import TensorAttrs, TypedTensorDict, UnbatchedTensor
 
 __version__ = "0.16.0.dev0"
 

@@ -1,5 +1,5 @@
-"""``tensordict._unbatched``: upstream's path of ``UnbatchedTensor``; re-exports only."""
+"""Upstream's import path for :class:`~tensordict.UnbatchedTensor` (code in ``core.unbatched``)."""
 
-from tensordict.tensorclass.coming import UnbatchedTensor
+from tensordict.core.unbatched import UnbatchedTensor
 
 __all__ = ["UnbatchedTensor"]

@@ -16,6 +16,7 @@ __all__ = [
     "AlreadyMemmappedError",
     "BatchSizeError",
     "ChunkError",
+    "CycleError",
     "DTypeCastError",
     "FieldTypeError",
     "FrozenTensorclassError",
@@ -23,16 +24,20 @@ __all__ = [
     "IndexingError",
     "KeyTypeError",
     "LockedError",
+    "MetaDataTypeError",
     "MemmapFormatError",
     "MissingDependencyError",
     "NotYetAvailableError",
     "NotPicklableError",
+    "OutMismatchError",
     "PickleNotAllowedError",
     "ShapeMismatchError",
     "TensorclassArgumentError",
     "TensorclassDefinitionError",
     "TensorDictKeyError",
     "TensorDictPropertyError",
+    "TypedFieldError",
+    "UnbatchedMemmapError",
     "UndeclaredFieldError",
     "UnsafeKeyError",
     "WorkerDiedError",
@@ -119,8 +124,17 @@ class ChunkError(RuntimeError):
     """An error in ``fn`` that cannot be re-raised with its own type (e.g. it does not unpickle)."""
 
 
+class CycleError(ValueError):
+    """A tensordict stored inside itself (``td["a"] = td``), directly or deeper down."""
+
+
 class MissingDependencyError(ImportError):
     """An optional dependency that a feature needs is not installed."""
+
+
+class OutMismatchError(ShapeMismatchError):
+    """A result of ``fn`` that does not fit its slice of ``map(..., out=out)``: other keys, another
+    batch size or leaf shape (nothing is broadcast)."""
 
 
 class TensorclassDefinitionError(TypeError, AttributeError):
@@ -160,3 +174,16 @@ class NotYetAvailableError(NotImplementedError):
 class TensorDictPropertyError(RuntimeError):
     """A tensordict tree whose metadata is inconsistent: a child whose batch size, device, lock
     state or dimension names disagree with its parent's (raised by the checks for tests)."""
+
+
+class UnbatchedMemmapError(NotImplementedError):
+    """Memory-mapping an ``UnbatchedTensor`` entry (no on-disk layout exists for it, upstream
+    either)."""
+
+
+class TypedFieldError(TypeError):
+    """``TypedTensorDict`` construction with a missing required field or an undeclared one."""
+
+
+class MetaDataTypeError(TypeError):
+    """A value given to ``MetaData[cls]`` that is not an instance of ``cls``."""

@@ -1,5 +1,5 @@
-"""``tensordict.typedtensordict``: upstream's path of ``TypedTensorDict``; re-exports only."""
+"""Upstream's import path for :class:`~tensordict.TypedTensorDict` (code in ``core.typed``)."""
 
-from tensordict.tensorclass.coming import TensorAttrs, TypedTensorDict
+from tensordict.core.typed import TypedTensorDict
 
-__all__ = ["TensorAttrs", "TypedTensorDict"]
+__all__ = ["TypedTensorDict"]

@@ -153,3 +153,21 @@ def test_setitem_merges_nested_keys_given_both_ways_and_leaves_the_callers_dict_
     user = {"d": torch.tensor(3.0)}
     td[1] = {"b": user, ("b", "c"): torch.tensor(4.0)}
     assert list(user) == ["d"] and td["b", "c"][1] == 4.0 and td["b", "d"][1] == 3.0
+
+
+def test_update_at_writes_non_tensor_entries_into_the_tensordict_itself() -> None:
+    td = TensorDict({"val": NonTensorData(data=0, batch_size=[10])}, [10])
+    td.update_at_(
+        TensorDict({"val": NonTensorData(data=1, batch_size=[5])}, [5]), slice(1, None, 2)
+    )
+    assert td.get("val").tolist() == [0, 1] * 5
+    td = TensorDict({"a": torch.zeros(4), "s": "x"}, [4])
+    td.update_at_({"s": "y"}, 1)
+    assert td["s"] == ["x", "y", "x", "x"]
+
+
+def test_update_at_refuses_a_key_the_tensordict_lacks() -> None:
+    td = TensorDict({"a": torch.zeros(4)}, [4])
+    with pytest.raises(KeyError):
+        td.update_at_({"b": torch.tensor(1.0)}, 1)
+    assert list(td.keys()) == ["a"]

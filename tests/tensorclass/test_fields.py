@@ -124,6 +124,17 @@ def test_autocast_casts_a_tensor_to_an_int_field() -> None:
     assert a.count == 1 and type(a.count) is int
 
 
+def test_autocast_casts_an_int_to_a_float_field() -> None:
+    # regression: the int was kept because PEP 484 lets an int stand for a float
+    a = AutoCast(count=1, x=torch.zeros(1), rate=1)
+    assert type(a.rate) is float and a.rate == 1.0
+
+
+def test_autocast_casts_a_float_to_an_int_field() -> None:
+    a = AutoCast(count=2.7, x=torch.zeros(1))
+    assert type(a.count) is int and a.count == 2
+
+
 def test_autocast_casts_a_list_to_a_tensor_field() -> None:
     a = AutoCast(count=1, x=[1.0, 2.0])
     assert torch.equal(a.x, torch.tensor([1.0, 2.0]))

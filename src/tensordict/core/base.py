@@ -30,9 +30,11 @@ from tensordict.core.keys import (
 )
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
 from tensordict.core.ops import CastMixin, OpsMixin
+from tensordict.core.reductions import ReductionsMixin
 from tensordict.core.shape import ShapeMixin
 from tensordict.core.structure import StructureMixin
 from tensordict.core.tensor_methods import TensorMethodsMixin
+from tensordict.core.unbatched import is_unbatched
 from tensordict.errors import (
     BatchSizeError,
     LockedError,
@@ -82,6 +84,7 @@ def as_size(batch_size: Any) -> torch.Size:
 class TensorDictBase(
     EntriesMixin,
     StructureMixin,
+    ReductionsMixin,
     OpsMixin,
     ShapeMixin,
     CombineMixin,
@@ -171,7 +174,7 @@ class TensorDictBase(
             if isinstance(value, TensorDictBase):
                 value.auto_batch_size_()
                 shape = list(value.batch_size)
-            elif is_non_tensor(value):
+            elif is_non_tensor(value) or is_unbatched(value):
                 continue
             else:
                 shape = list(value.shape)
@@ -573,6 +576,10 @@ class TensorDictBase(
         last = self._context_ops().pop()
         if last is None:
             return
+        if last[0] == "restore":  # to_module's swap: put the replaced tensors back
+            restore: Any = last[1]
+            restore()
+            return
         was_locked = last[1]
         if was_locked and not self.is_locked:
             self._set_locked(True)
@@ -680,6 +687,44 @@ class TensorDictBase(
     def saved_path(self) -> str | None:
         """The directory this tensordict was memory-mapped to, if any."""
         raise NotImplementedError
+
+    # ================================================================== nn.Module parameters
+    # These are implemented by tensordict.nn.functional_modules, which builds on core.
+    @classmethod
+    def from_module(
+        cls,
+        module: Any,
+        as_module: bool = False,
+        lock: bool = False,
+        use_state_dict: bool = False,
+        filter_empty: bool = True,
+    ) -> Any:
+        """The parameters and buffers of an ``nn.Module`` as a tensordict (see
+        :func:`tensordict.nn.functional_modules.from_module`)."""
+        from tensordict.nn.functional_modules import from_module
+
+        return from_module(
+            module,
+            as_module=as_module,
+            lock=lock,
+            use_state_dict=use_state_dict,
+            filter_empty=filter_empty,
+        )
+
+    @classmethod
+    def from_modules(cls, *modules: Any, **kwargs: Any) -> Any:
+        """The parameters of several modules stacked along a new first dimension (see
+        :func:`tensordict.nn.functional_modules.from_modules`)."""
+        from tensordict.nn.functional_modules import from_modules
+
+        return from_modules(*modules, **kwargs)
+
+    def to_module(self, module: Any, **kwargs: Any) -> Any:
+        """Put these tensors into ``module``; the result puts the old ones back when used as a
+        context manager (see :func:`tensordict.nn.functional_modules.to_module`)."""
+        from tensordict.nn.functional_modules import to_module
+
+        return to_module(self, module, **kwargs)
 
     def map_iter(
         self, fn: Callable[..., Any], dim: int = 0, num_workers: int | None = None, **kwargs: Any

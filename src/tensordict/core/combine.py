@@ -22,6 +22,7 @@ from tensordict.core.non_tensor import (
     stack_non_tensor,
 )
 from tensordict.core.shape import normalize_dim
+from tensordict.core.unbatched import is_unbatched, stack_unbatched
 from tensordict.errors import BatchSizeError, ShapeMismatchError
 
 __all__ = ["TORCH_FUNCTIONS", "CombineMixin", "cat", "stack", "where"]
@@ -65,7 +66,10 @@ def _dense_stack_source(tds: Sequence[Any], dim: int) -> dict[str, Any] | None:
         v0 = values[0]
         if any(v is _MISSING for v in values):
             return None
-        if isinstance(v0, torch.Tensor):
+        if is_unbatched(v0):
+            bs = v0.batch_size
+            source[key] = stack_unbatched(values, torch.Size([*bs[:dim], len(tds), *bs[dim:]]))
+        elif isinstance(v0, torch.Tensor):
             shape = v0.shape
             if any(not isinstance(v, torch.Tensor) or v.shape != shape for v in values[1:]):
                 return None
@@ -167,7 +171,9 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     for key in keys:
         values = [td._get_str(key, None) for td in tds]
         v0 = values[0]
-        if isinstance(v0, torch.Tensor):
+        if is_unbatched(v0):
+            source[key] = stack_unbatched(values, torch.Size(new_bs))
+        elif isinstance(v0, torch.Tensor):
             source[key] = torch.cat(values, d)
         elif isinstance(v0, (NonTensorData, NonTensorStack)):
             source[key] = cat_non_tensor(values, d)

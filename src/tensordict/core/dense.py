@@ -16,6 +16,7 @@ from tensordict.core.base import TensorDictBase, as_size
 from tensordict.core.entries import _UNSET, locked_message
 from tensordict.core.indexing import IndexPlan, plan_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import BatchSizeError, LockedError
 
 __all__ = ["TensorDict"]
@@ -214,7 +215,7 @@ class TensorDict(TensorDictBase):
                 return value
             if value is _MISSING:
                 raise self._missing_key(index)
-            if value.__class__ is NonTensorData:
+            if isinstance(value, NonTensorData):
                 return value.data
             if value.__class__ is NonTensorStack:
                 return value.tolist()
@@ -264,7 +265,9 @@ class TensorDict(TensorDictBase):
         select = plan.select
         for key, value in self._tensordict.items():
             if isinstance(value, torch.Tensor):
-                if select is not None:
+                if is_unbatched(value):
+                    source[key] = rebatch(value, batch_size)
+                elif select is not None:
                     source[key] = torch.index_select(value, select[0], select[1])
                 else:
                     source[key] = value[leaf_index]
@@ -305,7 +308,7 @@ class TensorDict(TensorDictBase):
                     "prefixes every entry's shape."
                 )
         for key, value in list(self._tensordict.items()):
-            if isinstance(value, NonTensorData):
+            if isinstance(value, NonTensorData) or is_unbatched(value):
                 self._tensordict[key] = value._with_batch_size(new)
             elif isinstance(value, TensorDictBase) and len(value.batch_size) < n:
                 value.batch_size = new
@@ -400,7 +403,7 @@ def _fits_batch_size(value: Any, new: torch.Size) -> bool:
 
     A nested tensordict with fewer batch dims fits if its leaves do: it takes the new batch size.
     """
-    if isinstance(value, NonTensorData):
+    if isinstance(value, NonTensorData) or is_unbatched(value):
         return True
     n = len(new)
     if isinstance(value, TensorDictBase) and len(value.batch_size) < n:

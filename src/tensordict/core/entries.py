@@ -19,10 +19,12 @@ from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import NestedKey, key_path, unravel_key
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.options import GET_DEFAULTS_TO_NONE
+from tensordict.core.setitem import refuse_cycle
 from tensordict.core.shape import broadcasts_to
+from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import BatchSizeError, LockedError, ShapeMismatchError, TensorDictKeyError
 
-__all__ = ["LOCK_ERROR", "NO_DEFAULT", "EntriesMixin", "locked_message"]
+__all__ = ["LOCK_ERROR", "NO_DEFAULT", "EntriesMixin", "inplace_value", "locked_message"]
 
 T = TypeVar("T", bound="EntriesMixin")
 _MISSING: Any = object()
@@ -61,6 +63,19 @@ def locked_message(what: str) -> str:
         "update_, td[idx] = ...) are allowed; to change its structure, unlock it with "
         "td.unlock_() (or work on td.clone())."
     )
+
+
+def inplace_value(path: tuple[str, ...], existing: torch.Tensor, item: Any) -> torch.Tensor:
+    """``item`` as a tensor that can be copied into ``existing`` (or a clear error)."""
+    if not isinstance(item, torch.Tensor):
+        item = torch.as_tensor(item, device=existing.device)
+    if not broadcasts_to(item.shape, existing.shape):
+        raise ShapeMismatchError(
+            f"cannot write a value of shape {list(item.shape)} in place into "
+            f"{unravel_key(path)!r} of shape {list(existing.shape)}. Give a value of "
+            "that shape (or one that broadcasts to it)."
+        )
+    return item
 
 
 class EntriesMixin(TensorCollection):
@@ -123,7 +138,7 @@ class EntriesMixin(TensorCollection):
         )
         if value is _MISSING:
             raise self._missing_key(unravel_key(key))
-        if value.__class__ is NonTensorData:
+        if isinstance(value, NonTensorData):
             return value.data
         if value.__class__ is NonTensorStack:
             return value.tolist()
@@ -171,7 +186,10 @@ class EntriesMixin(TensorCollection):
         """Turn a user value into a stored value for a tensordict of ``batch_size`` (or raise)."""
         device = self.device
         if isinstance(value, torch.Tensor):
-            self._check_batch(key, value, batch_size)
+            if is_unbatched(value):  # exempt from the batch size
+                value = rebatch(value, batch_size)  # type: ignore[arg-type]
+            else:
+                self._check_batch(key, value, batch_size)
             if device is not None and value.device != device:
                 value = value.to(device)
             return value
@@ -276,6 +294,7 @@ class EntriesMixin(TensorCollection):
         if self.is_locked:
             raise LockedError(locked_message(f"set {unravel_key(path)!r}"))
         value = self._convert(unravel_key(path), item, self._target_batch_size(path))
+        refuse_cycle(self, path, value)
         parent = self._parent_for_write(path, create=True)
         if parent.is_locked:
             raise LockedError(locked_message(f"set {unravel_key(path)!r}"))
@@ -283,25 +302,24 @@ class EntriesMixin(TensorCollection):
         return self
 
     def _write_inplace(self, path: tuple[str, ...], existing: Any, item: Any) -> None:
+        # The tensordict holding the leaf writes it: a lazy stack reads a stacked copy of its
+        # members' tensors, so writing into ``existing`` would be lost (see
+        # LazyStackedTensorDict._write_leaf_inplace).
+        parent = self if len(path) == 1 else self._parent_for_write(path, create=False)
+        parent._write_leaf_inplace(path, existing, item)
+
+    def _write_leaf_inplace(self, path: tuple[str, ...], existing: Any, item: Any) -> None:
+        """Write ``item`` in place into ``existing``, the entry ``path[-1]`` of this tensordict."""
         if isinstance(existing, torch.Tensor):
-            if not isinstance(item, torch.Tensor):
-                item = torch.as_tensor(item, device=existing.device)
-            if not broadcasts_to(item.shape, existing.shape):
-                raise ShapeMismatchError(
-                    f"cannot write a value of shape {list(item.shape)} in place into "
-                    f"{unravel_key(path)!r} of shape {list(existing.shape)}. Give a value of "
-                    "that shape (or one that broadcasts to it)."
-                )
-            existing.copy_(item)
+            existing.copy_(inplace_value(path, existing, item))
         elif isinstance(existing, TensorCollection) or getattr(
             type(existing), "_is_tensorclass", False
         ):
             existing.update_(item)
         else:
-            parent = self._parent_for_write(path, create=False)
-            parent._set_str(
+            self._set_str(
                 path[-1],
-                self._convert(unravel_key(path), item, parent.batch_size),
+                self._convert(unravel_key(path), item, self.batch_size),
                 validated=True,
             )
 
@@ -320,11 +338,17 @@ class EntriesMixin(TensorCollection):
 
     def set_at_(self: T, key: NestedKey, value: Any, index: Any) -> T:
         """Write ``value`` into ``td[key][index]`` in place."""
-        existing = self.get(key, None)
+        path = key_path(key)
+        parent = self if len(path) == 1 else self._parent_for_write(path, create=False)
+        existing = parent._get_str(path[-1], None)
         if existing is None:
-            raise self._missing_key(key)
-        existing[index] = value
+            raise self._missing_key(unravel_key(path))
+        parent._write_leaf_at(path, existing, value, index)
         return self
+
+    def _write_leaf_at(self, path: tuple[str, ...], existing: Any, value: Any, index: Any) -> None:
+        """``existing[index] = value`` for the entry ``path[-1]`` of this tensordict."""
+        existing[index] = value
 
     def setdefault(self, key: NestedKey, default: Any, inplace: bool = False) -> Any:
         """Return ``td[key]``, setting it to ``default`` first if it is missing."""
@@ -381,6 +405,7 @@ class EntriesMixin(TensorCollection):
             if self.is_locked:
                 raise LockedError(locked_message(f"update {unravel_key(path)!r}"))
             converted = self._convert(unravel_key(path), value, self._target_batch_size(path))
+            refuse_cycle(self, path, converted)
             staged.append((path, converted, value, None))
         for path, converted, value, existing in staged:
             if existing is not None:

@@ -15,12 +15,21 @@ import torch
 
 from tensordict.core.base import TensorDictBase
 from tensordict.core.combine import stack
-from tensordict.core.entries import locked_message
-from tensordict.core.indexing import plan_index
+from tensordict.core.entries import inplace_value, locked_message
+from tensordict.core.lazy_index import (
+    LeafProbe,
+    Member,
+    Stack,
+    decompose,
+    evaluate,
+    first_member,
+    stage_writes,
+)
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, stack_non_tensor
 from tensordict.core.setitem import stage_setitem
 from tensordict.core.shape import normalize_dim
-from tensordict.errors import BatchSizeError, IndexingError, LockedError, ShapeMismatchError
+from tensordict.core.unbatched import is_unbatched, stack_unbatched
+from tensordict.errors import BatchSizeError, LockedError, ShapeMismatchError
 
 __all__ = ["LazyStackedTensorDict"]
 
@@ -199,6 +208,8 @@ class LazyStackedTensorDict(TensorDictBase):
         if any(v is _MISSING for v in values):
             return default
         v0 = values[0]
+        if is_unbatched(v0):
+            return stack_unbatched(values, self.batch_size)
         if isinstance(v0, torch.Tensor):
             shapes = {tuple(v.shape) for v in values}
             if len(shapes) > 1:
@@ -217,7 +228,7 @@ class LazyStackedTensorDict(TensorDictBase):
     def _set_str(self, key: str, value: Any, *, validated: bool) -> None:
         if not validated:
             value = self._convert(key, value, self.batch_size)
-        if isinstance(value, NonTensorData):
+        if isinstance(value, NonTensorData) or is_unbatched(value):
             parts: Sequence[Any] = [value._with_batch_size(m.batch_size) for m in self.tensordicts]
         elif isinstance(value, LazyStackedTensorDict) and value.stack_dim == self.stack_dim:
             parts = value.tensordicts
@@ -258,76 +269,25 @@ class LazyStackedTensorDict(TensorDictBase):
         return self._get_str(key, None)
 
     # ================================================================== indexing
-    def _split_index(self, index: Any) -> tuple[Any, tuple[Any, ...], int]:
-        """(index along the stack dim, index for members, result position of the stack dim)."""
-        plan = plan_index(index, self.batch_size)
-        items = plan.leaf_index if isinstance(plan.leaf_index, tuple) else (plan.leaf_index,)
-        if plan.leaf_index is Ellipsis:
-            items = ()
-        src = res = 0
-        stack_item: Any = slice(None)
-        stack_pos = -1
-        rest: list[Any] = []
-        for item in items:
-            if item is None:
-                rest.append(None)
-                res += 1
-                continue
-            consumes = (
-                item.ndim if isinstance(item, torch.Tensor) and item.dtype == torch.bool else 1
-            )
-            if src <= self.stack_dim < src + consumes:
-                if consumes != 1:
-                    raise IndexingError(
-                        "a boolean mask spanning the stack dimension of a LazyStackedTensorDict is "
-                        "not supported; index with a 1-d mask on that dimension, or call "
-                        ".to_tensordict() first."
-                    )
-                stack_item = item
-                stack_pos = res
-            else:
-                rest.append(item)
-            src += consumes
-            if not isinstance(item, int):
-                res += 1
-        if stack_pos == -1:
-            stack_pos = res + (self.stack_dim - src)
-            # items not given for trailing dims: the stack dim keeps its place after them
-        return stack_item, tuple(rest), stack_pos
-
     def _index(self, index: Any) -> Any:
-        stack_item, rest, stack_pos = self._split_index(index)
-        if isinstance(stack_item, int):
-            member = self.tensordicts[stack_item]
-            return member[rest] if rest else member
-        if isinstance(stack_item, slice):
-            members = self.tensordicts[stack_item]
-        else:
-            ids = stack_item
-            if ids.dtype == torch.bool:
-                ids = ids.nonzero().squeeze(-1)
-            if ids.ndim != 1:
-                raise IndexingError(
-                    "indexing the stack dimension of a LazyStackedTensorDict needs a 1-d index, "
-                    f"got shape {list(ids.shape)}."
-                )
-            members = [self.tensordicts[int(i)] for i in ids]
-        if not members:
+        node = decompose(index, self.batch_size, self.stack_dim)
+        if node is None:
             return _empty_result(self, index)
-        new_members = [m[rest] if rest else m for m in members]
-        n_adv = sum(1 for r in rest if isinstance(r, torch.Tensor))
-        if n_adv:
-            return stack(new_members, 0)
-        pos = min(stack_pos, len(new_members[0].batch_size))
-        out = LazyStackedTensorDict(*new_members, stack_dim=pos)
-        if self._is_locked:
-            if rest:
-                out._set_locked(True)  # new member views: this stack is their only holder
-            else:
+        out = evaluate(node, self.tensordicts, self._stack_results)
+        if self._is_locked and out is not self:
+            if isinstance(node, Stack) and all(
+                isinstance(c, Member) and not c.sub for c in node.children
+            ):
                 # the members are ours, already locked under us: a slice (often a temporary)
                 # must not become one more holder that keeps them locked after unlock_()
                 out._is_locked = True
+            elif isinstance(out, LazyStackedTensorDict):
+                out._set_locked(True)  # new member views: this stack is their only holder
         return out
+
+    @staticmethod
+    def _stack_results(results: list[Any], dim: int) -> LazyStackedTensorDict:
+        return LazyStackedTensorDict(*results, stack_dim=dim)
 
     def _stage_setitem_index(self, index: Any, value: Any) -> list[Any]:
         """The validated writes of ``self[index] = value`` (see ``setitem.stage_setitem``)."""
@@ -343,38 +303,44 @@ class LazyStackedTensorDict(TensorDictBase):
             for member, sub in zip(self.tensordicts, index.unbind(self.stack_dim)):
                 writes.extend(stage_setitem(member, sub, value))
             return writes
-        stack_item, rest, stack_pos = self._split_index(index)
-        if isinstance(stack_item, int):
-            targets = [self.tensordicts[stack_item]]
-            values = [value]
-        else:
-            if isinstance(stack_item, slice):
-                targets = self.tensordicts[stack_item]
-            else:
-                ids = (
-                    stack_item.nonzero().squeeze(-1)
-                    if stack_item.dtype == torch.bool
-                    else stack_item
-                )
-                targets = [self.tensordicts[int(i)] for i in ids]
-            result_dims = len(plan_index(index, self.batch_size).batch_size)
-            is_td = isinstance(value, TensorDictBase) or getattr(
-                type(value), "_is_tensorclass", False
-            )
-            if is_td and value.batch_dims >= result_dims:
-                values = list(value.unbind(stack_pos + value.batch_dims - result_dims))
-            else:  # a dict, a scalar, or a tensordict that broadcasts over the stack dim
-                values = [value] * len(targets)
-            if len(values) != len(targets):
-                raise ShapeMismatchError(
-                    f"cannot write a value of batch_size={list(value.batch_size)} into "
-                    f"{len(targets)} members of a lazy stack (the indexed stack dim has size "
-                    f"{len(targets)}, the value {len(values)})."
-                )
-        writes = []
-        for target, v in zip(targets, values):
-            writes.extend(stage_setitem(target, rest if rest else (...,), v))
-        return writes
+        node = decompose(index, self.batch_size, self.stack_dim)
+        if node is None:
+            return []
+        members = self.tensordicts
+
+        def stage_member(i: int, member_index: tuple[Any, ...], v: Any) -> list[Any]:
+            return stage_setitem(members[i], member_index or (...,), v)
+
+        probe = LeafProbe(members[first_member(node).i])
+        return stage_writes(node, value, members[0].batch_size, stage_member, probe)
+
+    def _write_leaf_inplace(self, path: tuple[str, ...], existing: Any, item: Any) -> None:
+        """Write ``item`` into every member's entry ``path[-1]`` (``existing`` is a copy)."""
+        if not isinstance(existing, torch.Tensor):
+            super()._write_leaf_inplace(path, existing, item)
+            return
+        item = inplace_value(path, existing, item)
+        parts = item.expand(existing.shape).unbind(self.stack_dim)
+        key = path[-1]
+        for member, part in zip(self.tensordicts, parts):
+            member._write_leaf_inplace(path, member._get_str(key, None), part)
+
+    def _write_leaf_at(self, path: tuple[str, ...], existing: Any, value: Any, index: Any) -> None:
+        """``stacked[index] = value`` for the entry ``path[-1]``, written into the members."""
+        if not isinstance(existing, torch.Tensor):
+            super()._write_leaf_at(path, existing, value, index)
+            return
+        key = path[-1]
+        leaves = [m._get_str(key, None) for m in self.tensordicts]
+        node = decompose(index, existing.shape, self.stack_dim)
+        if node is None:
+            return
+
+        def stage_member(i: int, leaf_index: tuple[Any, ...], v: Any) -> list[Any]:
+            return [_leaf_writer(self.tensordicts[i], path, leaves[i], leaf_index, v)]
+
+        for write in stage_writes(node, value, leaves[0].shape, stage_member, None):
+            write()
 
     def unbind(self, dim: int = 0) -> tuple[Any, ...]:
         d = normalize_dim(dim, len(self.batch_size), self.batch_size, "unbind")
@@ -482,8 +448,17 @@ def _rebuild_lazy(members: list[Any], stack_dim: int, locked: bool) -> LazyStack
     return out
 
 
+def _leaf_writer(
+    member: Any, path: tuple[str, ...], leaf: torch.Tensor, index: tuple[Any, ...], value: Any
+) -> Any:
+    # (a member that is itself a lazy stack writes into its own members)
+    return lambda: member._write_leaf_at(path, leaf, value, index or (...,))
+
+
 def _empty_result(td: LazyStackedTensorDict, index: Any) -> Any:
-    shape = torch.empty(td.batch_size, device="meta")[
-        plan_index(index, td.batch_size).leaf_index
-    ].shape
-    return td._new_dense({}, shape)
+    """An index that selects no member: a dense tensordict of the result's shape with the
+    shared keys (member 0's leaf shapes), as upstream."""
+    keys = list(td.keys())
+    first = td.tensordicts[0].select(*keys)
+    proto = first.unsqueeze(td.stack_dim).expand(td.batch_size)
+    return proto[index]

@@ -7,6 +7,7 @@ so that every index and shape operation that works on tensors works on it too.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,9 +15,9 @@ import numpy as np
 import torch
 
 from tensordict.core.indexing import plan_index, to_numpy_index
-from tensordict.errors import BatchSizeError
+from tensordict.errors import BatchSizeError, MetaDataTypeError
 
-__all__ = ["NonTensorData", "NonTensorStack", "is_non_tensor", "same_value"]
+__all__ = ["MetaData", "NonTensorData", "NonTensorStack", "is_non_tensor", "same_value"]
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -142,7 +143,7 @@ class NonTensorData:
         return self._batch_size[0] if self._batch_size else 0
 
     def _with_batch_size(self, batch_size: torch.Size) -> NonTensorData:
-        return NonTensorData._new(self.data, batch_size, self._device)
+        return type(self)._new(self.data, batch_size, self._device)
 
     def _transform(self, leaf_fn: Callable[[torch.Tensor], torch.Tensor]) -> NonTensorData:
         shape = leaf_fn(torch.empty(self._batch_size, device="meta")).shape
@@ -173,7 +174,7 @@ class NonTensorData:
                 device = a
         if device is None:
             return self
-        return NonTensorData._new(self.data, self._batch_size, torch.device(device))
+        return type(self)._new(self.data, self._batch_size, torch.device(device))
 
     def cpu(self) -> NonTensorData:
         return self.to("cpu")
@@ -191,10 +192,83 @@ class NonTensorData:
         text = str(self.data)
         if len(text) > 200:
             text = text[:20] + "  ...  " + text[-20:]
-        return f"NonTensorData(data={text}, batch_size={self._batch_size}, device={self._device})"
+        return (
+            f"{type(self).__name__}(data={text}, batch_size={self._batch_size}, "
+            f"device={self._device})"
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (NonTensorData._new, (self.data, self._batch_size, self._device))
+        return (type(self)._new, (self.data, self._batch_size, self._device))
+
+
+class MetaData(NonTensorData):
+    """One python object describing a whole batch (a configuration, a dataset name).
+
+    It behaves as :class:`NonTensorData`, except that indexing, reshaping and stacking keep it
+    one object: a stack of members holding *the same object* (``is``) is one ``MetaData`` with
+    the stacked batch size; ``clone()`` copies the object, so a clone and its source are then
+    stacked as a :class:`NonTensorStack`. ``MetaData[cls]`` is a subclass that only accepts
+    instances of ``cls``.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import MetaData, TensorDict
+        >>> config = {"lr": 0.1}
+        >>> td = TensorDict(a=torch.zeros(3), config=MetaData(config), batch_size=[3])
+        >>> stacked = torch.stack([td, td])
+        >>> type(stacked.get("config")).__name__, stacked["config"] is config
+        ('MetaData', True)
+        >>> MetaData[str]("imagenet").data
+        'imagenet'
+    """
+
+    __slots__ = ()
+    #: the class ``MetaData[cls]`` accepts (None: anything)
+    _expected_type: Any = None
+    _typed_classes: dict[Any, type[MetaData]] = {}
+
+    def __init__(
+        self,
+        data: Any,
+        batch_size: Sequence[int] | torch.Size | int | None = None,
+        device: torch.device | str | None = None,
+        names: Sequence[str] | None = None,
+    ) -> None:
+        super().__init__(data, batch_size, device, names)
+        expected = type(self)._expected_type
+        if expected is not None and not isinstance(self.data, expected):
+            raise MetaDataTypeError(
+                f"Expected data of type {getattr(expected, '__name__', expected)}, got "
+                f"{type(self.data).__name__}: {type(self).__name__} only holds instances of "
+                f"{getattr(expected, '__name__', expected)}. Convert the value or use MetaData."
+            )
+
+    def __class_getitem__(cls, item: Any) -> type[MetaData]:
+        if cls is not MetaData:
+            raise TypeError(f"Cannot specify type for {cls.__name__}: subscript MetaData itself.")
+        found = MetaData._typed_classes.get(item)
+        if found is None:
+            name = f"MetaData[{getattr(item, '__name__', str(item))}]"
+            found = type(name, (MetaData,), {"__slots__": (), "_expected_type": item})
+            found.__qualname__ = name
+            found.__module__ = __name__
+            MetaData._typed_classes[item] = found
+        return found
+
+    def clone(self, recurse: bool = True) -> MetaData:
+        """A copy holding a copy of the object (``copy.deepcopy``)."""
+        out = type(self)._new(copy.deepcopy(self.data), self._batch_size, self._device)
+        return out  # type: ignore[return-value]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_metadata, (self._expected_type, self.data, self._batch_size, self._device))
+
+
+def _rebuild_metadata(
+    expected: Any, data: Any, batch_size: torch.Size, device: torch.device | None
+) -> MetaData:
+    cls = MetaData if expected is None else MetaData[expected]  # type: ignore[misc]
+    return cls._new(data, batch_size, device)  # type: ignore[return-value]
 
 
 def _object_array_full(value: Any, batch_size: torch.Size) -> np.ndarray:
@@ -381,6 +455,11 @@ def stack_non_tensor(
 ) -> NonTensorData | NonTensorStack:
     """Stack non-tensor entries: equal objects give back a :class:`NonTensorData`."""
     first = items[0]
+    if isinstance(first, MetaData) and all(
+        isinstance(i, MetaData) and i.data is first.data for i in items[1:]
+    ):
+        bs = first.batch_size
+        return first._with_batch_size(torch.Size((*bs[:dim], len(items), *bs[dim:])))
     if _all_same_data(items):
         bs = first.batch_size
         new_bs = torch.Size((*bs[:dim], len(items), *bs[dim:]))

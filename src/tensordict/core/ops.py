@@ -3,12 +3,11 @@
 :meth:`OpsMixin._apply_leaves` visits every tensor of a tensordict (and the matching tensors of
 ``others``), calls a function on it and builds the result with the same structure. ``None`` results
 drop the entry. Non-tensor entries are carried over unchanged, except by ``==``/``!=`` which compare
-them element by element.
+them element by element. Reductions, written on the same walk, live in ``reductions``.
 """
 
 from __future__ import annotations
 
-import builtins
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -19,6 +18,7 @@ import torch
 from tensordict.core.collection import TensorCollection
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, same_value
 from tensordict.core.shape import broadcasts_to
+from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import BatchSizeError, DTypeCastError, ShapeMismatchError
 
 __all__ = ["OpsMixin"]
@@ -142,6 +142,8 @@ class OpsMixin(TensorCollection):
                     result = fn(value, *theirs)
                 if result is None:
                     continue
+                if result.__class__ is not torch.Tensor and is_unbatched(result):
+                    result = rebatch(result, new_bs)
                 if inplace:
                     # written at once: memory stays at one result, even for a memory-mapped
                     # tensordict larger than RAM (operators check every leaf beforehand)
@@ -188,6 +190,8 @@ class OpsMixin(TensorCollection):
             n = len(new_bs)
             for key, value in out.items():
                 shape = getattr(value, "shape", None)
+                if is_unbatched(value):
+                    continue
                 if shape is not None and tuple(shape[:n]) != tuple(new_bs):
                     raise BatchSizeError(
                         f"apply produced {key!r} of shape {list(shape)}, which does not start "
@@ -503,170 +507,28 @@ class OpsMixin(TensorCollection):
 
     def fill_(self: T, key: Any, value: Any) -> T:
         """Fill the entry ``key`` with ``value`` in place."""
-        entry = self.get(key)  # type: ignore[attr-defined]
+        td: Any = self
+        entry = td.get(key)
+        if entry is None:
+            raise td._missing_key(key)
         if isinstance(entry, torch.Tensor):
-            entry.fill_(value)
+            td.set_(key, torch.as_tensor(value, dtype=entry.dtype))  # (lazy stacks: per member)
         else:
             entry.apply_(lambda x: x.fill_(value))
         return self
 
-    # ================================================================== reductions
-    def _reduce_dims(self, dim: Any) -> tuple[int, ...]:
-        bd = len(self.batch_size)
-        dims = (dim,) if isinstance(dim, int) else tuple(dim)
-        out = []
-        for d in dims:
-            if not -bd <= d < bd:
-                raise BatchSizeError(
-                    f"dim {d} is out of range for batch_size={list(self.batch_size)}: reductions "
-                    f"run over batch dimensions, in [{-bd}, {bd - 1}]."
-                )
-            out.append(d % bd)
-        return tuple(sorted(set(out)))
-
-    def _reduce(
-        self,
-        name: str,
-        fn: Callable[..., torch.Tensor],
-        dim: Any,
-        keepdim: bool,
-        reduce: bool | None,
-        **kw: Any,
-    ) -> Any:
-        if dim is None or dim is _MISSING:
-            if reduce:
-                leaves = [
-                    fn(v.float() if name == "mean" else v, **kw).reshape(1)
-                    for v in self._tensor_leaves()
-                ]
-                if not leaves:
-                    raise ValueError(f"{name}() of a tensordict without tensors.")
-                stacked = torch.cat(leaves)
-                if name == "mean":
-                    counts = torch.tensor([v.numel() for v in self._tensor_leaves()])
-                    return (stacked * counts).sum() / counts.sum()
-                combine: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-                    "sum": torch.sum,
-                    "prod": torch.prod,
-                    "max": torch.max,
-                    "min": torch.min,
-                }
-                return combine.get(name, torch.sum)(stacked)
-            return self._apply_leaves(lambda x: fn(x, **kw), batch_size=torch.Size([]))
-        dims = self._reduce_dims(dim)
-        bs = list(self.batch_size)
-        new_bs = (
-            [1 if i in dims else s for i, s in enumerate(bs)]
-            if keepdim
-            else [s for i, s in enumerate(bs) if i not in dims]
-        )
-        return self._apply_leaves(
-            lambda x: fn(x, dim=dims, keepdim=keepdim, **kw), batch_size=torch.Size(new_bs)
-        )
-
+    # ================================================================== leaves
     def _tensor_leaves(self) -> list[torch.Tensor]:
         """The stored tensors themselves (writing to them writes to the tensordict)."""
-        return [
-            v
-            for v in self.values(include_nested=True, leaves_only=True)  # type: ignore[attr-defined]
-            if isinstance(v, torch.Tensor)
-        ]
-
-    def sum(
-        self,
-        dim: Any = None,
-        keepdim: bool = False,
-        *,
-        dtype: Any = None,
-        reduce: bool | None = None,
-    ) -> Any:
-        """Sum over batch dimensions (``dim=None``: each leaf summed entirely).
-
-        Examples:
-            >>> from tensordict import TensorDict
-            >>> td = TensorDict({"a": torch.ones(3, 2)}, [3])
-            >>> td.sum(dim=0)["a"]
-            tensor([3., 3.])
-        """
-        kw = {"dtype": dtype} if dtype is not None else {}
-        return self._reduce("sum", torch.sum, dim, keepdim, reduce, **kw)
-
-    def nansum(self, dim: Any = None, keepdim: bool = False, *, reduce: bool | None = None) -> Any:
-        return self._reduce("sum", torch.nansum, dim, keepdim, reduce)
-
-    def mean(
-        self,
-        dim: Any = None,
-        keepdim: bool = False,
-        *,
-        dtype: Any = None,
-        reduce: bool | None = None,
-    ) -> Any:
-        """Mean over batch dimensions (``dim=None``: each leaf averaged entirely)."""
-        kw = {"dtype": dtype} if dtype is not None else {}
-        return self._reduce("mean", torch.mean, dim, keepdim, reduce, **kw)
-
-    def nanmean(self, dim: Any = None, keepdim: bool = False, *, reduce: bool | None = None) -> Any:
-        return self._reduce("mean", torch.nanmean, dim, keepdim, reduce)
-
-    def prod(self, dim: Any = None, keepdim: bool = False, *, reduce: bool | None = None) -> Any:
-        def prod(x: torch.Tensor, dim: Any = None, keepdim: bool = False) -> torch.Tensor:
-            if dim is None:
-                return torch.prod(x)
-            for d in sorted(dim, reverse=True):
-                x = torch.prod(x, dim=d, keepdim=keepdim)
-            return x
-
-        return self._reduce("prod", prod, dim, keepdim, reduce)
-
-    def max(self, dim: Any = None, keepdim: bool = False, *, reduce: bool | None = None) -> Any:
-        """Maximum over batch dimensions (values only)."""
-        fn = torch.amax if dim is not None else torch.max
-        return self._reduce("max", fn, dim, keepdim, reduce)
-
-    def min(self, dim: Any = None, keepdim: bool = False, *, reduce: bool | None = None) -> Any:
-        """Minimum over batch dimensions (values only)."""
-        fn = torch.amin if dim is not None else torch.min
-        return self._reduce("min", fn, dim, keepdim, reduce)
-
-    def std(
-        self,
-        dim: Any = None,
-        keepdim: bool = False,
-        *,
-        correction: int = 1,
-        reduce: bool | None = None,
-    ) -> Any:
-        return self._reduce("std", torch.std, dim, keepdim, reduce, correction=correction)
-
-    def var(
-        self,
-        dim: Any = None,
-        keepdim: bool = False,
-        *,
-        correction: int = 1,
-        reduce: bool | None = None,
-    ) -> Any:
-        return self._reduce("var", torch.var, dim, keepdim, reduce, correction=correction)
-
-    def all(self, dim: Any = None) -> Any:
-        """``True`` when every element of every tensor is true; with ``dim``, a tensordict.
-
-        Examples:
-            >>> from tensordict import TensorDict
-            >>> td = TensorDict({"a": torch.ones(2, 3)}, [2])
-            >>> (td == 1).all()
-            True
-        """
-        if dim is None:
-            return builtins.all(bool(v.all()) for v in self._tensor_leaves())
-        return self._reduce("all", torch.all, dim, False, None)
-
-    def any(self, dim: Any = None) -> Any:
-        """``True`` when some element of some tensor is true; with ``dim``, a tensordict."""
-        if dim is None:
-            return builtins.any(bool(v.any()) for v in self._tensor_leaves())
-        return self._reduce("any", torch.any, dim, False, None)
+        leaves: list[torch.Tensor] = []
+        for _, v in self._own_items():
+            if getattr(type(v), "_is_tensorclass", False):
+                v = v._tensordict
+            if isinstance(v, torch.Tensor):
+                leaves.append(v)
+            elif isinstance(v, OpsMixin):  # a nested lazy stack gives its members' tensors
+                leaves.extend(v._tensor_leaves())
+        return leaves
 
 
 def _is_empty(td: Any) -> bool:

@@ -216,12 +216,16 @@ class StructureMixin(TensorCollection):
             keys = [k for k in keys if unravel_key(k) in wanted]
         if not keys:
             return self
+        missing = [k for k in keys if td.get(k, _MISSING) is _MISSING]
+        if missing:
+            raise td._missing_key(unravel_key(missing[0]))
         if collection:
             values: Any = source.select(*keys)
         else:
             values = {k: flat[k] for k in keys}
-        target = td.select(*keys)  # shares the tensors: writing into it writes into td
-        target[index] = values
+        # Written into td itself, not into a select() of it: a non-tensor entry becomes a new
+        # NonTensorStack when part of it changes, which a selection would keep to itself.
+        td[index] = values
         return self
 
     # ------------------------------------------------------------------ non-tensor entries

@@ -28,10 +28,12 @@ from tensordict.core.keys import NestedKey, key_path
 from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.pickling import _DTYPES
+from tensordict.core.unbatched import is_unbatched
 from tensordict.errors import (
     AlreadyMemmappedError,
     BatchSizeError,
     MemmapFormatError,
+    UnbatchedMemmapError,
 )
 from tensordict.memmap import format as fmt
 from tensordict.memmap.load import load_memmap
@@ -96,6 +98,12 @@ def _plan_node(value: Any, directory: str, plan: _Plan) -> Builder:
 
 
 def _check_leaf(key: str, value: torch.Tensor, directory: str) -> None:
+    if is_unbatched(value):
+        raise UnbatchedMemmapError(
+            f"cannot memory-map {key!r} (in {directory}): it is an UnbatchedTensor, which has no "
+            f"on-disk layout (upstream tensordict refuses it too). Exclude it first, e.g. "
+            f"td.exclude({key!r}), and save it separately (torch.save)."
+        )
     if value.layout is not torch.strided or value.is_nested:
         raise MemmapFormatError(
             f"cannot memory-map {key!r} (in {directory}): it is a {value.layout} tensor; only "

@@ -1,9 +1,10 @@
-"""``tensordict.nn``: modules that read and write tensordicts (placeholders until issue 14).
+"""tensordict.nn: modules that read and write tensordicts, and parameters held in tensordicts.
 
-Every name here imports; using one raises :class:`~tensordict.errors.NotYetAvailableError`
-until engineer "nn" lands the real modules.
+Names of upstream's ``tensordict.nn`` that are not built yet import, and raise
+:class:`~tensordict.errors.NotYetAvailableError` when used (issue 14).
 """
 
+from tensordict.core.pytree import register_pytree_nodes
 from tensordict.nn.common import (
     TensorClassModuleBase,
     TensorClassModuleWrapper,
@@ -37,6 +38,10 @@ from tensordict.nn.utils import (
     set_skip_existing,
     skip_existing,
 )
+from tensordict.nn.vmap import install_vmap_support
+
+register_pytree_nodes()
+install_vmap_support()
 
 __all__ = [
     "AddStateIndependentNormalScale",

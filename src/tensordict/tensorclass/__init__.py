@@ -7,14 +7,14 @@ instances and converts them; ``forwarding`` declares the forwarded TensorDict AP
 ``TensorClass``. ``tensordict.tensorclass`` is also upstream's import path of these names.
 """
 
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
+from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack, is_non_tensor
+from tensordict.tensorclass.attrs import TensorAttrs
 from tensordict.tensorclass.builder import is_tensorclass, tensorclass
 from tensordict.tensorclass.coming import (
     _FALLBACK_METHOD_FROM_TD,  # noqa: F401
     _FALLBACK_METHOD_FROM_TD_FORCE,  # noqa: F401
     _FALLBACK_METHOD_FROM_TD_NOWRAP,  # noqa: F401
     _METHOD_FROM_TD,  # noqa: F401
-    MetaData,
     NonTensorDataBase,
     _from_shared_nontensor,  # noqa: F401
     from_dataclass,
@@ -26,6 +26,7 @@ __all__ = [
     "NonTensorData",
     "NonTensorDataBase",
     "NonTensorStack",
+    "TensorAttrs",
     "TensorClass",
     "from_dataclass",
     "is_non_tensor",

@@ -7,11 +7,7 @@ from tensordict.core.placeholders import coming_class, coming_function, coming_v
 _FEATURE, _ISSUE = "tensorclass and non-tensor data (engineer tc)", 13
 _MODULE = "tensordict.tensorclass"
 
-MetaData = coming_class("MetaData", _MODULE, _FEATURE, _ISSUE)
 NonTensorDataBase = coming_class("NonTensorDataBase", _MODULE, _FEATURE, _ISSUE)
-TensorAttrs = coming_class("TensorAttrs", _MODULE, _FEATURE, _ISSUE)
-TypedTensorDict = coming_class("TypedTensorDict", _MODULE, _FEATURE, _ISSUE)
-UnbatchedTensor = coming_class("UnbatchedTensor", _MODULE, _FEATURE, _ISSUE)
 LinkedList = coming_class("LinkedList", _MODULE, _FEATURE, _ISSUE)
 from_dataclass = coming_function("from_dataclass", _MODULE, _FEATURE, _ISSUE)
 _from_shared_nontensor = coming_function("_from_shared_nontensor", _MODULE, _FEATURE, _ISSUE)
@@ -31,10 +27,6 @@ __all__ = [
     "from_dataclass",
     "_from_shared_nontensor",
     "LinkedList",
-    "MetaData",
     "_METHOD_FROM_TD",
     "NonTensorDataBase",
-    "TensorAttrs",
-    "TypedTensorDict",
-    "UnbatchedTensor",
 ]

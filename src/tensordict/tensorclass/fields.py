@@ -253,7 +253,7 @@ def _autocast(spec: ClassSpec, name: str, value: Any, batch_size: torch.Size, de
         return value
     if isinstance(value, NonTensorData):
         value = value.data
-    if isinstance(value, _widen(targets)):
+    if isinstance(value, targets):  # exactly: autocast turns an int into a declared float
         return value if stored_as_is(value) else NonTensorData(value)
     if len(targets) != 1:
         return value

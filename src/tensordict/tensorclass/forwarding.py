@@ -89,7 +89,7 @@ FORWARDED: dict[Kind, tuple[str, ...]] = {
         *("make_memmap", "make_memmap_from_tensor", "__contains__", "__delitem__", "__bool__"),
         *("entry_class", "is_contiguous", "param_count", "bytes"),
         *("popitem", "get_non_tensor", "non_tensor_items", "tolist", "numpy"),
-        *("allclose", "is_floating_point"),
+        *("allclose", "is_floating_point", "to_module"),
         "__exit__",
     ),
     Kind.BORROW: (
