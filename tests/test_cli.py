@@ -56,7 +56,7 @@ def saved(tmp_path: Path) -> Path:
             ),
             "sample": Sample(obs=torch.zeros(4, 5), label="hi", batch_size=[4]),
             "text": "hello",
-            "words": NonTensorStack(["w", "x", "y", "z"]),
+            "words": NonTensorStack.from_list(["w", "x", "y", "z"]),
         },
         [4],
     )

@@ -48,7 +48,7 @@ from tensordict.core.keys import (
     unravel_key_to_tuple,
 )
 from tensordict.core.lazy_stack import LazyStackedTensorDict
-from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack, is_non_tensor
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
 from tensordict.core.options import (
     capture_non_tensor_stack,
     get_defaults_to_none,
@@ -80,17 +80,15 @@ from tensordict.formats import (
 )
 from tensordict.memmap.api import load, load_memmap, memmap, save
 from tensordict.memmap.tensor import MemoryMappedTensor
-from tensordict.nn.common import (
-    TensorClassModuleBase,
-    TensorClassModuleWrapper,
-    as_tensordict_module,
-)
+from tensordict.nn.common import as_tensordict_module
 from tensordict.nn.functional_modules import from_module, from_modules
 from tensordict.nn.params import TensorDictParams
+from tensordict.nn.tensorclass_module import TensorClassModuleBase, TensorClassModuleWrapper
 from tensordict.parallel.worker import WorkerInfo, get_worker_info
 from tensordict.persistent import PersistentTensorDict
 from tensordict.store import LazyStackedTensorDictStore, TensorDictStore
 from tensordict.tensorclass import (
+    MetaData,
     NonTensorDataBase,
     TensorAttrs,
     TensorClass,
@@ -120,11 +118,13 @@ __all__ = [
     "TensorCollection",
     "TensorDict",
     "TensorDictBase",
-    "TensorDictParams",
-    "TensorDictStore",
     "TypedTensorDict",
     "UnbatchedTensor",
     "WorkerInfo",
+    "from_arrow",
+    "from_csv",
+    "TensorDictParams",
+    "TensorDictStore",
     "append_memmap",
     "as_tensordict_module",
     "assert_allclose_td",
@@ -136,23 +136,21 @@ __all__ = [
     "default_is_leaf",
     "dense_stack_tds",
     "from_any",
-    "from_arrow",
     "from_consolidated",
-    "from_csv",
     "from_dataclass",
     "from_dict",
     "from_h5",
     "from_json",
     "from_module",
     "from_modules",
-    "from_namedtuple",
     "from_pandas",
     "from_parquet",
-    "from_pytree",
     "from_safetensors",
     "from_struct_array",
-    "from_tuple",
     "from_zarr",
+    "from_namedtuple",
+    "from_pytree",
+    "from_tuple",
     "fromkeys",
     "functional",
     "get_defaults_to_none",
@@ -193,9 +191,9 @@ __all__ = [
     "stack",
     "store",
     "tensorclass",
-    "tensordict",
     "to_arrow",
     "to_safetensors",
+    "tensordict",
     "typedtensordict",
     "unpack_memmap",
     "unpad_sequence",

@@ -3,9 +3,9 @@
 from tensordict.core.base import is_tensor_collection
 from tensordict.core.combine import cat, stack
 from tensordict.core.coming import from_consolidated, from_pytree
-from tensordict.core.coming_views import _str_to_index, _SubTensorDict  # noqa: F401
 from tensordict.core.dense import TensorDict
 from tensordict.core.functional import fromkeys, lazy_stack, maybe_dense_stack
+from tensordict.core.lazy_views import _str_to_index, _SubTensorDict  # noqa: F401
 from tensordict.memmap.api import load, load_memmap, memmap, save
 from tensordict.nn.functional_modules import from_module, from_modules
 

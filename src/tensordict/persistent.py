@@ -1,18 +1,12 @@
-"""``tensordict.persistent``. Placeholder: ``PersistentTensorDict`` (h5) comes with the file
-formats (issue 15)."""
+"""Upstream's import path ``tensordict.persistent``: the HDF5/Zarr-backed tensordict.
 
-from __future__ import annotations
+The code lives in :mod:`tensordict.formats.persistent`.
+"""
 
-import importlib.util
-
-from tensordict.core.placeholders import coming_class
-
-#: whether h5py is installed
-_has_h5 = importlib.util.find_spec("h5py") is not None
-
-_FEATURE, _ISSUE = "file formats and stores (engineer io)", 15
-_MODULE = "tensordict.persistent"
-
-PersistentTensorDict = coming_class("PersistentTensorDict", _MODULE, _FEATURE, _ISSUE)
+from tensordict.formats.deps import has_module
+from tensordict.formats.persistent import PersistentTensorDict
 
 __all__ = ["PersistentTensorDict"]
+
+#: whether h5py (the ``h5`` extra) is installed
+_has_h5 = has_module("h5py")

@@ -38,7 +38,7 @@ from tensordict.core.keys import is_tensorclass_class as _is_tensorclass  # noqa
 from tensordict.core.keys import pass_through as _pass_through  # noqa: F401
 from tensordict.core.keys import unravel_key_to_tuple as _unravel_key_to_tuple  # noqa: F401
 from tensordict.core.log import logger
-from tensordict.core.non_tensor import is_non_tensor
+from tensordict.core.non_tensor import LinkedList, is_non_tensor
 from tensordict.core.options import (
     capture_non_tensor_stack,
     get_printoptions,
@@ -57,7 +57,6 @@ from tensordict.memmap.tree import decode_key as _decode_key_from_filesystem  # 
 from tensordict.memmap.tree import encode_key_for_filesystem as _encode_key_for_filesystem  # noqa: F401
 from tensordict.memmap.tree import print_directory_tree
 from tensordict.tensorclass.builder import is_tensorclass
-from tensordict.tensorclass.coming import LinkedList
 
 __all__ = [
     "KEY_SEPARATOR",

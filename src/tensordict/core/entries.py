@@ -103,8 +103,12 @@ class EntriesMixin(TensorCollection):
             "Check the spelling, or use td.get(key, default) for optional entries."
         )
 
-    def get(self, key: NestedKey, default: Any = _UNSET) -> Any:
+    def get(self, key: NestedKey, default: Any = _UNSET, **options: Any) -> Any:
         """The value under ``key`` (``NonTensorData`` is returned as is), or ``default``.
+
+        A ragged entry of a lazy stack is read with ``as_list=True``, ``as_padded_tensor=True``
+        (with ``padding_value``, ``padding_side``) or ``as_nested_tensor=True`` (with ``layout``);
+        see :mod:`tensordict.core.ragged`.
 
         Examples:
             >>> from tensordict import TensorDict
@@ -114,12 +118,22 @@ class EntriesMixin(TensorCollection):
             >>> td.get("missing") is None
             True
         """
+        if "default" in options:
+            default = options.pop("default")
         if default is _UNSET:
             if GET_DEFAULTS_TO_NONE.value is False:
                 return self._get_or_raise(key)
             default = None
         elif default is NO_DEFAULT:
             return self._get_or_raise(key)
+        if options:
+            path = key_path(key)
+            holder: Any = self._get_path(path[:-1], None) if len(path) > 1 else self
+            if getattr(type(holder), "_is_tensorclass", False):
+                holder = holder._tensordict
+            if not isinstance(holder, TensorCollection):
+                return default
+            return holder._get_leaf_as(path[-1], default, **options)  # type: ignore[attr-defined]
         if key.__class__ is str:
             return self._get_str(key, default)
         return self._get_path(key_path(key), default)
@@ -141,7 +155,7 @@ class EntriesMixin(TensorCollection):
         if isinstance(value, NonTensorData):
             return value.data
         if value.__class__ is NonTensorStack:
-            return value.tolist()
+            return value._as_linked_list()
         return value
 
     def __getitem__(self, index: Any) -> Any:

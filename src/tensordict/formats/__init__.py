@@ -1,23 +1,30 @@
-"""Placeholder: readers and writers of file formats come with issue 15 (engineer io)."""
+"""File formats a tensordict reads from and writes to; upstream's top-level functions.
 
-from __future__ import annotations
+Each format lives in its own module and imports its library (h5py, zarr, pyarrow, pandas,
+safetensors) only when it is used: a missing library raises
+:class:`~tensordict.errors.MissingDependencyError` naming the extra to install
+(``pip install "tensordict[h5]"``, ``[zarr]``, ``[arrow]``, ``[pandas]``, ``[safetensors]``).
 
-from tensordict.core.placeholders import coming_function
+* ``persistent``: :class:`PersistentTensorDict`, entries in a HDF5 file (``h5``) or a Zarr
+  store (``zarr``), read lazily: indexing reads only the rows asked for.
+* ``tables``: Arrow tables, Parquet, pandas, CSV and JSON.
+* ``safetensors``: safetensors files.
+* ``struct``: numpy structured arrays.
 
-_FEATURE, _ISSUE = "file formats and stores (engineer io)", 15
-_MODULE = "tensordict"
+Tensordicts kept on a key-value server live in :mod:`tensordict.store`.
+"""
 
-from_h5 = coming_function("from_h5", _MODULE, _FEATURE, _ISSUE)
-from_zarr = coming_function("from_zarr", _MODULE, _FEATURE, _ISSUE)
-from_arrow = coming_function("from_arrow", _MODULE, _FEATURE, _ISSUE)
-from_parquet = coming_function("from_parquet", _MODULE, _FEATURE, _ISSUE)
-from_pandas = coming_function("from_pandas", _MODULE, _FEATURE, _ISSUE)
-from_csv = coming_function("from_csv", _MODULE, _FEATURE, _ISSUE)
-from_json = coming_function("from_json", _MODULE, _FEATURE, _ISSUE)
-from_safetensors = coming_function("from_safetensors", _MODULE, _FEATURE, _ISSUE)
-to_arrow = coming_function("to_arrow", _MODULE, _FEATURE, _ISSUE)
-to_safetensors = coming_function("to_safetensors", _MODULE, _FEATURE, _ISSUE)
-from_struct_array = coming_function("from_struct_array", _MODULE, _FEATURE, _ISSUE)
+from tensordict.formats.persistent import from_h5, from_zarr
+from tensordict.formats.safetensors import from_safetensors, to_safetensors
+from tensordict.formats.struct import from_struct_array
+from tensordict.formats.tables import (
+    from_arrow,
+    from_csv,
+    from_json,
+    from_pandas,
+    from_parquet,
+    to_arrow,
+)
 
 __all__ = [
     "from_arrow",

@@ -40,6 +40,7 @@ __all__ = [
     "FORMAT_VERSION",
     "TYPE_LAZY",
     "TYPE_NON_TENSOR",
+    "TYPE_METADATA",
     "TYPE_NON_TENSOR_STACK",
     "TYPE_TD",
     "encode_key",
@@ -57,6 +58,7 @@ TYPE_TD = "<class 'tensordict._td.TensorDict'>"
 TYPE_LAZY = "<class 'tensordict._lazy.LazyStackedTensorDict'>"
 TYPE_NON_TENSOR = "<class 'tensordict.tensorclass.NonTensorData'>"
 TYPE_NON_TENSOR_STACK = "<class 'tensordict.tensorclass.NonTensorStack'>"
+TYPE_METADATA = "<class 'tensordict.tensorclass.MetaData'>"
 CLASS_TD = "tensordict:TensorDict"
 CLASS_LAZY = "tensordict:LazyStackedTensorDict"
 META = "meta.json"

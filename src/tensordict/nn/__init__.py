@@ -1,56 +1,80 @@
 """tensordict.nn: modules that read and write tensordicts, and parameters held in tensordicts.
 
-Names of upstream's ``tensordict.nn`` that are not built yet import, and raise
-:class:`~tensordict.errors.NotYetAvailableError` when used (issue 14).
+* modules: :class:`TensorDictModule` (any callable over keys), :class:`TensorDictSequential`,
+  :class:`TensorDictModuleBase`, :class:`TensorDictModuleWrapper`, :class:`WrapModule`,
+  :class:`EnsembleModule`, :class:`CudaGraphModule`, tensorclass-typed modules;
+* probabilistic modules and distributions: :class:`ProbabilisticTensorDictModule`,
+  :class:`ProbabilisticTensorDictSequential`, :class:`CompositeDistribution`, ...;
+* parameters: :class:`TensorDictParams`, and ``TensorDict.from_module`` / ``to_module`` (with
+  ``torch.vmap`` over tensordicts, installed on import).
 """
 
 from tensordict.core.pytree import register_pytree_nodes
-from tensordict.nn.common import (
-    TensorClassModuleBase,
-    TensorClassModuleWrapper,
-    TensorDictModule,
-    TensorDictModuleBase,
-    TensorDictModuleWrapper,
-    as_tensordict_module,
-    dispatch,
-)
-from tensordict.nn.cudagraphs import CudaGraphModule
-from tensordict.nn.distributions import (
-    AddStateIndependentNormalScale,
-    CompositeDistribution,
-    Delta,
-    NormalParamExtractor,
-)
-from tensordict.nn.ensemble import EnsembleModule
-from tensordict.nn.functional_modules import from_module, from_modules
-from tensordict.nn.params import TensorDictParams
-from tensordict.nn.probabilistic import (
-    InteractionType,
-    ProbabilisticTensorDictModule,
-    ProbabilisticTensorDictSequential,
-    interaction_type,
-    set_interaction_type,
-)
-from tensordict.nn.sequence import TensorDictSequential
-from tensordict.nn.utils import (
-    composite_lp_aggregate,
-    set_composite_lp_aggregate,
-    set_skip_existing,
-    skip_existing,
-)
 from tensordict.nn.vmap import install_vmap_support
 
 register_pytree_nodes()
 install_vmap_support()
 
+from tensordict.nn import (  # noqa: E402
+    common,
+    cudagraphs,
+    distributions,
+    ensemble,
+    functional_modules,
+    params,
+    probabilistic,
+    sequence,
+    tensorclass_module,
+    utils,
+)
+from tensordict.nn.common import (  # noqa: E402
+    TensorDictModule,
+    TensorDictModuleBase,
+    TensorDictModuleWrapper,
+    WrapModule,
+    as_tensordict_module,
+)
+from tensordict.nn.cudagraphs import CudaGraphModule  # noqa: E402
+from tensordict.nn.distributions import (  # noqa: E402
+    AddStateIndependentNormalScale,
+    CompositeDistribution,
+    NormalParamExtractor,
+    OneHotCategorical,
+    TruncatedNormal,
+    rand_one_hot,
+)
+from tensordict.nn.ensemble import EnsembleModule  # noqa: E402
+from tensordict.nn.interaction import InteractionType, interaction_type, set_interaction_type  # noqa: E402
+from tensordict.nn.keyword_dispatch import dispatch  # noqa: E402
+from tensordict.nn.params import TensorDictParams  # noqa: E402
+from tensordict.nn.probabilistic import (  # noqa: E402
+    ProbabilisticTensorDictModule,
+    ProbabilisticTensorDictSequential,
+)
+from tensordict.nn.sequence import TensorDictSequential  # noqa: E402
+from tensordict.nn.tensorclass_module import (  # noqa: E402
+    TensorClassModuleBase,
+    TensorClassModuleWrapper,
+)
+from tensordict.nn.utils import (  # noqa: E402
+    add_custom_mapping,
+    biased_softplus,
+    composite_lp_aggregate,
+    inv_softplus,
+    mappings,
+    set_composite_lp_aggregate,
+    set_skip_existing,
+    skip_existing,
+)
+
 __all__ = [
     "AddStateIndependentNormalScale",
     "CompositeDistribution",
     "CudaGraphModule",
-    "Delta",
     "EnsembleModule",
     "InteractionType",
     "NormalParamExtractor",
+    "OneHotCategorical",
     "ProbabilisticTensorDictModule",
     "ProbabilisticTensorDictSequential",
     "TensorClassModuleBase",
@@ -60,14 +84,29 @@ __all__ = [
     "TensorDictModuleWrapper",
     "TensorDictParams",
     "TensorDictSequential",
+    "TruncatedNormal",
+    "WrapModule",
+    "add_custom_mapping",
     "as_tensordict_module",
+    "biased_softplus",
+    "common",
     "composite_lp_aggregate",
+    "cudagraphs",
     "dispatch",
-    "from_module",
-    "from_modules",
+    "distributions",
+    "ensemble",
+    "functional_modules",
     "interaction_type",
+    "inv_softplus",
+    "mappings",
+    "params",
+    "probabilistic",
+    "rand_one_hot",
+    "sequence",
     "set_composite_lp_aggregate",
     "set_interaction_type",
     "set_skip_existing",
     "skip_existing",
+    "tensorclass_module",
+    "utils",
 ]

@@ -1,5 +1,11 @@
-"""``tensordict.store``: tensordicts kept in a key-value store (placeholders until issue 15)."""
+"""Tensordicts kept on a Redis-compatible key-value server (redis-py, extra ``store``).
 
-from tensordict.store._store import LazyStackedTensorDictStore, TensorDictStore
+:class:`TensorDictStore` keeps a tensordict's entries on the server;
+:class:`LazyStackedTensorDictStore` a lazy stack's members. Both keep upstream tensordict's
+names, semantics and key layout.
+"""
 
-__all__ = ["LazyStackedTensorDictStore", "TensorDictStore"]
+from tensordict.store._lazy import LazyStackedTensorDictStore
+from tensordict.store._store import STORE_BACKENDS, TensorDictStore
+
+__all__ = ["STORE_BACKENDS", "LazyStackedTensorDictStore", "TensorDictStore"]

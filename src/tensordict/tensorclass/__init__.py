@@ -7,21 +7,32 @@ instances and converts them; ``forwarding`` declares the forwarded TensorDict AP
 ``TensorClass``. ``tensordict.tensorclass`` is also upstream's import path of these names.
 """
 
-from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack, is_non_tensor
+from tensordict.core.non_tensor import (
+    LinkedList,
+    MetaData,
+    NonTensorData,
+    NonTensorDataBase,
+    NonTensorStack,
+    is_non_tensor,
+)
 from tensordict.tensorclass.attrs import TensorAttrs
 from tensordict.tensorclass.builder import is_tensorclass, tensorclass
-from tensordict.tensorclass.coming import (
-    _FALLBACK_METHOD_FROM_TD,  # noqa: F401
-    _FALLBACK_METHOD_FROM_TD_FORCE,  # noqa: F401
-    _FALLBACK_METHOD_FROM_TD_NOWRAP,  # noqa: F401
-    _METHOD_FROM_TD,  # noqa: F401
-    NonTensorDataBase,
-    _from_shared_nontensor,  # noqa: F401
-    from_dataclass,
+from tensordict.tensorclass.coming import _from_shared_nontensor  # noqa: F401
+from tensordict.tensorclass.dataclass import from_dataclass
+from tensordict.tensorclass.forwarding import (
+    _FALLBACK_METHOD_FROM_TD,
+    _FALLBACK_METHOD_FROM_TD_FORCE,
+    _FALLBACK_METHOD_FROM_TD_NOWRAP,
+    _METHOD_FROM_TD,
 )
 from tensordict.tensorclass.inherit import TensorClass
 
 __all__ = [
+    "_FALLBACK_METHOD_FROM_TD",
+    "_FALLBACK_METHOD_FROM_TD_FORCE",
+    "_FALLBACK_METHOD_FROM_TD_NOWRAP",
+    "_METHOD_FROM_TD",
+    "LinkedList",
     "MetaData",
     "NonTensorData",
     "NonTensorDataBase",
