@@ -14,13 +14,12 @@ from tensordict.core.coming import (
     PackLayout,
     append_memmap,
     from_consolidated,
-    from_pytree,
     is_memmap_archive,
     pack_memmap,
     refresh_archive_checksums,
     unpack_memmap,
 )
-from tensordict.core.convert import from_any, from_namedtuple, from_tuple
+from tensordict.core.convert import from_any, from_namedtuple, from_pytree, from_tuple
 from tensordict.core.dense import TensorDict
 from tensordict.core.functional import (
     dense_stack_tds,

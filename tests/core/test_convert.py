@@ -76,3 +76,32 @@ def test_from_any_returns_tensors_and_collections_as_they_are() -> None:
 def test_from_any_dict_batch_size_wins() -> None:
     d = {"a": torch.zeros(3, 4)}
     assert from_any(d, batch_size=[3], auto_batch_size=True).batch_size == torch.Size([3])
+
+
+def test_from_pytree_round_trips_containers_and_types() -> None:
+    from tensordict import from_pytree
+
+    tree = {"a": [torch.zeros(2), (torch.ones(2),)], "b": Pair(torch.zeros(2), 3), "c": 1.5}
+    td = from_pytree(tree)
+    assert td["_pytree_type"] is dict and td["a", "_pytree_type"] is list
+    back = td.to_pytree()
+    assert set(back) == {"a", "b", "c"}
+    assert isinstance(back["a"], list) and isinstance(back["a"][1], tuple)
+    assert isinstance(back["b"], Pair) and back["b"].b.item() == 3
+    assert torch.equal(back["a"][1][0], torch.ones(2))
+
+
+def test_from_pytree_batch_options_and_leaves() -> None:
+    from tensordict import from_pytree
+
+    t = torch.zeros(2)
+    assert from_pytree(t) is t
+    assert from_pytree([torch.zeros(3, 2), torch.zeros(3)], auto_batch_size=True).shape == (3,)
+    assert from_pytree({"a": torch.zeros(3, 2)}, batch_size=[3]).batch_size == torch.Size([3])
+    with pytest.raises(NotImplementedError, match="NoneType"):
+        from_pytree({"a": None})
+
+
+def test_to_pytree_of_a_plain_tensordict_is_itself() -> None:
+    td = TensorDict(a=torch.zeros(2))
+    assert td.to_pytree() is td

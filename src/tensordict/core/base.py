@@ -424,6 +424,19 @@ class TensorDictBase(
         """A shallow copy (same as ``clone(recurse=False)``)."""
         return self.clone(recurse=False)
 
+    def to_pytree(self) -> Any:
+        """The pytree this tensordict stands for (see :func:`~tensordict.from_pytree`); a
+        tensordict that :func:`~tensordict.from_pytree` did not make is returned as it is.
+
+        Examples:
+            >>> from tensordict import from_pytree
+            >>> from_pytree({"a": (torch.zeros(1), torch.ones(1))}).to_pytree()
+            {'a': (tensor([0.]), tensor([1.]))}
+        """
+        from tensordict.core.convert import to_pytree  # conversions build on the base
+
+        return to_pytree(self)
+
     def to_dict(self, *, retain_none: bool = True, convert_tensors: bool = False) -> dict[str, Any]:
         """A nested ``dict`` of the entries (non-tensor data as the stored objects)."""
         out: dict[str, Any] = {}

@@ -1,4 +1,4 @@
-"""Placeholders: names of upstream's API not assigned yet (archives, consolidation, pytrees)."""
+"""Placeholders: names of upstream's API not assigned yet (archives, consolidation)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,11 @@ is_memmap_archive = coming_function("is_memmap_archive", _MODULE, _FEATURE, _ISS
 append_memmap = coming_function("append_memmap", _MODULE, _FEATURE, _ISSUE)
 refresh_archive_checksums = coming_function("refresh_archive_checksums", _MODULE, _FEATURE, _ISSUE)
 from_consolidated = coming_function("from_consolidated", _MODULE, _FEATURE, _ISSUE)
-from_pytree = coming_function("from_pytree", _MODULE, _FEATURE, _ISSUE)
 
 __all__ = [
     "append_memmap",
     "_ArchiveReader",
     "from_consolidated",
-    "from_pytree",
     "is_memmap_archive",
     "pack_memmap",
     "PackLayout",

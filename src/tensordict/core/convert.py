@@ -18,7 +18,10 @@ import torch
 from tensordict.core.base import is_tensor_collection
 from tensordict.core.dense import TensorDict
 
-__all__ = ["from_any", "from_namedtuple", "from_tuple"]
+__all__ = ["from_any", "from_namedtuple", "from_pytree", "from_tuple", "to_pytree"]
+
+#: the entry that records the container type of a pytree node
+PYTREE_TYPE = "_pytree_type"
 
 
 def _is_namedtuple(obj: Any) -> bool:
@@ -151,3 +154,80 @@ def from_any(
     if converted is obj or not isinstance(converted, TensorDict):
         return obj
     return _finish(converted, auto_batch_size, batch_dims, device, batch_size)
+
+
+def _pytree_node(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor) or is_tensor_collection(obj):
+        return obj
+    if isinstance(obj, (int, float, bool, complex)):
+        return torch.as_tensor(obj)
+    if isinstance(obj, Mapping):
+        items = list(obj.items())
+    elif _is_namedtuple(obj):
+        items = list(zip(type(obj)._fields, obj))
+    elif isinstance(obj, (list, tuple)):
+        items = [(str(i), v) for i, v in enumerate(obj)]
+    else:
+        raise NotImplementedError(
+            f"from_pytree: cannot store a {type(obj).__name__} ({obj!r}); a pytree holds "
+            "tensors, numbers, dicts, lists and tuples."
+        )
+    td = TensorDict({key: _pytree_node(value) for key, value in items})
+    td.set_non_tensor(PYTREE_TYPE, type(obj))
+    return td
+
+
+def from_pytree(
+    pytree: Any,
+    *,
+    batch_size: Sequence[int] | torch.Size | None = None,
+    auto_batch_size: bool = False,
+    batch_dims: int | None = None,
+) -> Any:
+    """A pytree (nested dicts, lists, tuples, namedtuples of tensors) as a tensordict.
+
+    Each container becomes a tensordict holding its container type under ``"_pytree_type"``,
+    so that :func:`to_pytree` (``td.to_pytree()``) rebuilds the same structure. A tensor is
+    returned as it is.
+
+    Raises:
+        NotImplementedError: a leaf that is neither a tensor nor a number.
+
+    Examples:
+        >>> tree = {"a": [torch.zeros(2), (torch.ones(2),)], "b": torch.zeros(2)}
+        >>> td = from_pytree(tree)
+        >>> td["a", "1", "0"]
+        tensor([1., 1.])
+        >>> to_pytree(td)
+        {'a': [tensor([0., 0.]), (tensor([1., 1.]),)], 'b': tensor([0., 0.])}
+    """
+    node = _pytree_node(pytree)
+    if not isinstance(node, TensorDict):
+        return node
+    return _finish(node, auto_batch_size, batch_dims, None, batch_size)
+
+
+def to_pytree(td: Any) -> Any:
+    """Rebuild the pytree a tensordict made by :func:`from_pytree` stands for.
+
+    A tensordict without a recorded container type is returned as it is.
+
+    Examples:
+        >>> from collections import namedtuple
+        >>> P = namedtuple("P", "x y")
+        >>> to_pytree(from_pytree(P(torch.zeros(1), [torch.ones(1)])))
+        P(x=tensor([0.]), y=[tensor([1.])])
+    """
+    if not isinstance(td, TensorDict):
+        return td
+    kind = td.get(PYTREE_TYPE, None)
+    if kind is None:
+        return td
+    cls = kind.data
+    values = {k: to_pytree(td.get(k)) for k in td._own_keys() if k != PYTREE_TYPE}
+    if issubclass(cls, Mapping):
+        return cls(values)
+    fields = getattr(cls, "_fields", None)
+    if fields is not None:  # a namedtuple
+        return cls(*(values[f] for f in fields))
+    return cls(values[str(i)] for i in range(len(values)))
