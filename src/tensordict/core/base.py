@@ -113,6 +113,21 @@ class TensorDictBase(
         """Alias of :attr:`batch_size`."""
         return self.batch_size
 
+    def _has_names(self) -> bool:
+        """Whether any batch dimension is named (upstream's helper, called by client code).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict(a=torch.zeros(2, 3), batch_size=[2, 3])
+            >>> td._has_names()
+            False
+            >>> td.names = ["x", None]
+            >>> td._has_names()
+            True
+        """
+        names = self._names_or_none()
+        return names is not None and any(n is not None for n in names)
+
     @property
     def batch_dims(self) -> int:
         """The number of batch dimensions."""
