@@ -13,6 +13,7 @@ from tensordict.core.typed import TypedTensorDict
 from tensordict.core.unbatched import UnbatchedTensor
 from tensordict.memmap.tensor import MemoryMappedTensor
 from tensordict.nn.functional_modules import from_module, from_modules
+from tensordict.nn.params import TensorDictParams
 from tensordict.parallel.worker import WorkerInfo, get_worker_info
 from tensordict.tensorclass import TensorAttrs, TensorClass, is_tensorclass, tensorclass
 
@@ -29,6 +30,7 @@ __all__ = [
     "TensorClass",
     "TensorDict",
     "TensorDictBase",
+    "TensorDictParams",
     "TypedTensorDict",
     "UnbatchedTensor",
     "WorkerInfo",
