@@ -99,7 +99,7 @@ def test_normal_param_extractor_splits_and_bounds_the_scale():
 
 def test_state_independent_scale_is_learned_and_shape_checked():
     module = AddStateIndependentNormalScale(3, scale_mapping="relu", init_value=2.0)
-    loc, scale = module(torch.zeros(5, 3))
+    _, scale = module(torch.zeros(5, 3))
     assert (scale == 2.0).all() and scale.shape == (5, 3)
     assert [n for n, _ in module.named_parameters()] == ["state_independent_scale"]
     with pytest.raises(RuntimeError, match="do not match"):
