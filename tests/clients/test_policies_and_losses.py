@@ -13,7 +13,7 @@ from torch import nn
 from torchrl.collectors import Collector
 from torchrl.envs import PendulumEnv
 from torchrl.modules import MLP, ProbabilisticActor, QValueActor, TanhNormal, ValueOperator
-from torchrl.objectives import ClipPPOLoss, DQNLoss
+from torchrl.objectives import ClipPPOLoss, DQNLoss, SACLoss, SoftUpdate
 from torchrl.objectives.value import GAE
 
 from tensordict import TensorDict
@@ -108,22 +108,59 @@ def test_ppo_loss_forward_backward_reaches_actor_and_critic(env):
     assert any(g.abs().sum() > 0 for g in grads)
 
 
-def test_dqn_loss_forward_backward():
+def transition_batch(n: int, action: torch.Tensor) -> TensorDict:
+    return TensorDict(
+        {
+            "observation": torch.randn(n, 4),
+            "action": action,
+            ("next", "observation"): torch.randn(n, 4),
+            ("next", "reward"): torch.randn(n, 1),
+            ("next", "done"): torch.zeros(n, 1, dtype=torch.bool),
+            ("next", "terminated"): torch.zeros(n, 1, dtype=torch.bool),
+        },
+        [n],
+    )
+
+
+def test_dqn_loss_backward_and_soft_target_update():
     n_actions = 3
     net = nn.Linear(4, n_actions)
     qvalue = QValueActor(net, in_keys=["observation"], action_space="one_hot")
-    loss = DQNLoss(qvalue, action_space="one_hot", delay_value=False)
-    batch = TensorDict(
-        {
-            "observation": torch.randn(6, 4),
-            "action": nn.functional.one_hot(torch.randint(n_actions, (6,)), n_actions),
-            ("next", "observation"): torch.randn(6, 4),
-            ("next", "reward"): torch.randn(6, 1),
-            ("next", "done"): torch.zeros(6, 1, dtype=torch.bool),
-            ("next", "terminated"): torch.zeros(6, 1, dtype=torch.bool),
-        },
-        [6],
-    )
-    out = loss(batch)
-    out["loss"].backward()
+    loss = DQNLoss(qvalue, action_space="one_hot", delay_value=True)
+    updater = SoftUpdate(loss, eps=0.5)
+    action = nn.functional.one_hot(torch.randint(n_actions, (6,)), n_actions)
+    loss(transition_batch(6, action))["loss"].backward()
     assert net.weight.grad is not None and net.weight.grad.abs().sum() > 0
+    target_before = loss.target_value_network_params.clone()
+    with torch.no_grad():
+        net.weight.add_(1.0)
+    updater.step()
+    moved = loss.target_value_network_params["module", "0", "module", "weight"]
+    expected = target_before["module", "0", "module", "weight"].lerp(net.weight.detach(), 0.5)
+    torch.testing.assert_close(moved, expected)
+
+
+class _Q(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(6, 1)
+
+    def forward(self, observation: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.linear(torch.cat([observation, action], -1))
+
+
+def test_sac_loss_runs_its_two_critics_with_vmap():
+    actor_net = nn.Sequential(nn.Linear(4, 4), NormalParamExtractor())
+    policy = ProbabilisticActor(
+        TensorDictModule(actor_net, in_keys=["observation"], out_keys=["loc", "scale"]),
+        in_keys=["loc", "scale"],
+        distribution_class=TanhNormal,
+        return_log_prob=True,
+    )
+    critic = ValueOperator(_Q(), in_keys=["observation", "action"], out_keys=["state_action_value"])
+    loss = SACLoss(policy, critic, num_qvalue_nets=2, target_entropy=-2.0)
+    assert loss.qvalue_network_params.batch_size == torch.Size([2])
+    out = loss(transition_batch(6, torch.rand(6, 2).tanh()))
+    (out["loss_actor"] + out["loss_qvalue"]).backward()
+    grad = loss.qvalue_network_params["module", "linear", "weight"].grad
+    assert grad is not None and grad.shape[0] == 2
