@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 TORCH  ?= torch==2.13.0
-EXTRAS ?= dev,progress,ray
+EXTRAS ?= dev,progress,ray,io
 # TorchRL, the main client of tensordict.nn, tested in tests/clients/. It declares tensordict<0.15,
 # so it is installed without its dependencies (they would replace this package and torch); its
 # pure-python requirements are pinned next to it, the others (numpy, packaging, cloudpickle) come
