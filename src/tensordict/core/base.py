@@ -37,6 +37,7 @@ from tensordict.core.shape import ShapeMixin
 from tensordict.core.structure import StructureMixin
 from tensordict.core.tensor_methods import TensorMethodsMixin
 from tensordict.core.unbatched import is_unbatched
+from tensordict.core.upstream_private import UpstreamPrivateMixin
 from tensordict.errors import (
     BatchSizeError,
     KeyTypeError,
@@ -96,6 +97,7 @@ class TensorDictBase(
     TensorMethodsMixin,
     RaggedMixin,
     ConversionMixin,
+    UpstreamPrivateMixin,
 ):
     """The behaviour shared by every tensordict class.
 
@@ -512,6 +514,8 @@ class TensorDictBase(
         non_blocking = kwargs.pop("non_blocking", False)
         batch_size = kwargs.pop("batch_size", None)
         for arg in args:
+            if arg is None:  # td.to(None) keeps the device (TorchRL calls it; as upstream)
+                continue
             if isinstance(arg, torch.dtype):
                 dtype = arg
             elif isinstance(arg, (str, torch.device, int)):
