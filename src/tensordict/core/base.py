@@ -251,12 +251,30 @@ class TensorDictBase(
                 if strict:
                     raise self._missing_key(unravel_key(path))
                 continue
-            parent = out._parent_for_write(path, create=True)
+            parent = out._selected_parent(self, path)
             if parent._get_str(path[-1], None) is None:
                 parent._set_str(path[-1], value, validated=True)
         if inplace:
             return self._replace_contents(out)
         return self._lock_like_storage(out)  # type: ignore[no-any-return]
+
+    def _selected_parent(self, source: TensorDictBase, path: tuple[str, ...]) -> Any:
+        """The tensordict of a selection (``self``) that holds ``path``'s last part; the nested
+        ones are created with the batch size and names of ``source``'s (as upstream)."""
+        node: Any = self
+        src: Any = source
+        for part in path[:-1]:
+            src = src._get_str(part, None)
+            if getattr(type(src), "_is_tensorclass", False):
+                src = src._tensordict
+            child = node._get_str(part, None)
+            if child is None:
+                child = node._new_dense({}, src.batch_size, src._names_or_none())
+                node._set_str(part, child, validated=True)
+            elif getattr(type(child), "_is_tensorclass", False):
+                child = child._tensordict
+            node = child
+        return node
 
     def exclude(self: T, *keys: NestedKey, inplace: bool = False) -> T:
         """A tensordict without the given keys (sharing the same tensors)."""
