@@ -72,7 +72,8 @@ def td_and_operand(draw: st.DrawFn, grow: bool) -> tuple[TensorDict, torch.Tenso
     shape = [draw(st.sampled_from([s, 1])) for s in bs[len(bs) - k :]]
     if grow:  # a size-1 batch dim may be stretched by the operand
         shape = [draw(st.integers(1, 3)) if b == 1 else s for s, b in zip(shape, bs[len(bs) - k :])]
-        shape = [draw(st.integers(1, 3)) for _ in range(draw(st.integers(0, 1)))] + shape
+        if k == len(bs):  # new leading dims only when the operand covers every batch dim
+            shape = [draw(st.integers(1, 3)) for _ in range(draw(st.integers(0, 1)))] + shape
     return td, torch.rand(shape, generator=gen) + 1
 
 

@@ -101,7 +101,7 @@ def test_tolist_gives_a_dict_per_batch_element() -> None:
 def test_filter_empty_removes_empty_nested_tensordicts() -> None:
     td = TensorDict({"a": torch.zeros(2), "n": {"m": {}}, "k": {"x": torch.ones(2), "e": {}}}, [2])
     assert td.filter_empty_() is td
-    assert list(td.keys(include_nested=True)) == ["a", "k", ("k", "x")]
+    assert list(td.keys(include_nested=True)) == ["a", ("k", "x"), "k"]
     locked = TensorDict({"n": {}}, [2]).lock_()
     with pytest.raises(LockedError):
         locked.filter_empty_()

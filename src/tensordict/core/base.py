@@ -209,27 +209,38 @@ class TensorDictBase(
         include_nested: bool = False,
         leaves_only: bool = False,
         is_leaf: Callable[[Any], bool] | None = None,
+        *,
+        sort: bool = False,
     ) -> KeysView:
-        """A view of the keys (nested keys as tuples when ``include_nested``)."""
-        return KeysView(self, include_nested, leaves_only, is_leaf)
+        """A view of the keys (nested keys as tuples when ``include_nested``).
+
+        A nested tensordict's key comes after its own keys, as upstream lists them; ``sort``
+        orders the keys by their dotted form.
+        """
+        return KeysView(self, include_nested, leaves_only, is_leaf, sort)
 
     def values(
         self,
         include_nested: bool = False,
         leaves_only: bool = False,
         is_leaf: Callable[[Any], bool] | None = None,
+        *,
+        sort: bool = False,
     ) -> ValuesView:
-        """A view of the values, in key order."""
-        return ValuesView(self, include_nested, leaves_only, is_leaf)
+        """A view of the values (a nested tensordict before its entries, as upstream)."""
+        return ValuesView(self, include_nested, leaves_only, is_leaf, sort)
 
     def items(
         self,
         include_nested: bool = False,
         leaves_only: bool = False,
         is_leaf: Callable[[Any], bool] | None = None,
+        *,
+        sort: bool = False,
     ) -> ItemsView:
-        """A view of ``(key, value)`` pairs, in key order."""
-        return ItemsView(self, include_nested, leaves_only, is_leaf)
+        """A view of ``(key, value)`` pairs (a nested tensordict before its entries, as
+        upstream)."""
+        return ItemsView(self, include_nested, leaves_only, is_leaf, sort)
 
     def sorted_keys(self) -> list[str]:
         return sorted(self._own_keys())
