@@ -16,23 +16,37 @@ __all__ = [
     "AlreadyMemmappedError",
     "BatchSizeError",
     "ChunkError",
+    "CycleError",
     "DimNamesError",
     "DTypeCastError",
+    "DeviceMismatchError",
     "FieldTypeError",
+    "FormatValueError",
     "FrozenTensorclassError",
     "IncompleteMemmapError",
     "IndexingError",
     "KeyMismatchError",
     "KeyTypeError",
     "LockedError",
+    "MetaDataTypeError",
     "MemmapFormatError",
     "MissingDependencyError",
+    "NotATensorDictError",
+    "NotYetAvailableError",
     "NotPicklableError",
+    "OutKeyNotFoundError",
+    "OutMismatchError",
     "PickleNotAllowedError",
     "ShapeMismatchError",
+    "StoreConnectionError",
+    "StoreDataError",
+    "StoreKeyError",
     "TensorclassArgumentError",
     "TensorclassDefinitionError",
     "TensorDictKeyError",
+    "TypedFieldError",
+    "UnbatchedMemmapError",
+    "TensorDictPropertyError",
     "UndeclaredFieldError",
     "UnsafeKeyError",
     "WorkerDiedError",
@@ -83,6 +97,14 @@ class DimNamesError(RuntimeError, ValueError):
 
 class DTypeCastError(RuntimeError, TypeError):
     """An in-place operation whose result dtype cannot be stored in the tensor it writes to."""
+
+
+class DeviceMismatchError(ValueError):
+    """Tensordicts on different devices where one device is required (members of a lazy stack)."""
+
+
+class NotATensorDictError(TypeError):
+    """A value given where a tensordict is required (a member added to a lazy stack)."""
 
 
 class IndexingError(IndexError):
@@ -138,8 +160,17 @@ class ChunkError(RuntimeError):
     """An error in ``fn`` that cannot be re-raised with its own type (e.g. it does not unpickle)."""
 
 
+class CycleError(ValueError):
+    """A tensordict stored inside itself (``td["a"] = td``), directly or deeper down."""
+
+
 class MissingDependencyError(ImportError):
     """An optional dependency that a feature needs is not installed."""
+
+
+class OutMismatchError(ShapeMismatchError):
+    """A result of ``fn`` that does not fit its slice of ``map(..., out=out)``: other keys, another
+    batch size or leaf shape (nothing is broadcast)."""
 
 
 class TensorclassDefinitionError(TypeError, AttributeError):
@@ -166,3 +197,52 @@ class FrozenTensorclassError(dataclasses.FrozenInstanceError):
 class FieldTypeError(TypeError, ValueError):
     """A value a tensorclass field does not accept: under ``nocast``, a value that is not an
     instance of the field's annotation; under ``autocast``, a value the annotation cannot cast."""
+
+
+class FormatValueError(TypeError, ValueError):
+    """A value a file format cannot hold (bfloat16 in HDF5, a 2-d tensor in a table column, a
+    python object where only tensors are stored), or a file whose content does not fit a
+    tensordict."""
+
+
+class StoreKeyError(TensorDictKeyError):
+    """A tensordict id or entry that the key-value store does not hold."""
+
+
+class StoreConnectionError(ConnectionError, RuntimeError):
+    """The key-value server of a store-backed tensordict cannot be reached or went away."""
+
+
+class StoreDataError(RuntimeError, ValueError):
+    """An entry on a key-value server whose bytes do not match its metadata (incomplete, or
+    changed by another program): it is never read back as valid data."""
+
+
+class OutKeyNotFoundError(ValueError, RuntimeError):
+    """``select_out_keys`` with a key the module does not write (upstream raised either builtin)."""
+
+
+class UnbatchedMemmapError(NotImplementedError):
+    """Memory-mapping an ``UnbatchedTensor`` entry (no on-disk layout exists for it, upstream
+    either)."""
+
+
+class TypedFieldError(TypeError):
+    """``TypedTensorDict`` construction with a missing required field or an undeclared one."""
+
+
+class MetaDataTypeError(TypeError):
+    """A value given to ``MetaData[cls]`` that is not an instance of ``cls``."""
+
+
+class NotYetAvailableError(NotImplementedError):
+    """A name that upstream tensordict offers and this package will offer, but does not yet.
+
+    Its import path exists so that code importing it still loads; using it raises this error,
+    which names the coming feature and the issue that tracks it.
+    """
+
+
+class TensorDictPropertyError(RuntimeError):
+    """A tensordict tree whose metadata is inconsistent: a child whose batch size, device, lock
+    state or dimension names disagree with its parent's (raised by the checks for tests)."""

@@ -185,3 +185,33 @@ def exit_on_three_tensor(data):
     if int(data["x"].reshape(-1)[0]) == 3:
         os._exit(3)
     return data["x"] * 2
+
+
+# ------------------------------------------------------------ results that do not fit out=
+def first_row_only(data):
+    """One row whatever the chunk's size (would broadcast into a larger slice)."""
+    return TensorDict({"y": data["x"].reshape(-1)[:1] * 10}, [1])
+
+
+def wrong_key(data):
+    """The right rows under a key out does not have."""
+    return TensorDict({"w": data["x"] * 10}, data.batch_size)
+
+
+def wide_leaf(data):
+    """The right batch size, a leaf of shape [n, 1] where out has [n, 4] (would broadcast)."""
+    return TensorDict({"y": (data["x"] * 10).unsqueeze(-1)}, data.batch_size)
+
+
+def none_for_chunk_zero(data):
+    """None for the chunk holding element 0, the chunk's rows times ten otherwise."""
+    if int(data["x"].reshape(-1)[0]) == 0:
+        return None
+    return TensorDict({"y": data["x"] * 10}, data.batch_size)
+
+
+def bad_for_chunk_two(data):
+    """Fits out for every chunk but the one starting at element 10 (of chunks of 5)."""
+    if int(data["x"].reshape(-1)[0]) == 10:
+        return TensorDict({"y": data["x"][:1]}, [1])
+    return TensorDict({"y": data["x"] * 10}, data.batch_size)

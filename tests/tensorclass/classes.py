@@ -47,6 +47,7 @@ class NoCast:
 class AutoCast:
     count: int
     x: torch.Tensor
+    rate: float | None = None
     array: np.ndarray | None = None
     nested: Sample | None = None
     anything: Any = None

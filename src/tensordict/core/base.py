@@ -18,21 +18,25 @@ from typing import Any, TypeVar
 import torch
 
 from tensordict.core.combine import CombineMixin
+from tensordict.core.conversion import ConversionMixin
 from tensordict.core.entries import EntriesMixin, locked_message
 from tensordict.core.keys import (
     ItemsView,
     KeysView,
     NestedKey,
     ValuesView,
+    is_collection_class,
     key_path,
     unravel_key,
 )
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
 from tensordict.core.ops import CastMixin, OpsMixin, keep_lock_of
+from tensordict.core.ragged import RaggedMixin
 from tensordict.core.reductions import ReductionsMixin
 from tensordict.core.shape import ShapeMixin
 from tensordict.core.structure import StructureMixin
 from tensordict.core.tensor_methods import TensorMethodsMixin
+from tensordict.core.unbatched import is_unbatched
 from tensordict.errors import (
     BatchSizeError,
     KeyTypeError,
@@ -47,13 +51,18 @@ T = TypeVar("T", bound="TensorDictBase")
 _MISSING: Any = object()
 
 
-def is_tensor_collection(value: Any) -> bool:
-    """Whether ``value`` is a tensordict, a tensorclass instance or stored non-tensor data."""
-    return (
-        isinstance(value, TensorDictBase)
-        or is_non_tensor(value)
-        or getattr(type(value), "_is_tensorclass", False)
-    )
+def is_tensor_collection(datatype: Any) -> bool:
+    """Whether ``datatype`` is a tensordict, a tensorclass or non-tensor data: an instance or a
+    class.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> is_tensor_collection(TensorDict()), is_tensor_collection(TensorDict)
+        (True, True)
+        >>> is_tensor_collection(torch.zeros(2)), is_tensor_collection(torch.Tensor)
+        (False, False)
+    """
+    return is_collection_class(datatype if isinstance(datatype, type) else type(datatype))
 
 
 def as_size(batch_size: Any) -> torch.Size:
@@ -85,6 +94,8 @@ class TensorDictBase(
     CombineMixin,
     CastMixin,
     TensorMethodsMixin,
+    RaggedMixin,
+    ConversionMixin,
 ):
     """The behaviour shared by every tensordict class.
 
@@ -186,7 +197,7 @@ class TensorDictBase(
             if isinstance(value, TensorDictBase):
                 value.auto_batch_size_(batch_dims)  # (as upstream: nested ones get batch_dims too)
                 shape = list(value.batch_size)
-            elif is_non_tensor(value):
+            elif is_non_tensor(value) or is_unbatched(value):
                 continue
             else:
                 shape = list(value.shape)
@@ -398,9 +409,27 @@ class TensorDictBase(
             return self._copy_structure(set(), ())  # type: ignore[no-any-return]
         return self._apply_leaves(lambda t: t.clone(), keep_non_tensor_copy=True)  # type: ignore[no-any-return]
 
+    def _get_sub_tensordict(self, index: Any) -> Any:
+        """A view of ``self[index]`` whose writes (new keys included) go into this tensordict."""
+        from tensordict.core.lazy_views import _SubTensorDict  # views build on the base
+
+        return _SubTensorDict(self, index)
+
     def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
-        """A regular :class:`~tensordict.TensorDict` holding copies of the data in memory."""
-        return self.clone()
+        """A regular :class:`~tensordict.TensorDict` holding copies of the data in memory.
+
+        Nested tensordicts are converted too: a nested lazy stack becomes dense (as upstream).
+        """
+        from tensordict.core.dense import TensorDict
+
+        source: dict[str, Any] = {}
+        for key, value in self._own_items():
+            if isinstance(value, TensorDictBase):
+                value = value.to_tensordict(retain_none=retain_none)
+            elif hasattr(value, "clone"):  # tensors, non-tensor data, tensorclasses
+                value = value.clone()
+            source[key] = value
+        return TensorDict._new_unsafe(source, self.batch_size, self.device, self._names_or_none())
 
     def contiguous(self: T) -> T:
         """A tensordict whose leaves are contiguous in memory (copies where needed)."""
@@ -617,6 +646,10 @@ class TensorDictBase(
         last = self._context_ops().pop()
         if last is None:
             return
+        if last[0] == "restore":  # to_module's swap: put the replaced tensors back
+            restore: Any = last[1]
+            restore()
+            return
         was_locked = last[1]
         if was_locked and not self.is_locked:
             self._set_locked(True)
@@ -635,6 +668,10 @@ class TensorDictBase(
         """Move every tensor to shared memory (in place) and lock the tensordict."""
         for value in self._tensor_leaves():
             value.share_memory_()
+        for key in self.keys(include_nested=True, leaves_only=True):
+            entry = self._get_path(key if isinstance(key, tuple) else (key,), None)
+            if is_non_tensor(entry):
+                entry.share_memory_()  # marks it shared and locks it, as upstream
         return self.lock_()
 
     def is_shared(self) -> bool:
@@ -724,6 +761,44 @@ class TensorDictBase(
     def saved_path(self) -> str | None:
         """The directory this tensordict was memory-mapped to, if any."""
         raise NotImplementedError
+
+    # ================================================================== nn.Module parameters
+    # These are implemented by tensordict.nn.functional_modules, which builds on core.
+    @classmethod
+    def from_module(
+        cls,
+        module: Any,
+        as_module: bool = False,
+        lock: bool = False,
+        use_state_dict: bool = False,
+        filter_empty: bool = True,
+    ) -> Any:
+        """The parameters and buffers of an ``nn.Module`` as a tensordict (see
+        :func:`tensordict.nn.functional_modules.from_module`)."""
+        from tensordict.nn.functional_modules import from_module
+
+        return from_module(
+            module,
+            as_module=as_module,
+            lock=lock,
+            use_state_dict=use_state_dict,
+            filter_empty=filter_empty,
+        )
+
+    @classmethod
+    def from_modules(cls, *modules: Any, **kwargs: Any) -> Any:
+        """The parameters of several modules stacked along a new first dimension (see
+        :func:`tensordict.nn.functional_modules.from_modules`)."""
+        from tensordict.nn.functional_modules import from_modules
+
+        return from_modules(*modules, **kwargs)
+
+    def to_module(self, module: Any, **kwargs: Any) -> Any:
+        """Put these tensors into ``module``; the result puts the old ones back when used as a
+        context manager (see :func:`tensordict.nn.functional_modules.to_module`)."""
+        from tensordict.nn.functional_modules import to_module
+
+        return to_module(self, module, **kwargs)
 
     def map_iter(
         self, fn: Callable[..., Any], dim: int = 0, num_workers: int | None = None, **kwargs: Any

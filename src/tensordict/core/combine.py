@@ -23,6 +23,7 @@ from tensordict.core.non_tensor import (
 )
 from tensordict.core.ops import keep_lock_of
 from tensordict.core.shape import normalize_dim
+from tensordict.core.unbatched import is_unbatched, stack_unbatched
 from tensordict.errors import BatchSizeError, DimNamesError, ShapeMismatchError
 
 __all__ = ["TORCH_FUNCTIONS", "CombineMixin", "cat", "stack", "where"]
@@ -86,7 +87,10 @@ def _dense_stack_source(tds: Sequence[Any], dim: int) -> dict[str, Any] | None:
         v0 = values[0]
         if any(v is _MISSING for v in values):
             return None
-        if isinstance(v0, torch.Tensor):
+        if is_unbatched(v0):
+            bs = v0.batch_size
+            source[key] = stack_unbatched(values, torch.Size([*bs[:dim], len(tds), *bs[dim:]]))
+        elif isinstance(v0, torch.Tensor):
             shape = v0.shape
             if any(not isinstance(v, torch.Tensor) or v.shape != shape for v in values[1:]):
                 return None
@@ -139,6 +143,12 @@ def stack(
         for i, td in enumerate(tds):
             out[(slice(None),) * d + (i,)] = td
         return out
+    if any(hasattr(td, "stack_dim") for td in tds):
+        from tensordict.core.lazy_shape import stack_lazy  # lazy stacks build on core
+
+        lazy = stack_lazy(tds, d)
+        if lazy is not None:  # lazy stacks of as many members: stacked member by member
+            return lazy
     source = _dense_stack_source(tds, d) if maybe_dense_stack else None
     if source is None:
         from tensordict.core.lazy_stack import LazyStackedTensorDict  # lazy stacks build on core
@@ -174,9 +184,17 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     if not bs:
         raise BatchSizeError("cannot concatenate tensordicts without batch dimensions; use stack.")
     d = normalize_dim(dim, len(bs), bs, "cat")
-    _check_batch_sizes(tds, "concatenate", skip_dim=d)
     if any(hasattr(td, "stack_dim") for td in tds):
+        from tensordict.core.lazy_shape import cat_lazy  # lazy stacks build on core
+
+        lazy = cat_lazy(tds, d)  # a lazy stack (members checked as they are combined)
+        if lazy is not None:
+            if out is not None:
+                out.update_(lazy)
+                return out
+            return lazy
         tds = [td.to_tensordict() if hasattr(td, "stack_dim") else td for td in tds]
+    _check_batch_sizes(tds, "concatenate", skip_dim=d)
     keys = tds[0]._own_keys()
     for i, td in enumerate(tds[1:], 1):
         other = td._own_keys()
@@ -191,7 +209,9 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     for key in keys:
         values = [td._get_str(key, None) for td in tds]
         v0 = values[0]
-        if isinstance(v0, torch.Tensor):
+        if is_unbatched(v0):
+            source[key] = stack_unbatched(values, torch.Size(new_bs))
+        elif isinstance(v0, torch.Tensor):
             source[key] = torch.cat(values, d)
         elif isinstance(v0, (NonTensorData, NonTensorStack)):
             source[key] = cat_non_tensor(values, d)

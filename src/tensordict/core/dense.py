@@ -13,9 +13,11 @@ from typing import Any
 import torch
 
 from tensordict.core.base import TensorDictBase, as_size
-from tensordict.core.entries import locked_message
+from tensordict.core.entries import _UNSET, locked_message
 from tensordict.core.indexing import IndexPlan, plan_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.non_tensor_api import register_shell
+from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import BatchSizeError, DimNamesError, LockedError
 
 __all__ = ["TensorDict"]
@@ -219,19 +221,21 @@ class TensorDict(TensorDictBase):
                 return value
             if value is _MISSING:
                 raise self._missing_key(index)
-            if value.__class__ is NonTensorData:
+            if isinstance(value, NonTensorData):
                 return value.data
             if value.__class__ is NonTensorStack:
-                return value.tolist()
+                return value._as_linked_list()
             return value
         if index.__class__ is tuple and index and index[0].__class__ is str:
             return self._getitem_key(index)
         return self._index(index)
 
-    def get(self, key: Any, default: Any = None) -> Any:
-        if key.__class__ is str:
-            return self._tensordict.get(key, default)
-        return super().get(key, default)
+    def get(self, key: Any, default: Any = _UNSET, **options: Any) -> Any:
+        if key.__class__ is str and not options:
+            value = self._tensordict.get(key, _MISSING)
+            if value is not _MISSING:
+                return value
+        return super().get(key, default, **options)
 
     def set(
         self,
@@ -267,7 +271,9 @@ class TensorDict(TensorDictBase):
         select = plan.select
         for key, value in self._tensordict.items():
             if isinstance(value, torch.Tensor):
-                if select is not None:
+                if is_unbatched(value):
+                    source[key] = rebatch(value, batch_size)
+                elif select is not None:
                     source[key] = torch.index_select(value, select[0], select[1])
                 else:
                     source[key] = value[leaf_index]
@@ -308,7 +314,7 @@ class TensorDict(TensorDictBase):
                     "prefixes every entry's shape."
                 )
         for key, value in list(self._tensordict.items()):
-            if isinstance(value, NonTensorData):
+            if isinstance(value, NonTensorData) or is_unbatched(value):
                 self._tensordict[key] = value._with_batch_size(new)
             elif isinstance(value, TensorDictBase) and len(value.batch_size) < n:
                 value.batch_size = new
@@ -427,7 +433,7 @@ def _fits_batch_size(value: Any, new: torch.Size) -> bool:
 
     A nested tensordict with fewer batch dims fits if its leaves do: it takes the new batch size.
     """
-    if isinstance(value, NonTensorData):
+    if isinstance(value, NonTensorData) or is_unbatched(value):
         return True
     n = len(new)
     if isinstance(value, TensorDictBase) and len(value.batch_size) < n:
@@ -454,3 +460,6 @@ def _index_names(names: list[str | None] | None, plan: IndexPlan) -> list[str | 
         return None
     out = [names[d] if d is not None else None for d in plan.dim_map]
     return out if any(n is not None for n in out) else None
+
+
+register_shell(TensorDict)  # non-tensor entries run the tensordict API on a shell

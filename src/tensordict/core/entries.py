@@ -8,6 +8,7 @@ locked tensordict raise :class:`~tensordict.errors.LockedError`, in-place writes
 from __future__ import annotations
 
 import builtins
+import enum
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -17,21 +18,64 @@ import torch
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import NestedKey, key_path, unravel_key
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.options import GET_DEFAULTS_TO_NONE
+from tensordict.core.setitem import refuse_cycle
 from tensordict.core.shape import broadcasts_to
+from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import BatchSizeError, LockedError, ShapeMismatchError, TensorDictKeyError
 
-__all__ = ["EntriesMixin", "locked_message"]
+__all__ = ["LOCK_ERROR", "NO_DEFAULT", "EntriesMixin", "inplace_value", "locked_message"]
 
 T = TypeVar("T", bound="EntriesMixin")
 _MISSING: Any = object()
 
 
+class _Unset:
+    """``get``'s default: ``None``, or a KeyError under ``set_get_defaults_to_none(False)``."""
+
+    def __repr__(self) -> str:
+        return "None"
+
+
+_UNSET: Any = _Unset()
+
+
+# The opening of every locked-write message, worded as upstream's (clients match on it).
+LOCK_ERROR = (
+    "Cannot modify locked TensorDict. For in-place modification, consider using the `set_()` "
+    "method and make sure the key is present."
+)
+
+
+class _NoDefault(enum.IntEnum):
+    """Type of :data:`NO_DEFAULT`."""
+
+    ZERO = 0
+
+
+# Passed as ``default`` to ``get``: raise a KeyError for a missing key instead of returning.
+NO_DEFAULT = _NoDefault.ZERO
+
+
 def locked_message(what: str) -> str:
     return (
-        f"cannot {what}: the tensordict is locked. In-place writes (set_, update_, td[idx] = ...) "
-        "are allowed; to change its structure, unlock it with td.unlock_() (or work on "
-        "td.clone())."
+        f"{LOCK_ERROR} Could not {what}: the tensordict is locked. In-place writes (set_, "
+        "update_, td[idx] = ...) are allowed; to change its structure, unlock it with "
+        "td.unlock_() (or work on td.clone())."
     )
+
+
+def inplace_value(path: tuple[str, ...], existing: torch.Tensor, item: Any) -> torch.Tensor:
+    """``item`` as a tensor that can be copied into ``existing`` (or a clear error)."""
+    if not isinstance(item, torch.Tensor):
+        item = torch.as_tensor(item, device=existing.device)
+    if not broadcasts_to(item.shape, existing.shape):
+        raise ShapeMismatchError(
+            f"cannot write a value of shape {list(item.shape)} in place into "
+            f"{unravel_key(path)!r} of shape {list(existing.shape)}. Give a value of "
+            "that shape (or one that broadcasts to it)."
+        )
+    return item
 
 
 class EntriesMixin(TensorCollection):
@@ -59,8 +103,12 @@ class EntriesMixin(TensorCollection):
             "Check the spelling, or use td.get(key, default) for optional entries."
         )
 
-    def get(self, key: NestedKey, default: Any = None) -> Any:
+    def get(self, key: NestedKey, default: Any = _UNSET, **options: Any) -> Any:
         """The value under ``key`` (``NonTensorData`` is returned as is), or ``default``.
+
+        A ragged entry of a lazy stack is read with ``as_list=True``, ``as_padded_tensor=True``
+        (with ``padding_value``, ``padding_side``) or ``as_nested_tensor=True`` (with ``layout``);
+        see :mod:`tensordict.core.ragged`.
 
         Examples:
             >>> from tensordict import TensorDict
@@ -70,9 +118,31 @@ class EntriesMixin(TensorCollection):
             >>> td.get("missing") is None
             True
         """
+        if "default" in options:
+            default = options.pop("default")
+        if default is _UNSET:
+            if GET_DEFAULTS_TO_NONE.value is False:
+                return self._get_or_raise(key)
+            default = None
+        elif default is NO_DEFAULT:
+            return self._get_or_raise(key)
+        if options:
+            path = key_path(key)
+            holder: Any = self._get_path(path[:-1], None) if len(path) > 1 else self
+            if getattr(type(holder), "_is_tensorclass", False):
+                holder = holder._tensordict
+            if not isinstance(holder, TensorCollection):
+                return default
+            return holder._get_leaf_as(path[-1], default, **options)  # type: ignore[attr-defined]
         if key.__class__ is str:
             return self._get_str(key, default)
         return self._get_path(key_path(key), default)
+
+    def _get_or_raise(self, key: NestedKey) -> Any:
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            raise self._missing_key(unravel_key(key))
+        return value
 
     def _getitem_key(self, key: Any) -> Any:
         value = (
@@ -82,10 +152,10 @@ class EntriesMixin(TensorCollection):
         )
         if value is _MISSING:
             raise self._missing_key(unravel_key(key))
-        if value.__class__ is NonTensorData:
+        if isinstance(value, NonTensorData):
             return value.data
         if value.__class__ is NonTensorStack:
-            return value.tolist()
+            return value._as_linked_list()
         return value
 
     def __getitem__(self, index: Any) -> Any:
@@ -130,7 +200,10 @@ class EntriesMixin(TensorCollection):
         """Turn a user value into a stored value for a tensordict of ``batch_size`` (or raise)."""
         device = self.device
         if isinstance(value, torch.Tensor):
-            self._check_batch(key, value, batch_size)
+            if is_unbatched(value):  # exempt from the batch size
+                value = rebatch(value, batch_size)  # type: ignore[arg-type]
+            else:
+                self._check_batch(key, value, batch_size)
             if device is not None and value.device != device:
                 value = value.to(device)
             return value
@@ -235,6 +308,7 @@ class EntriesMixin(TensorCollection):
         if self.is_locked:
             raise LockedError(locked_message(f"set {unravel_key(path)!r}"))
         value = self._convert(unravel_key(path), item, self._target_batch_size(path))
+        refuse_cycle(self, path, value)
         parent = self._parent_for_write(path, create=True)
         if parent.is_locked:
             raise LockedError(locked_message(f"set {unravel_key(path)!r}"))
@@ -242,25 +316,24 @@ class EntriesMixin(TensorCollection):
         return self
 
     def _write_inplace(self, path: tuple[str, ...], existing: Any, item: Any) -> None:
+        # The tensordict holding the leaf writes it: a lazy stack reads a stacked copy of its
+        # members' tensors, so writing into ``existing`` would be lost (see
+        # LazyStackedTensorDict._write_leaf_inplace).
+        parent = self if len(path) == 1 else self._parent_for_write(path, create=False)
+        parent._write_leaf_inplace(path, existing, item)
+
+    def _write_leaf_inplace(self, path: tuple[str, ...], existing: Any, item: Any) -> None:
+        """Write ``item`` in place into ``existing``, the entry ``path[-1]`` of this tensordict."""
         if isinstance(existing, torch.Tensor):
-            if not isinstance(item, torch.Tensor):
-                item = torch.as_tensor(item, device=existing.device)
-            if not broadcasts_to(item.shape, existing.shape):
-                raise ShapeMismatchError(
-                    f"cannot write a value of shape {list(item.shape)} in place into "
-                    f"{unravel_key(path)!r} of shape {list(existing.shape)}. Give a value of "
-                    "that shape (or one that broadcasts to it)."
-                )
-            existing.copy_(item)
+            existing.copy_(inplace_value(path, existing, item))
         elif isinstance(existing, TensorCollection) or getattr(
             type(existing), "_is_tensorclass", False
         ):
             existing.update_(item)
         else:
-            parent = self._parent_for_write(path, create=False)
-            parent._set_str(
+            self._set_str(
                 path[-1],
-                self._convert(unravel_key(path), item, parent.batch_size),
+                self._convert(unravel_key(path), item, self.batch_size),
                 validated=True,
             )
 
@@ -279,11 +352,17 @@ class EntriesMixin(TensorCollection):
 
     def set_at_(self: T, key: NestedKey, value: Any, index: Any) -> T:
         """Write ``value`` into ``td[key][index]`` in place."""
-        existing = self.get(key, None)
+        path = key_path(key)
+        parent = self if len(path) == 1 else self._parent_for_write(path, create=False)
+        existing = parent._get_str(path[-1], None)
         if existing is None:
-            raise self._missing_key(key)
-        existing[index] = value
+            raise self._missing_key(unravel_key(path))
+        parent._write_leaf_at(path, existing, value, index)
         return self
+
+    def _write_leaf_at(self, path: tuple[str, ...], existing: Any, value: Any, index: Any) -> None:
+        """``existing[index] = value`` for the entry ``path[-1]`` of this tensordict."""
+        existing[index] = value
 
     def setdefault(self, key: NestedKey, default: Any, inplace: bool = False) -> Any:
         """Return ``td[key]``, setting it to ``default`` first if it is missing."""
@@ -340,6 +419,7 @@ class EntriesMixin(TensorCollection):
             if self.is_locked:
                 raise LockedError(locked_message(f"update {unravel_key(path)!r}"))
             converted = self._convert(unravel_key(path), value, self._target_batch_size(path))
+            refuse_cycle(self, path, converted)
             staged.append((path, converted, value, None))
         for path, converted, value, existing in staged:
             if existing is not None:

@@ -8,6 +8,7 @@ dense copy when the members agree.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -15,12 +16,29 @@ import torch
 
 from tensordict.core.base import TensorDictBase
 from tensordict.core.combine import stack
-from tensordict.core.entries import locked_message
-from tensordict.core.indexing import plan_index
+from tensordict.core.entries import inplace_value, locked_message
+from tensordict.core.lazy_index import (
+    LeafProbe,
+    Member,
+    Stack,
+    decompose,
+    evaluate,
+    first_member,
+    stage_writes,
+)
+from tensordict.core.lazy_shape import LazyShapeMixin
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, stack_non_tensor
+from tensordict.core.ragged import LazyRaggedMixin
 from tensordict.core.setitem import stage_setitem
 from tensordict.core.shape import normalize_dim
-from tensordict.errors import BatchSizeError, IndexingError, LockedError, ShapeMismatchError
+from tensordict.core.unbatched import is_unbatched, stack_unbatched
+from tensordict.errors import (
+    BatchSizeError,
+    DeviceMismatchError,
+    LockedError,
+    NotATensorDictError,
+    ShapeMismatchError,
+)
 
 __all__ = ["LazyStackedTensorDict"]
 
@@ -40,7 +58,7 @@ class _ShapeOnly:
         )
 
 
-class LazyStackedTensorDict(TensorDictBase):
+class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
     """A lazy stack of tensordicts along ``stack_dim``.
 
     Args:
@@ -64,8 +82,10 @@ class LazyStackedTensorDict(TensorDictBase):
     __slots__ = (
         "__weakref__",
         "_context",
+        "_empty_device",  # the device of a stack with no member
         "_is_locked",
         "_last_op",
+        "_member_batch_size",  # the members' batch size when there is no member
         "_saved_path",  # set by memmap_/load_memmap; unset reads as None (see saved_path)
         "stack_dim",
         "tensordicts",
@@ -77,51 +97,106 @@ class LazyStackedTensorDict(TensorDictBase):
         stack_dim: int = 0,
         batch_size: Sequence[int] | None = None,
         device: Any = None,
+        strict_shape: bool = False,
         **kwargs: Any,
     ) -> None:
         members = list(tensordicts)
         if len(members) == 1 and isinstance(members[0], (list, tuple)):
             members = list(members[0])
-        if not members:
-            if batch_size is None:
-                raise ValueError(
-                    "a LazyStackedTensorDict needs at least one member (or an explicit batch_size)."
-                )
-            raise ValueError(
-                "an empty LazyStackedTensorDict is not supported; stack some tensordicts."
-            )
-        members = [
-            m._tensordict if getattr(type(m), "_is_tensorclass", False) else m for m in members
-        ]
-        ref = members[0].batch_size
+        members = [_as_member(m, i) for i, m in enumerate(members)]
+        ref = members[0].batch_size if members else torch.Size(batch_size or ())
         for i, m in enumerate(members[1:], 1):
-            if m.batch_size != ref:
-                raise ShapeMismatchError(
-                    f"cannot lazily stack tensordicts with different batch sizes: member 0 has "
-                    f"batch_size={list(ref)}, member {i} has batch_size={list(m.batch_size)}."
-                )
+            _check_member_batch_size(ref, m, i, _STACKING)
         self.stack_dim = normalize_dim(stack_dim, len(ref), ref, "lazy_stack", extra=1)
         self.tensordicts: list[Any] = members
+        self._member_batch_size = ref
+        self._empty_device = torch.device(device) if device is not None else None
         self._is_locked = False
+        self._lock_parents = None
         self._last_op: tuple[str, bool] | None = None
         self._context: list[tuple[str, bool] | None] | None = None
         if device is not None:
             self.tensordicts = [m.to(device) for m in members]
 
     @classmethod
-    def lazy_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
-        """Stack without copying."""
-        return cls(*input, stack_dim=dim)
+    def lazy_stack(
+        cls, input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs: Any
+    ) -> Any:
+        """Stack without copying (with ``out=``: write the members into ``out``)."""
+        if out is not None:
+            return stack(input, dim, out=out)
+        return cls(*input, stack_dim=dim, strict_shape=kwargs.get("strict_shape", False))
 
     @classmethod
     def maybe_dense_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
         """A dense TensorDict when the members agree in keys and shapes, else a lazy stack."""
         return stack(input, dim)
 
+    # ================================================================== deprecated upstream API
+    @property
+    def valid_keys(self) -> Any:
+        """Deprecated (as upstream): the keys every member holds, ``keys()``."""
+        _deprecated("LazyStackedTensorDict.valid_keys is deprecated: use keys() instead.")
+        return self.keys()
+
+    @property
+    def hook_in(self) -> None:
+        """Deprecated (as upstream): always None (a function once applied to values written)."""
+        _deprecated("LazyStackedTensorDict.hook_in is deprecated.")
+        return None
+
+    @property
+    def hook_out(self) -> None:
+        """Deprecated (as upstream): always None (a function once applied to values read)."""
+        _deprecated("LazyStackedTensorDict.hook_out is deprecated.")
+        return None
+
+    # ================================================================== members
+    def append(self, tensordict: Any) -> None:
+        """Add a member at the end of the stack (same batch size and device as the others).
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict, LazyStackedTensorDict
+            >>> td = LazyStackedTensorDict(TensorDict(a=torch.zeros(2), batch_size=[2]))
+            >>> td.append(TensorDict(a=torch.ones(2), batch_size=[2]))
+            >>> td.batch_size
+            torch.Size([2, 2])
+        """
+        self.insert(len(self.tensordicts), tensordict)
+
+    def insert(self, index: int, tensordict: Any) -> None:
+        """Insert a member before position ``index`` of the stack dim.
+
+        Raises:
+            NotATensorDictError: ``tensordict`` is not a tensordict.
+            ShapeMismatchError: its batch size differs from the members'.
+            DeviceMismatchError: its device differs from the members'.
+            LockedError: the stack is locked.
+        """
+        member = _as_member(tensordict, index)
+        if self._is_locked:
+            raise LockedError(locked_message("insert a member into the stack"))
+        if self.tensordicts and member.device != self.device:
+            raise DeviceMismatchError(
+                f"cannot insert a member on device {member.device} into a lazy stack on "
+                f"{self.device}: Devices differ. Move it with .to({self.device!r}) first."
+            )
+        _check_member_batch_size(self._member_batch_size, member, index, _ADDING)
+        self.tensordicts.insert(index, member)
+
+    def extend(self, tensordicts: Sequence[Any]) -> None:
+        """Append every tensordict of ``tensordicts`` (all checked before any is added)."""
+        members = [_as_member(td, i) for i, td in enumerate(tensordicts)]
+        for i, m in enumerate(members):
+            _check_member_batch_size(self._member_batch_size, m, i, _ADDING)
+        for m in members:
+            self.append(m)
+
     # ================================================================== primitives
     @property
     def batch_size(self) -> torch.Size:
-        bs = self.tensordicts[0].batch_size
+        bs = self._member_batch_size
         d = self.stack_dim
         return torch.Size([*bs[:d], len(self.tensordicts), *bs[d:]])
 
@@ -136,6 +211,8 @@ class LazyStackedTensorDict(TensorDictBase):
 
     @property
     def device(self) -> torch.device | None:
+        if not self.tensordicts:
+            return self._empty_device
         device = self.tensordicts[0].device
         return device if all(m.device == device for m in self.tensordicts[1:]) else None
 
@@ -177,6 +254,8 @@ class LazyStackedTensorDict(TensorDictBase):
             m._set_device(device)
 
     def _own_keys(self) -> list[str]:
+        if not self.tensordicts:
+            return []
         first = self.tensordicts[0]._own_keys()
         others = [set(m._own_keys()) for m in self.tensordicts[1:]]
         return [k for k in first if all(k in o for o in others)]
@@ -196,16 +275,20 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def _get_str(self, key: str, default: Any) -> Any:
         values = [m._get_str(key, _MISSING) for m in self.tensordicts]
-        if any(v is _MISSING for v in values):
+        if not values or any(v is _MISSING for v in values):
             return default
         v0 = values[0]
+        if is_unbatched(v0):
+            return stack_unbatched(values, self.batch_size)
         if isinstance(v0, torch.Tensor):
             shapes = {tuple(v.shape) for v in values}
             if len(shapes) > 1:
+                shown = [list(sh) for sh in sorted(shapes)]
                 raise ShapeMismatchError(
-                    f"cannot read {key!r} from a LazyStackedTensorDict: its members hold it with "
-                    f"different shapes {sorted(shapes)}. Read it member by member "
-                    f"(td.tensordicts[i][{key!r}]) or index the stack first."
+                    f"Failed to stack tensors within a tensordict under the key {key!r}: the "
+                    f"members hold it with different shapes {shown}. Read it with "
+                    "get(key, as_list=True), as_padded_tensor=True or as_nested_tensor=True, "
+                    "member by member (td.tensordicts[i]), or index the stack first."
                 )
             return torch.stack(values, self.stack_dim)
         if isinstance(v0, (NonTensorData, NonTensorStack)):
@@ -217,7 +300,7 @@ class LazyStackedTensorDict(TensorDictBase):
     def _set_str(self, key: str, value: Any, *, validated: bool) -> None:
         if not validated:
             value = self._convert(key, value, self.batch_size)
-        if isinstance(value, NonTensorData):
+        if isinstance(value, NonTensorData) or is_unbatched(value):
             parts: Sequence[Any] = [value._with_batch_size(m.batch_size) for m in self.tensordicts]
         elif isinstance(value, LazyStackedTensorDict) and value.stack_dim == self.stack_dim:
             parts = value.tensordicts
@@ -258,76 +341,25 @@ class LazyStackedTensorDict(TensorDictBase):
         return self._get_str(key, None)
 
     # ================================================================== indexing
-    def _split_index(self, index: Any) -> tuple[Any, tuple[Any, ...], int]:
-        """(index along the stack dim, index for members, result position of the stack dim)."""
-        plan = plan_index(index, self.batch_size)
-        items = plan.leaf_index if isinstance(plan.leaf_index, tuple) else (plan.leaf_index,)
-        if plan.leaf_index is Ellipsis:
-            items = ()
-        src = res = 0
-        stack_item: Any = slice(None)
-        stack_pos = -1
-        rest: list[Any] = []
-        for item in items:
-            if item is None:
-                rest.append(None)
-                res += 1
-                continue
-            consumes = (
-                item.ndim if isinstance(item, torch.Tensor) and item.dtype == torch.bool else 1
-            )
-            if src <= self.stack_dim < src + consumes:
-                if consumes != 1:
-                    raise IndexingError(
-                        "a boolean mask spanning the stack dimension of a LazyStackedTensorDict is "
-                        "not supported; index with a 1-d mask on that dimension, or call "
-                        ".to_tensordict() first."
-                    )
-                stack_item = item
-                stack_pos = res
-            else:
-                rest.append(item)
-            src += consumes
-            if not isinstance(item, int):
-                res += 1
-        if stack_pos == -1:
-            stack_pos = res + (self.stack_dim - src)
-            # items not given for trailing dims: the stack dim keeps its place after them
-        return stack_item, tuple(rest), stack_pos
-
     def _index(self, index: Any) -> Any:
-        stack_item, rest, stack_pos = self._split_index(index)
-        if isinstance(stack_item, int):
-            member = self.tensordicts[stack_item]
-            return member[rest] if rest else member
-        if isinstance(stack_item, slice):
-            members = self.tensordicts[stack_item]
-        else:
-            ids = stack_item
-            if ids.dtype == torch.bool:
-                ids = ids.nonzero().squeeze(-1)
-            if ids.ndim != 1:
-                raise IndexingError(
-                    "indexing the stack dimension of a LazyStackedTensorDict needs a 1-d index, "
-                    f"got shape {list(ids.shape)}."
-                )
-            members = [self.tensordicts[int(i)] for i in ids]
-        if not members:
+        node = decompose(index, self.batch_size, self.stack_dim)
+        if node is None:
             return _empty_result(self, index)
-        new_members = [m[rest] if rest else m for m in members]
-        n_adv = sum(1 for r in rest if isinstance(r, torch.Tensor))
-        if n_adv:
-            return stack(new_members, 0)
-        pos = min(stack_pos, len(new_members[0].batch_size))
-        out = LazyStackedTensorDict(*new_members, stack_dim=pos)
-        if self._is_locked:
-            if rest:
-                out._set_locked(True)  # new member views: this stack is their only holder
-            else:
+        out = evaluate(node, self.tensordicts, self._stack_results)
+        if self._is_locked and out is not self:
+            if isinstance(node, Stack) and all(
+                isinstance(c, Member) and not c.sub for c in node.children
+            ):
                 # the members are ours, already locked under us: a slice (often a temporary)
                 # must not become one more holder that keeps them locked after unlock_()
                 out._is_locked = True
+            elif isinstance(out, LazyStackedTensorDict):
+                out._set_locked(True)  # new member views: this stack is their only holder
         return out
+
+    @staticmethod
+    def _stack_results(results: list[Any], dim: int) -> LazyStackedTensorDict:
+        return LazyStackedTensorDict(*results, stack_dim=dim)
 
     def _stage_setitem_index(self, index: Any, value: Any) -> list[Any]:
         """The validated writes of ``self[index] = value`` (see ``setitem.stage_setitem``)."""
@@ -343,38 +375,44 @@ class LazyStackedTensorDict(TensorDictBase):
             for member, sub in zip(self.tensordicts, index.unbind(self.stack_dim)):
                 writes.extend(stage_setitem(member, sub, value))
             return writes
-        stack_item, rest, stack_pos = self._split_index(index)
-        if isinstance(stack_item, int):
-            targets = [self.tensordicts[stack_item]]
-            values = [value]
-        else:
-            if isinstance(stack_item, slice):
-                targets = self.tensordicts[stack_item]
-            else:
-                ids = (
-                    stack_item.nonzero().squeeze(-1)
-                    if stack_item.dtype == torch.bool
-                    else stack_item
-                )
-                targets = [self.tensordicts[int(i)] for i in ids]
-            result_dims = len(plan_index(index, self.batch_size).batch_size)
-            is_td = isinstance(value, TensorDictBase) or getattr(
-                type(value), "_is_tensorclass", False
-            )
-            if is_td and value.batch_dims >= result_dims:
-                values = list(value.unbind(stack_pos + value.batch_dims - result_dims))
-            else:  # a dict, a scalar, or a tensordict that broadcasts over the stack dim
-                values = [value] * len(targets)
-            if len(values) != len(targets):
-                raise ShapeMismatchError(
-                    f"cannot write a value of batch_size={list(value.batch_size)} into "
-                    f"{len(targets)} members of a lazy stack (the indexed stack dim has size "
-                    f"{len(targets)}, the value {len(values)})."
-                )
-        writes = []
-        for target, v in zip(targets, values):
-            writes.extend(stage_setitem(target, rest if rest else (...,), v))
-        return writes
+        node = decompose(index, self.batch_size, self.stack_dim)
+        if node is None:
+            return []
+        members = self.tensordicts
+
+        def stage_member(i: int, member_index: tuple[Any, ...], v: Any) -> list[Any]:
+            return stage_setitem(members[i], member_index or (...,), v)
+
+        probe = LeafProbe(members[first_member(node).i])
+        return stage_writes(node, value, members[0].batch_size, stage_member, probe)
+
+    def _write_leaf_inplace(self, path: tuple[str, ...], existing: Any, item: Any) -> None:
+        """Write ``item`` into every member's entry ``path[-1]`` (``existing`` is a copy)."""
+        if not isinstance(existing, torch.Tensor):
+            super()._write_leaf_inplace(path, existing, item)
+            return
+        item = inplace_value(path, existing, item)
+        parts = item.expand(existing.shape).unbind(self.stack_dim)
+        key = path[-1]
+        for member, part in zip(self.tensordicts, parts):
+            member._write_leaf_inplace(path, member._get_str(key, None), part)
+
+    def _write_leaf_at(self, path: tuple[str, ...], existing: Any, value: Any, index: Any) -> None:
+        """``stacked[index] = value`` for the entry ``path[-1]``, written into the members."""
+        if not isinstance(existing, torch.Tensor):
+            super()._write_leaf_at(path, existing, value, index)
+            return
+        key = path[-1]
+        leaves = [m._get_str(key, None) for m in self.tensordicts]
+        node = decompose(index, existing.shape, self.stack_dim)
+        if node is None:
+            return
+
+        def stage_member(i: int, leaf_index: tuple[Any, ...], v: Any) -> list[Any]:
+            return [_leaf_writer(self.tensordicts[i], path, leaves[i], leaf_index, v)]
+
+        for write in stage_writes(node, value, leaves[0].shape, stage_member, None):
+            write()
 
     def unbind(self, dim: int = 0) -> tuple[Any, ...]:
         d = normalize_dim(dim, len(self.batch_size), self.batch_size, "unbind")
@@ -387,31 +425,26 @@ class LazyStackedTensorDict(TensorDictBase):
 
     # ================================================================== conversion and walks
     def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
-        """A dense TensorDict copy.
+        """A dense TensorDict copy of the keys every member holds (nested stacks made dense).
 
         Raises:
-            ShapeMismatchError: the members differ in keys or leaf shapes.
+            ShapeMismatchError: the members hold a shared key with different shapes.
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict, LazyStackedTensorDict
+            >>> a = TensorDict({"x": torch.zeros(3), "y": torch.zeros(1)})
+            >>> b = TensorDict({"x": torch.ones(3)})
+            >>> dense = LazyStackedTensorDict(a, b).to_tensordict()
+            >>> type(dense).__name__, list(dense.keys()), dense["x"].shape
+            ('TensorDict', ['x'], torch.Size([2, 3]))
         """
-        result = stack(self.tensordicts, self.stack_dim)
-        if isinstance(result, LazyStackedTensorDict):
-            keys = [
-                sorted(m.keys(include_nested=True, leaves_only=True), key=str)
-                for m in self.tensordicts
-            ]
-            shapes = [
-                {
-                    str(k): list(v.shape)
-                    for k, v in m.items(True, True)
-                    if isinstance(v, torch.Tensor)
-                }
-                for m in self.tensordicts
-            ]
-            raise ShapeMismatchError(
-                "cannot make a dense TensorDict from a lazy stack whose members differ in keys or "
-                f"leaf shapes (keys: {keys}; shapes: {shapes}). Select the shared keys with "
-                "td.select(*td.keys()) or pad the entries first."
-            )
-        return result
+        source: dict[str, Any] = {}
+        for key, value in self._own_items():  # tensors: stacked copies; nested: lazy stacks
+            if isinstance(value, TensorDictBase):
+                value = value.to_tensordict(retain_none=retain_none)
+            source[key] = value
+        return self._new_dense(source, self.batch_size)
 
     def contiguous(self) -> Any:
         return self.to_tensordict()
@@ -475,6 +508,33 @@ class LazyStackedTensorDict(TensorDictBase):
         return (_rebuild_lazy, (self.tensordicts, self.stack_dim, self._is_locked))
 
 
+def _deprecated(message: str) -> None:
+    warnings.warn(message, DeprecationWarning, stacklevel=3)
+
+
+def _as_member(td: Any, position: int) -> Any:
+    if getattr(type(td), "_is_tensorclass", False):
+        return td._tensordict
+    if not isinstance(td, TensorDictBase):
+        raise NotATensorDictError(
+            f"Expected new value to be TensorDictBase instance but got {type(td)} instead "
+            f"(member {position} of a lazy stack). Wrap the data in a TensorDict first."
+        )
+    return td
+
+
+def _check_member_batch_size(ref: torch.Size, member: Any, position: int, what: str) -> None:
+    if member.batch_size != ref:
+        raise ShapeMismatchError(
+            f"{what}: batch_size={list(ref)} in the stack, batch_size={list(member.batch_size)} "
+            f"for member {position}. Index or reshape the member first."
+        )
+
+
+_STACKING = "stacking tensordicts requires one batch size: the batch sizes in tensordicts differs"
+_ADDING = "Batch sizes in tensordicts differs"
+
+
 def _rebuild_lazy(members: list[Any], stack_dim: int, locked: bool) -> LazyStackedTensorDict:
     out = LazyStackedTensorDict(*members, stack_dim=stack_dim)
     if locked:
@@ -482,8 +542,17 @@ def _rebuild_lazy(members: list[Any], stack_dim: int, locked: bool) -> LazyStack
     return out
 
 
+def _leaf_writer(
+    member: Any, path: tuple[str, ...], leaf: torch.Tensor, index: tuple[Any, ...], value: Any
+) -> Any:
+    # (a member that is itself a lazy stack writes into its own members)
+    return lambda: member._write_leaf_at(path, leaf, value, index or (...,))
+
+
 def _empty_result(td: LazyStackedTensorDict, index: Any) -> Any:
-    shape = torch.empty(td.batch_size, device="meta")[
-        plan_index(index, td.batch_size).leaf_index
-    ].shape
-    return td._new_dense({}, shape)
+    """An index that selects no member: a dense tensordict of the result's shape with the
+    shared keys (member 0's leaf shapes), as upstream."""
+    keys = list(td.keys())
+    first = td.tensordicts[0].select(*keys)
+    proto = first.unsqueeze(td.stack_dim).expand(td.batch_size)
+    return proto[index]

@@ -18,6 +18,7 @@ import torch
 from tensordict.core.collection import TensorCollection
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, same_value
 from tensordict.core.shape import broadcasts_to, nested_names
+from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import (
     BatchSizeError,
     DTypeCastError,
@@ -237,6 +238,8 @@ class OpsMixin(TensorCollection):
                     result = fn(value, *theirs)
                 if result is None:
                     continue
+                if result.__class__ is not torch.Tensor and is_unbatched(result):
+                    result = rebatch(result, new_bs)
                 if inplace:
                     # written at once: memory stays at one result, even for a memory-mapped
                     # tensordict larger than RAM (operators check every leaf beforehand)
@@ -287,6 +290,8 @@ class OpsMixin(TensorCollection):
             n = len(new_bs)
             for key, value in out.items():
                 shape = getattr(value, "shape", None)
+                if is_unbatched(value):
+                    continue
                 if shape is not None and tuple(shape[:n]) != tuple(new_bs):
                     raise BatchSizeError(
                         f"apply produced {key!r} of shape {list(shape)}, which does not start "
@@ -658,9 +663,12 @@ class OpsMixin(TensorCollection):
 
     def fill_(self: T, key: Any, value: Any) -> T:
         """Fill the entry ``key`` with ``value`` in place."""
-        entry = self.get(key)  # type: ignore[attr-defined]
+        td: Any = self
+        entry = td.get(key)
+        if entry is None:
+            raise td._missing_key(key)
         if isinstance(entry, torch.Tensor):
-            entry.fill_(value)
+            td.set_(key, torch.as_tensor(value, dtype=entry.dtype))  # (lazy stacks: per member)
         else:
             entry.apply_(lambda x: x.fill_(value))
         return self
@@ -668,11 +676,15 @@ class OpsMixin(TensorCollection):
     # ================================================================== leaves
     def _tensor_leaves(self) -> list[torch.Tensor]:
         """The stored tensors themselves (writing to them writes to the tensordict)."""
-        return [
-            v
-            for v in self.values(include_nested=True, leaves_only=True)  # type: ignore[attr-defined]
-            if isinstance(v, torch.Tensor)
-        ]
+        leaves: list[torch.Tensor] = []
+        for _, v in self._own_items():
+            if getattr(type(v), "_is_tensorclass", False):
+                v = v._tensordict
+            if isinstance(v, torch.Tensor):
+                leaves.append(v)
+            elif isinstance(v, OpsMixin):  # a nested lazy stack gives its members' tensors
+                leaves.extend(v._tensor_leaves())
+        return leaves
 
 
 def _is_empty(td: Any) -> bool:

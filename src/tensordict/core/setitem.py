@@ -19,12 +19,63 @@ from tensordict.core.indexing import IndexPlan, plan_index
 from tensordict.core.keys import key_path
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.shape import broadcasts_to
-from tensordict.errors import LockedError, ShapeMismatchError
+from tensordict.errors import CycleError, LockedError, ShapeMismatchError
 
-__all__ = ["setitem_index", "stage_setitem"]
+__all__ = ["refuse_cycle", "setitem_index", "stage_setitem"]
 
 _MISSING: Any = object()
 Write = Callable[[], None]
+
+
+def _unwrap(value: Any) -> Any:
+    return value._tensordict if getattr(type(value), "_is_tensorclass", False) else value
+
+
+def _nodes(td: Any) -> Any:
+    """The tensordicts a value stored in ``td`` really lands in (a lazy stack's members too)."""
+    yield td
+    yield from getattr(td, "tensordicts", ())
+
+
+def refuse_cycle(root: Any, path: tuple[str, ...], value: Any) -> None:
+    """Raise :class:`~tensordict.errors.CycleError` if storing ``value`` under ``path`` of ``root``
+    would make ``root`` contain itself (``td["a"] = td``, ``td["a", "b"] = td``, ...).
+
+    Walks the tensordicts nested in ``value`` (tensors are not visited) looking for ``root`` or a
+    tensordict on ``path``.
+    """
+    inner = _unwrap(value)
+    if not isinstance(inner, TensorCollection):
+        return
+    ancestors: set[int] = set()
+    node = root
+    for part in (None, *path[:-1]):
+        node = node if part is None else _unwrap(node._get_str(part, None))
+        if not isinstance(node, TensorCollection):
+            break
+        ancestors.update(id(n) for n in _nodes(node))
+    seen: set[int] = set()
+    todo = [inner]
+    while todo:
+        node = todo.pop()
+        if id(node) in ancestors:
+            key = path[0] if len(path) == 1 else path
+            raise CycleError(
+                f"cannot set {key!r}: the value contains the tensordict it would be stored in, "
+                "and a tensordict that contains itself cannot be used (every operation would "
+                "recurse forever). Store a copy instead, e.g. td.set(key, value.clone())."
+            )
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        members = getattr(node, "tensordicts", None)
+        if members is not None:  # a lazy stack: its entries are its members'
+            todo.extend(members)
+            continue
+        for _, child in node._own_items():
+            child = _unwrap(child)
+            if isinstance(child, TensorCollection):
+                todo.append(child)
 
 
 def setitem_index(td: Any, index: Any, value: Any) -> None:
@@ -284,16 +335,28 @@ def _stage_non_tensor(
 
 
 def _stage_broadcast(
-    td: Any, value: Any, plan: IndexPlan, root_bd: int, writes: list[Write]
+    td: Any,
+    value: Any,
+    plan: IndexPlan,
+    root_bd: int,
+    writes: list[Write],
+    prefix: tuple[str, ...] = (),
 ) -> None:
     t = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
-    for key, target in td.items(include_nested=True, leaves_only=True):
-        if not isinstance(target, torch.Tensor):
-            continue
-        path = key if isinstance(key, tuple) else (key,)
-        expected = plan.batch_size + target.shape[root_bd:]
-        _check_broadcast(path, t, expected)
-        writes.append(_writer(target, plan.leaf_index, _cast_like(t, target)))
+    # walk the stored entries: a nested lazy stack writes into its members itself (its values
+    # read as stacked copies)
+    for key, target in td._own_items():
+        path = prefix + (key,)
+        if getattr(type(target), "_is_tensorclass", False):
+            target = target._tensordict
+        if hasattr(target, "_stage_setitem_index"):
+            writes.extend(target._stage_setitem_index(plan.leaf_index, t))
+        elif isinstance(target, TensorCollection):
+            _stage_broadcast(target, t, plan, root_bd, writes, path)
+        elif isinstance(target, torch.Tensor):
+            expected = plan.batch_size + target.shape[root_bd:]
+            _check_broadcast(path, t, expected)
+            writes.append(_writer(target, plan.leaf_index, _cast_like(t, target)))
 
 
 def _writer(target: torch.Tensor, leaf_index: Any, value: torch.Tensor) -> Write:

@@ -16,6 +16,7 @@ import torch
 
 from tensordict.core.collection import TensorCollection
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import BatchSizeError
 
 __all__ = ["ShapeMixin", "nested_names", "normalize_dim"]
@@ -89,7 +90,7 @@ class ShapeMixin(TensorCollection):
         bd = len(self.batch_size)
         for key, value in self._own_items():
             if isinstance(value, torch.Tensor):
-                out[key] = leaf_fn(value)
+                out[key] = rebatch(value, batch_size) if is_unbatched(value) else leaf_fn(value)
             elif isinstance(value, NonTensorData):
                 out[key] = value._with_batch_size(batch_size)
             elif isinstance(value, NonTensorStack):

@@ -21,6 +21,7 @@ from tensordict.core.collection import TensorCollection
 from tensordict.core.combine import stack
 from tensordict.errors import BatchSizeError, NotPicklableError
 from tensordict.parallel.engine import OwnPool, drive, start_method_context, usable_cpus
+from tensordict.parallel.out import check_out, check_slice, write_results
 from tensordict.parallel.plan import ChunkPlan, take
 
 __all__ = ["map", "map_iter"]
@@ -78,10 +79,24 @@ def _base_seed(generator: torch.Generator | None) -> int:
 
 def _remote_readable(td: Any) -> bool:
     """Whether workers started by spawn can read ``td`` without its data travelling per chunk."""
+    if hasattr(td, "_worker_source"):  # file- or server-backed: reopened by name in workers
+        return True
+    return _remote_writable(td)
+
+
+def _remote_writable(td: Any) -> bool:
+    """Whether workers can write their slice of ``td`` themselves (memory-mapped or shared)."""
     try:
         return bool(td.is_memmap() or td.is_shared())
     except Exception:
         return False
+
+
+def _worker_source(td: Any) -> Any:
+    """What workers index: ``td``, or what a file- or server-backed source hands them for it
+    (``td._worker_source()``: e.g. the source after its buffered writes reached the file)."""
+    hook = getattr(td, "_worker_source", None)
+    return hook() if hook is not None else td
 
 
 def _index_payload(index: Any) -> Any:
@@ -160,10 +175,10 @@ def _job_and_payload(
     reachable = own_fork or _remote_readable(td)
     if opts.kw["index_with_generator"]:
         if reachable and opts.pool is None:
-            job["source"], job["plan"] = td, plan
+            job["source"], job["plan"] = _worker_source(td), plan
             return job, _no_payload
         if reachable:  # a user's pool: every task is pickled on its own, so it names its index
-            job["source"] = td
+            job["source"] = _worker_source(td)
             return job, lambda k: ("index", _index_payload(plan.index(k)))
         return job, lambda k: ("chunk", take(td, dim, plan.index(k)))
     chunks = _split_up_front(td, plan)
@@ -332,9 +347,16 @@ def map(
     """Apply ``fn`` to chunks of ``td`` in worker processes and reassemble the results.
 
     Results are concatenated along ``dim`` (stacked for ``chunksize=0``; lazily when they differ);
-    ``None`` results are skipped and all-``None`` gives ``None``. With ``out``, results are written
-    into it: a memory-mapped or shared ``out`` is written by the workers themselves (nothing
-    travels back), a plain ``out`` by this process; ``out`` is returned.
+    ``None`` results are skipped and all-``None`` gives ``None``.
+
+    With ``out``, results are written into it and ``out`` is returned. Each result is first
+    checked against its chunk's slice of ``out``: the same leaf keys, batch size and leaf shapes
+    (dtypes are cast, nothing is broadcast), else
+    :class:`~tensordict.errors.OutMismatchError`; a ``None`` result leaves its slice as it was.
+    A memory-mapped or shared ``out`` is written by the workers, each slice as soon as its chunk
+    is done (nothing travels back): when a chunk fails, the slices of the chunks that finished
+    hold their results, the others are left as they were. A plain ``out`` is written by this
+    process once every chunk has succeeded: when a chunk fails, it is left untouched.
 
     The other arguments are those of :func:`map_iter` (without ``shuffle``); ``td`` is split up
     front (``index_with_generator=False``) unless asked otherwise.
@@ -363,15 +385,20 @@ def map(
         mp_start_method=mp_start_method,
     )
     if out is not None:
-        _check_out(td, out, opts.dim)
-        if _remote_readable(out):
+        check_out(td, out, opts.dim)
+        if _remote_writable(out):
             for _ in _run(td, opts, out=out):
                 pass
             return out
-    results = [r for r in _run(td, opts) if r is not None] if len(opts.plan) else []
+    results = []
+    for k, r in enumerate(_run(td, opts) if len(opts.plan) else ()):
+        if out is not None:
+            check_slice(out, opts.plan, k, r)  # raise at the first result that does not fit
+        results.append(r)
     if out is not None:
-        _write_plain_out(out, results, opts.plan)
+        write_results(out, opts.plan, results)
         return out
+    results = [r for r in results if r is not None]
     if not results:
         return None
     if opts.plan.unbind:
@@ -379,26 +406,3 @@ def map(
             return stack(results, opts.dim)  # dense, or lazy when the results differ
         return torch.stack(results, opts.dim)  # tensors and tensorclasses
     return torch.cat(results, opts.dim)
-
-
-def _check_out(td: Any, out: Any, dim: int) -> None:
-    n, m = td.batch_size[dim], out.batch_size[dim] if len(out.batch_size) > dim else None
-    if m != n:
-        raise BatchSizeError(
-            f"out has batch_size={list(out.batch_size)} but td has {list(td.batch_size)}: out must "
-            f"have the same size ({n}) along dim {dim}. Preallocate it with td.memmap_like(prefix) "
-            "or fn's output structure."
-        )
-
-
-def _write_plain_out(out: Any, results: list[Any], plan: ChunkPlan) -> None:
-    prefix = (slice(None),) * plan.dim
-    start = 0
-    for r in results:
-        if plan.unbind:
-            out[prefix + (start,)] = r
-            start += 1
-        else:
-            size = r.shape[plan.dim] if isinstance(r, torch.Tensor) else r.batch_size[plan.dim]
-            out[prefix + (slice(start, start + size),)] = r
-            start += size

@@ -28,6 +28,7 @@ import torch
 
 from tensordict.errors import ChunkError, NotPicklableError
 from tensordict.parallel.channel import IDLE_SECONDS
+from tensordict.parallel.out import write_result
 from tensordict.parallel.plan import take
 
 __all__ = ["WorkerInfo", "get_worker_info"]
@@ -203,10 +204,8 @@ def _run_one(job: dict[str, Any], k: int, payload: Any) -> Any:
     out = job.get("out")
     if out is None:
         return result
-    target, plan = out
-    if result is not None:
-        # the worker writes its slice of a memory-mapped or shared ``out``; nothing travels back
-        take(target, plan.dim, plan.index(k)).update_(result)
+    # the worker writes its slice of a memory-mapped or shared ``out``; nothing travels back
+    write_result(out[0], out[1], k, result)
     return None
 
 

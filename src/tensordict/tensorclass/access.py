@@ -183,11 +183,11 @@ def getitem(self: Any, index: Any) -> Any:
 
 
 def _unwrap_non_tensor(value: Any) -> Any:
-    cls = value.__class__
-    if cls is NonTensorData:
+    if isinstance(value, NonTensorData):
         return value.data
+    cls = value.__class__
     if cls is NonTensorStack:
-        return value.tolist()
+        return value._as_linked_list()
     return value
 
 

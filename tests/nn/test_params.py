@@ -1,0 +1,186 @@
+"""TensorDictParams: the tensordict's tensors are the module's parameters and buffers."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import pytest
+import torch
+from torch import nn
+
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictParams
+
+
+def make_params() -> TensorDictParams:
+    td = TensorDict(
+        {"a": torch.zeros(3), "b": {"c": torch.ones(3, 2)}, "i": torch.zeros(3, dtype=torch.long)},
+        [3],
+    )
+    return TensorDictParams(td)
+
+
+def test_is_a_tensordict_and_a_module():
+    params = make_params()
+    assert isinstance(params, TensorDictBase)
+    assert isinstance(params, nn.Module)
+    assert params.batch_size == torch.Size([3])
+
+
+def test_float_tensors_become_parameters_and_others_buffers():
+    params = make_params()
+    assert isinstance(params["a"], nn.Parameter)
+    assert isinstance(params["b", "c"], nn.Parameter)
+    assert not isinstance(params["i"], nn.Parameter)
+    assert [n for n, _ in params.named_parameters()] == ["a", "b.c"]
+    assert [n for n, _ in params.named_buffers()] == ["i"]
+
+
+def test_the_given_tensordict_shares_the_parameters():
+    td = TensorDict({"a": torch.zeros(3)}, [3])
+    params = TensorDictParams(td)
+    assert td["a"] is params["a"]
+
+
+def test_parameters_registered_in_an_enclosing_module():
+    module = nn.Module()
+    module.params = make_params()
+    assert [n for n, _ in module.named_parameters()] == ["params.a", "params.b.c"]
+    assert list(module.state_dict()) == ["params.a", "params.b.c", "params.i"]
+
+
+def test_written_tensors_are_registered():
+    params = make_params()
+    params["new"] = torch.zeros(3)
+    params["nested", "x"] = torch.zeros(3)
+    names = [n for n, _ in params.named_parameters()]
+    assert "new" in names and "nested.x" in names
+    del params["new"]
+    assert "new" not in [n for n, _ in params.named_parameters()]
+
+
+def test_no_convert_keeps_plain_tensors_as_buffers():
+    params = TensorDictParams(TensorDict(a=torch.zeros(2)), no_convert=True)
+    params["p"] = nn.Parameter(torch.zeros(2))
+    assert [n for n, _ in params.named_buffers()] == ["a"]
+    assert [n for n, _ in params.named_parameters()] == ["p"]
+
+
+def test_buffer_marked_tensor_stays_a_buffer():
+    params = TensorDictParams(TensorDict(a=torch.zeros(2)))
+    params["b"] = nn.Buffer(torch.zeros(2))
+    assert [n for n, _ in params.named_buffers()] == ["b"]
+
+
+def test_dict_and_keyword_construction():
+    from_dict = TensorDictParams({"a": torch.zeros(2), "b": {"c": torch.zeros(2)}})
+    from_kwargs = TensorDictParams(a=torch.zeros(2))
+    assert isinstance(from_dict["b", "c"], nn.Parameter)
+    assert isinstance(from_kwargs["a"], nn.Parameter)
+
+
+def test_bad_input_type_raises_type_error():
+    with pytest.raises(TypeError, match="tensordict or a dict"):
+        TensorDictParams([torch.zeros(2)])  # type: ignore[arg-type]
+
+
+def test_storing_itself_raises():
+    params = make_params()
+    with pytest.raises(ValueError, match="inside itself"):
+        params["me"] = params
+
+
+def test_state_dict_round_trip():
+    params = make_params()
+    state = {k: v + 1 for k, v in params.state_dict().items()}
+    params.load_state_dict(state)
+    assert (params["a"] == 1).all()
+    assert isinstance(params["a"], nn.Parameter)
+
+
+def test_load_state_dict_accepts_nested_mapping():
+    params = make_params()
+    params.load_state_dict({"a": torch.ones(3), "b": {"c": torch.zeros(3, 2)}, "i": torch.ones(3)})
+    assert (params["b", "c"] == 0).all()
+    assert (params["i"] == 1).all()
+
+
+def test_module_conversion_keeps_parameter_identity():
+    module = nn.Module()
+    module.params = make_params()
+    weight = module.params["a"]
+    module.double()
+    assert module.params["a"] is weight
+    assert weight.dtype == torch.float64
+    assert module.params["i"].dtype == torch.int64
+
+
+def test_optimizer_step_updates_the_tensordict():
+    params = make_params()
+    optim = torch.optim.SGD(params.parameters(), lr=1.0)
+    (params["a"].sum() + params["b", "c"].sum()).backward()
+    optim.step()
+    assert (params["a"] == -1).all()
+
+
+def test_in_place_data_writes_run_without_autograd():
+    params = make_params()
+    params.zero_()
+    params.apply_(lambda x: x + 2)
+    params.update_({"a": torch.full((3,), 5.0)})
+    assert (params["b", "c"] == 2).all()
+    assert (params["a"] == 5).all()
+    assert isinstance(params["a"], nn.Parameter)
+
+
+def test_clone_makes_new_leaf_parameters():
+    params = make_params()
+    cloned = params.clone()
+    assert isinstance(cloned, TensorDictParams)
+    assert cloned["a"] is not params["a"]
+    assert isinstance(cloned["a"], nn.Parameter) and cloned["a"].is_leaf
+    shallow = params.clone(recurse=False)
+    assert shallow["a"] is params["a"]
+
+
+def test_results_of_tensordict_operations_are_plain_tensordicts():
+    params = make_params()
+    assert type(params.apply(lambda x: x * 2)) is TensorDict
+    assert type(params[:2]) is TensorDict
+    assert type(params.select("a")) is TensorDict
+    assert not params.data["a"].requires_grad
+
+
+def test_to_dtype_returns_params_of_the_new_dtype():
+    moved = make_params().to(torch.float64)
+    assert isinstance(moved, TensorDictParams)
+    assert isinstance(moved["a"], nn.Parameter)
+    assert moved["a"].dtype == torch.float64
+
+
+def test_grad_collects_the_gradients():
+    params = make_params()
+    params["a"].sum().backward()
+    grads = params.grad
+    assert (grads["a"] == 1).all()
+    assert "b" not in grads.keys()  # noqa: SIM118 (`in td` is ambiguous)
+
+
+@pytest.mark.parametrize("copier", [copy.deepcopy, lambda p: pickle.loads(pickle.dumps(p))])
+def test_copies_keep_parameters_registered(copier):
+    params = make_params()
+    other = copier(params)
+    assert isinstance(other, TensorDictParams)
+    assert other["a"] is not params["a"]
+    assert [n for n, _ in other.named_parameters()] == ["a", "b.c"]
+
+
+def test_enclosing_module_load_state_dict_reaches_nested_parameters():
+    module = nn.Module()
+    module.params = make_params()
+    state = {k: torch.full_like(v, 7) for k, v in module.state_dict().items()}
+    module.load_state_dict(state)
+    assert (module.params["b", "c"] == 7).all()
+    with pytest.raises(RuntimeError, match="Unexpected"):
+        module.load_state_dict({**state, "params.zz": torch.zeros(1)})
