@@ -358,7 +358,12 @@ def test_all_with_dim_gives_tensordict() -> None:
 @pytest.mark.parametrize("dim", [0, 1, -1, (0, 1)])
 def test_reduction_over_batch_dims_matches_leafwise(name: str, dim: Any) -> None:
     td = make()
-    out = getattr(td, name)(dim=dim)
+    if name in ("max", "min"):
+        if isinstance(dim, tuple):
+            pytest.skip("max/min reduce one dim (a tuple: its first, as upstream)")
+        out = getattr(td, name)(dim=dim, return_indices=False)
+    else:
+        out = getattr(td, name)(dim=dim)
     dims = (dim,) if isinstance(dim, int) else dim
     kept = [s for i, s in enumerate(td.batch_size) if i not in {d % 2 for d in dims}]
     assert out.batch_size == torch.Size(kept)

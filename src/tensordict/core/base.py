@@ -19,6 +19,7 @@ import torch
 
 from tensordict.core.combine import CombineMixin
 from tensordict.core.conversion import ConversionMixin
+from tensordict.core.device import DeviceMixin
 from tensordict.core.entries import EntriesMixin, locked_message
 from tensordict.core.keys import (
     ItemsView,
@@ -92,6 +93,7 @@ class TensorDictBase(
     OpsMixin,
     ShapeMixin,
     CombineMixin,
+    DeviceMixin,
     CastMixin,
     TensorMethodsMixin,
     RaggedMixin,
@@ -495,62 +497,6 @@ class TensorDictBase(
         if names is not None:
             td.names = names
         return td
-
-    # ================================================================== device and dtype
-    def to(self: T, *args: Any, **kwargs: Any) -> T:
-        """Move to a device and/or cast floating point leaves to a dtype (like ``Tensor.to``).
-
-        Examples:
-            >>> from tensordict import TensorDict
-            >>> td = TensorDict({"a": torch.zeros(2)}, [2])
-            >>> td.to(torch.float64)["a"].dtype
-            torch.float64
-            >>> td.to("cpu").device
-            device(type='cpu')
-        """
-        device = kwargs.pop("device", None)
-        dtype = kwargs.pop("dtype", None)
-        non_blocking = kwargs.pop("non_blocking", False)
-        batch_size = kwargs.pop("batch_size", None)
-        for arg in args:
-            if isinstance(arg, torch.dtype):
-                dtype = arg
-            elif isinstance(arg, (str, torch.device, int)):
-                device = torch.device(arg)
-            elif isinstance(arg, torch.Tensor):
-                device, dtype = arg.device, arg.dtype
-            elif isinstance(arg, TensorDictBase):
-                device = arg.device
-            else:
-                raise TypeError(f"to() got an unsupported argument {arg!r}")
-        if kwargs:
-            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
-        out: Any = self
-        if dtype is not None:
-            out = out._apply_leaves(lambda t: t.to(dtype))
-        if device is not None:
-            device = torch.device(device)
-            out = out._apply_leaves(
-                lambda t: t.to(device, non_blocking=non_blocking), device=device
-            )
-        if batch_size is not None:
-            out = out.clone(recurse=False) if out is self else out
-            out.batch_size = batch_size
-        return out if out is self else keep_lock_of(self, out)  # type: ignore[no-any-return]
-
-    def cpu(self: T) -> T:
-        return self.to("cpu")
-
-    def cuda(self: T, device: int | None = None) -> T:
-        return self.to(torch.device("cuda" if device is None else f"cuda:{device}"))
-
-    def clear_device_(self: T) -> T:
-        """Forget the device (leaves stay where they are)."""
-        self._set_device(None)
-        return self
-
-    def _set_device(self, device: torch.device | None) -> None:
-        raise NotImplementedError
 
     # ================================================================== locking
     def lock_(self: T) -> T:

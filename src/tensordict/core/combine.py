@@ -374,7 +374,7 @@ TORCH_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     torch.flatten: lambda td, start_dim=0, end_dim=-1: td.flatten(start_dim, end_dim),
     torch.unflatten: lambda td, dim, sizes: td.unflatten(dim, sizes),
     torch.transpose: lambda td, dim0, dim1: td.transpose(dim0, dim1),
-    torch.gather: lambda td, dim, index: td.gather(dim, index),
+    torch.gather: lambda td, dim, index, out=None, **kw: td.gather(dim, index, out=out),
     torch.isfinite: lambda td: td.isfinite(),
     torch.isnan: lambda td: td.isnan(),
     torch.abs: lambda td: td.abs(),

@@ -17,7 +17,7 @@ import torch
 from tensordict.core.collection import TensorCollection
 from tensordict.core.ops import _is_collection, keep_lock_of
 from tensordict.core.shape import normalize_dim
-from tensordict.errors import BatchSizeError, DTypeCastError
+from tensordict.errors import BatchSizeError, DTypeCastError, KeyMismatchError
 
 __all__ = ["TensorMethodsMixin"]
 
@@ -70,6 +70,29 @@ def _binary(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
         "tensordict with the same keys), or with ``other`` itself (a tensor or a number)."
     )
     return method
+
+
+def _padded(td: Any, other: Any, pad: Any) -> tuple[Any, Any]:
+    """``td`` and ``other`` with the same tensor entries: those one side lacks, filled with
+    ``pad`` (shaped like the other side's entry)."""
+    mine = {k: v for k, v in td.items(True, True) if isinstance(v, torch.Tensor)}
+    theirs = {k: v for k, v in other.items(True, True) if isinstance(v, torch.Tensor)}
+    if mine.keys() == theirs.keys():
+        return td, other
+    if pad is None:
+        missing = sorted(map(str, (mine.keys() - theirs.keys()) | (theirs.keys() - mine.keys())))
+        raise KeyMismatchError(
+            f"where: the entries {missing} were not found and no pad value provided: one operand "
+            "lacks them. Pass pad=<value> to stand in for them, or select matching keys first."
+        )
+    sides = []
+    for own, more in ((td, theirs.keys() - mine.keys()), (other, mine.keys() - theirs.keys())):
+        copy = own._apply_leaves(lambda x: x, batch_size=own.batch_size, nested_extra=True)
+        for key in more:
+            source = theirs[key] if own is td else mine[key]
+            copy.set(key, torch.full_like(source, pad))
+        sides.append(copy)
+    return sides[0], sides[1]
 
 
 def _memory_parts(t: torch.Tensor) -> list[torch.Tensor]:
@@ -155,22 +178,40 @@ class TensorMethodsMixin(TensorCollection):
         td: Any = self
         return td[self._check_batch_mask(mask, "masked_select")]  # type: ignore[no-any-return]
 
-    def where(self: T, condition: torch.Tensor, other: Any, *, out: Any = None) -> T:
+    def where(
+        self: T,
+        condition: torch.Tensor,
+        other: Any,
+        *,
+        out: Any = None,
+        pad: Any = None,
+        update_batch_size: bool = False,
+    ) -> T:
         """``self`` where ``condition`` (shaped like leading batch dims) is True, else ``other``.
 
-        ``other`` is a tensordict with the same keys, a tensor or a number.
+        ``other`` is a tensordict with the same keys, a tensor or a number. With ``pad``, an
+        entry only one side has is met by ``pad`` on the other side. ``out`` receives the
+        result (its missing entries are created).
+
+        Raises:
+            KeyMismatchError: the keys differ and no ``pad`` is given (a ``KeyError``).
 
         Examples:
             >>> from tensordict import TensorDict
             >>> td = TensorDict({"a": torch.zeros(3)}, [3])
             >>> td.where(torch.tensor([True, False, True]), 5.0)["a"]
             tensor([0., 5., 0.])
+            >>> td.where(torch.tensor([True, False, True]), td.empty(), pad=1)["a"]
+            tensor([0., 1., 0.])
         """
+        base: Any = self
+        if _is_collection(other):
+            base, other = _padded(self, other, pad)
         cond = torch.as_tensor(condition, dtype=torch.bool)
-        if tuple(cond.shape) != tuple(self.batch_size)[: cond.ndim]:
+        if tuple(cond.shape) != tuple(base.batch_size)[: cond.ndim]:
             raise BatchSizeError(
                 f"where: condition of shape {list(cond.shape)} must match the leading batch dims "
-                f"{list(self.batch_size)}."
+                f"{list(base.batch_size)}."
             )
 
         def pick(x: torch.Tensor, *y: Any) -> torch.Tensor:
@@ -178,17 +219,17 @@ class TensorMethodsMixin(TensorCollection):
 
         # (batch_size: the condition spans the whole batch, so a lazy stack goes dense first)
         others = (other,) if _is_collection(other) else ()
-        result = self._apply_leaves(
+        result = base._apply_leaves(
             pick,
             *others,
-            batch_size=self.batch_size,
-            names=self._names_or_none(),
+            batch_size=base.batch_size,
+            names=base._names_or_none(),
             nested_extra=True,
         )
         if not others:  # (as upstream: a tensordict `other` gives an unlocked result)
             result = keep_lock_of(self, result)
         if out is not None:
-            return out.update_(result)  # type: ignore[no-any-return]
+            return out.update(result, inplace=True)  # type: ignore[no-any-return]
         return result  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ along a batch dim
