@@ -87,7 +87,7 @@ def test_transpose() -> None:
 def test_transpose_out_of_range_raises_naming_dim_and_batch_size() -> None:
     with pytest.raises(BatchSizeError) as info:
         make().transpose(0, 2)
-    assert "dim 2" in str(info.value) and "[4, 3]" in str(info.value)
+    assert "0 and 2" in str(info.value) and "[4, 3]" in str(info.value)
 
 
 def test_unsqueeze() -> None:

@@ -175,7 +175,8 @@ class TensorDictBase(
 
     def __bool__(self) -> bool:
         raise RuntimeError(
-            "the truth value of a tensordict is ambiguous. Use td.all() or td.any() "
+            "Converting a tensordict to boolean value is not permitted: its truth value is "
+            "ambiguous. Use td.all() or td.any() "
             "(or td.is_empty() to test for entries)."
         )
 
@@ -363,7 +364,8 @@ class TensorDictBase(
             flat = key if isinstance(key, str) else separator.join(key)
             if flat in source:
                 raise TensorDictKeyError(
-                    f"flattening with separator {separator!r} makes two entries named {flat!r}. "
+                    f"Flattening keys in tensordict causes keys {flat!r} to collide (separator "
+                    f"{separator!r}). "
                     "Choose a separator that no key contains."
                 )
             source[flat] = value
@@ -528,7 +530,7 @@ class TensorDictBase(
             >>> td["n"].unlock_()
             Traceback (most recent call last):
             ...
-            tensordict.errors.LockedError: cannot unlock a tensordict held by a locked tensordict...
+            tensordict.errors.LockedError: Cannot unlock a tensordict that is part of a locked...
             >>> td.unlock_()["n"].is_locked
             False
         """
@@ -577,7 +579,8 @@ class TensorDictBase(
             parents = self._locked_parents()
         if parents:
             raise LockedError(
-                "cannot unlock a tensordict held by a locked tensordict "
+                "Cannot unlock a tensordict that is part of a locked graph: it is held by a "
+                "locked tensordict "
                 f"(batch_size={list(parents[0].batch_size)}): unlock the root tensordict instead "
                 "(with root.unlock_(): ... to re-lock it afterwards), or work on a copy "
                 "(td.clone())."

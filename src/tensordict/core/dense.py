@@ -183,6 +183,21 @@ class TensorDict(TensorDictBase):
             shape = (size,)
         return self._inplace_result(super().reshape(*shape), inplace, "reshape")
 
+    def view(
+        self,
+        *shape: Any,
+        size: Sequence[int] | None = None,
+        batch_size: Sequence[int] | None = None,
+    ) -> Any:
+        """View the batch dims with a new shape (``size=`` too), or every leaf as a ``dtype``;
+        ``batch_size`` gives the batch size of a dtype view (leaves change size with it)."""
+        if size is not None:
+            shape = (*shape, size)
+        if len(shape) == 1 and isinstance(shape[0], torch.dtype) and batch_size is not None:
+            dtype = shape[0]
+            return self._transform(lambda t: t.view(dtype), as_size(batch_size))
+        return super().view(*shape)
+
     def flatten(
         self, start_dim: int | None = None, end_dim: int | None = None, *, inplace: bool = False
     ) -> Any:
@@ -365,9 +380,8 @@ class TensorDict(TensorDictBase):
         for key, value in self._tensordict.items():
             if not _fits_batch_size(value, new):
                 raise BatchSizeError(
-                    f"cannot set batch_size={list(new)}: entry {key!r} has shape "
-                    f"{list(value.shape)}, which does not start with it. Choose a batch size that "
-                    "prefixes every entry's shape."
+                    f"the Tensor {key} has shape {value.shape} which is incompatible with the "
+                    f"batch-size {new}. Choose a batch size that prefixes every entry's shape."
                 )
         for key, value in list(self._tensordict.items()):
             if isinstance(value, NonTensorData) or is_unbatched(value):
@@ -406,7 +420,8 @@ class TensorDict(TensorDictBase):
         value = list(value)
         if len(value) != len(self._batch_size):
             raise BatchSizeError(
-                f"got {len(value)} names {value} for batch_size={list(self._batch_size)}: give one "
+                "the length of the dimension names must equate the tensordict batch_dims: got "
+                f"{len(value)} names {value} for batch_size={list(self._batch_size)}. Give one "
                 "name (or None) per batch dimension."
             )
         named = [v for v in value if v is not None]

@@ -156,7 +156,14 @@ class ShapeMixin(TensorCollection):
                 f"cannot view batch_size={list(self.batch_size)} as {sizes}: {err}"
             ) from None
         names = self._names_or_none() if new_bs == self.batch_size else None
-        return self._transform(lambda t: t.view(*new_bs, *t.shape[bd:]), new_bs, names)
+        try:
+            return self._transform(lambda t: t.view(*new_bs, *t.shape[bd:]), new_bs, names)
+        except RuntimeError as err:
+            raise BatchSizeError(
+                f"Cannot call `view` with {sizes} on this tensordict of batch_size="
+                f"{list(self.batch_size)}: a leaf's memory layout does not allow it ({err}). Use "
+                "reshape() instead (it copies where needed)."
+            ) from None
 
     def permute(self, *dims: Any) -> Any:
         """Permute the batch dimensions."""
@@ -181,8 +188,13 @@ class ShapeMixin(TensorCollection):
     def transpose(self, dim0: int, dim1: int) -> Any:
         """Swap two batch dimensions."""
         bd = len(self.batch_size)
-        d0 = normalize_dim(dim0, bd, self.batch_size, "transpose")
-        d1 = normalize_dim(dim1, bd, self.batch_size, "transpose")
+        if not (-bd <= dim0 < bd and -bd <= dim1 < bd):
+            raise BatchSizeError(
+                f"dim0 and dim1 must be within the range of the number of dimensions: got "
+                f"{dim0} and {dim1} for batch_size={list(self.batch_size)}, expected dims in "
+                f"[{-bd}, {bd - 1}]. Shape operations act on batch dimensions only."
+            )
+        d0, d1 = dim0 % bd, dim1 % bd
         order = list(range(bd))
         order[d0], order[d1] = order[d1], order[d0]
         return self.permute(order)
