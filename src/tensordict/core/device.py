@@ -40,6 +40,11 @@ class DeviceMixin(TensorCollection):
         non_blocking = kwargs.pop("non_blocking", False)
         batch_size = kwargs.pop("batch_size", None)
         inplace = kwargs.pop("inplace", False)
+        other = kwargs.pop("other", None)
+        if other is not None:  # (upstream: the device, and a tensor's dtype, of `other`)
+            args = (*args, other)
+        for ignored in ("non_blocking_pin", "num_threads"):  # upstream's transfer tuning
+            kwargs.pop(ignored, None)
         for arg in args:
             if isinstance(arg, torch.dtype):
                 dtype = arg

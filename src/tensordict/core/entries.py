@@ -78,6 +78,20 @@ def inplace_value(path: tuple[str, ...], existing: torch.Tensor, item: Any) -> t
     return item
 
 
+def _grown(value: Any, batch_size: torch.Size) -> Any:
+    """A tensordict with fewer batch dims than its new parent, whose leaves allow it: a shallow
+    copy with the parent's batch size (as upstream). Anything else is returned as is."""
+    bs = value.batch_size
+    if len(bs) >= len(batch_size) or tuple(batch_size[: len(bs)]) != tuple(bs):
+        return value
+    copy = value.clone(recurse=False)
+    try:
+        copy.batch_size = batch_size
+    except (RuntimeError, ValueError):  # the leaves do not allow it: the batch check raises
+        return value
+    return copy
+
+
 class EntriesMixin(TensorCollection):
     """Entry access for every tensordict class."""
 
@@ -208,6 +222,7 @@ class EntriesMixin(TensorCollection):
                 value = value.to(device)
             return value
         if isinstance(value, TensorCollection):
+            value = _grown(value, batch_size)
             self._check_batch(key, value, batch_size)
             if device is not None and value.device != device:
                 value = value.to(device)  # type: ignore[attr-defined]

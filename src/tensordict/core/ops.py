@@ -8,8 +8,9 @@ them element by element. Reductions, written on the same walk, live in ``reducti
 
 from __future__ import annotations
 
+import numbers
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -93,6 +94,13 @@ def _nested_args(
     if nested_extra:
         return new_bs + value.batch_size[parent_dims:], nested_nm
     return new_bs, nested_nm
+
+
+def _comparable(other: object) -> bool:
+    """What ``==`` compares entry by entry: tensordicts, dicts, tensors, arrays and numbers."""
+    return isinstance(
+        other, (TensorCollection, Mapping, torch.Tensor, np.ndarray, np.generic, numbers.Number)
+    ) or bool(getattr(type(other), "_is_tensorclass", False))
 
 
 def _leaf_keys(td: Any) -> set[Any]:
@@ -276,7 +284,7 @@ class OpsMixin(TensorCollection):
                     non_tensor_fn=non_tensor_fn,
                     nested_extra=nested_extra,
                 )
-                if inplace or (filter_empty and _is_empty(result)):
+                if inplace or (filter_empty is not False and _emptied(result, value, filter_empty)):
                     continue
                 out[key] = result
         if inplace:
@@ -321,7 +329,10 @@ class OpsMixin(TensorCollection):
     ) -> Any:
         """Call ``fn`` on every tensor (with the matching tensors of ``others``).
 
-        ``None`` results drop the entry. ``batch_size`` sets the result's batch size.
+        ``None`` results drop the entry; a nested tensordict ``fn`` emptied is dropped (any empty
+        one with ``filter_empty=True``, none with ``False``), and so is the result: ``None``.
+        ``batch_size`` sets the result's batch size; ``out`` receives the entries;
+        ``propagate_lock`` locks the result if this tensordict is locked.
 
         Examples:
             >>> from tensordict import TensorDict
@@ -331,7 +342,7 @@ class OpsMixin(TensorCollection):
             >>> list(td.apply(lambda x: None if x.sum() == 0 else x).keys(True, True))
             ['a']
         """
-        return self._apply_leaves(
+        result = self._apply_leaves(
             fn,
             *others,
             batch_size=batch_size,
@@ -341,6 +352,7 @@ class OpsMixin(TensorCollection):
             default=default,
             filter_empty=filter_empty,
         )
+        return self._finish_apply(result, inplace, filter_empty, kwargs)
 
     def named_apply(
         self,
@@ -355,7 +367,7 @@ class OpsMixin(TensorCollection):
         **kwargs: Any,
     ) -> Any:
         """Like :meth:`apply`, with the key first (the full tuple if ``nested_keys``)."""
-        return self._apply_leaves(
+        result = self._apply_leaves(
             fn,
             *others,
             batch_size=batch_size,
@@ -366,6 +378,23 @@ class OpsMixin(TensorCollection):
             named=True,
             nested_keys=nested_keys,
         )
+        return self._finish_apply(result, inplace, filter_empty, kwargs)
+
+    def _finish_apply(
+        self, result: Any, inplace: bool, filter_empty: bool | None, kwargs: dict[str, Any]
+    ) -> Any:
+        """The upstream keywords of apply: ``out``, ``propagate_lock``; ``None`` when ``fn``
+        emptied the tensordict."""
+        if inplace:
+            return result
+        if filter_empty is not False and _emptied(result, self, filter_empty):
+            return None
+        if kwargs.get("propagate_lock"):
+            result = keep_lock_of(self, result)
+        out = kwargs.get("out")
+        if out is not None:
+            return out.update(result)
+        return result
 
     def apply_(self: T, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> T:
         """Apply ``fn`` and write each result in place as soon as it is computed.
@@ -549,6 +578,9 @@ class OpsMixin(TensorCollection):
 
     # ================================================================== comparisons
     def _compare(self, other: Any, op: Callable[[Any, Any], Any], negate: bool = False) -> Any:
+        if isinstance(other, Mapping) and not _is_collection(other):  # a dict: as a tensordict
+            other = self._new_dense({}, self.batch_size).update(other)
+
         def non_tensor(value: Any, *theirs: Any) -> Any:
             other_v = theirs[0] if theirs else other
             if op not in (operator.eq, operator.ne):
@@ -571,12 +603,14 @@ class OpsMixin(TensorCollection):
         return self._apply_leaves(lambda x: op(x, other), non_tensor_fn=non_tensor)
 
     def __eq__(self, other: object) -> Any:  # type: ignore[override]
-        if other is None:
+        """Entry-wise ``==``; something a tensordict cannot be compared with (``None``, a str, a
+        list...) gives ``False``, as upstream."""
+        if not _comparable(other):
             return False
         return self._compare(other, operator.eq)
 
     def __ne__(self, other: object) -> Any:  # type: ignore[override]
-        if other is None:
+        if not _comparable(other):
             return True
         return self._compare(other, operator.ne)
 
@@ -685,6 +719,19 @@ class OpsMixin(TensorCollection):
             elif isinstance(v, OpsMixin):  # a nested lazy stack gives its members' tensors
                 leaves.extend(v._tensor_leaves())
         return leaves
+
+
+def _emptied(result: Any, source: Any, filter_empty: bool | None) -> bool:
+    """Whether a nested result is dropped: empty, and (by default) only if ``fn`` emptied it (an
+    empty source tensordict stays), as upstream."""
+    if filter_empty:
+        return _is_empty(result)
+    return not _own_keys(result) and bool(_own_keys(source))
+
+
+def _own_keys(td: Any) -> list[str]:
+    inner = td._tensordict if getattr(type(td), "_is_tensorclass", False) else td
+    return inner._own_keys()  # type: ignore[no-any-return]
 
 
 def _is_empty(td: Any) -> bool:

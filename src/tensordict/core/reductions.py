@@ -8,6 +8,7 @@ number over all leaves).
 from __future__ import annotations
 
 import builtins
+import functools
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -70,7 +71,7 @@ class ReductionsMixin(OpsMixin):
                 return combine.get(name, torch.sum)(stacked)
             return self._apply_leaves(lambda x: fn(x, **kw), batch_size=torch.Size([]))
         if isinstance(dim, str):
-            return self._reduce_features(name, fn, dim, keepdim, **kw)
+            return self._reduce_features(name, fn, dim, keepdim, bool(reduce), **kw)
         dims = self._reduce_dims(dim)
         bs = list(self.batch_size)
         new_bs = (
@@ -89,10 +90,17 @@ class ReductionsMixin(OpsMixin):
         )
 
     def _reduce_features(
-        self, name: str, fn: Callable[..., torch.Tensor], dim: str, keepdim: bool, **kw: Any
+        self,
+        name: str,
+        fn: Callable[..., torch.Tensor],
+        dim: str,
+        keepdim: bool,
+        reduce: bool,
+        **kw: Any,
     ) -> Any:
         """``dim="feature"``: every leaf reduced over the dims past its tensordict's batch dims
-        (a leaf without any keeps its values: reduced over one element)."""
+        (a leaf without any keeps its values: reduced over one element). ``reduce``: one tensor
+        of the batch shape, over the features of every leaf together."""
         if dim != "feature":
             raise ValueError(
                 f"{name}(): dim must be an int, a tuple of ints or 'feature', got {dim!r}."
@@ -104,6 +112,11 @@ class ReductionsMixin(OpsMixin):
                 f"reduction {name} must be called with call_on_nested=True when dim='feature'. "
                 f"Use td.apply(lambda x: x.flatten({len(self.batch_size)}).{name}(-1).values)."
             )
+        if reduce:
+            bd = len(self.batch_size)
+            leaves = [x.reshape(*x.shape[:bd], -1) for x in self._tensor_leaves()]
+            dtype = functools.reduce(torch.promote_types, (x.dtype for x in leaves))
+            return fn(torch.cat([x.to(dtype) for x in leaves], -1), dim=-1, **kw)
         return self._feature_walk(lambda x, bd: fn(x.reshape(*x.shape[:bd], -1), dim=-1, **kw))
 
     def _feature_walk(self, leaf: Callable[[torch.Tensor, int], torch.Tensor]) -> Any:
