@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from tensordict.core.arithmetic import ArithmeticMixin
 from tensordict.core.combine import CombineMixin
 from tensordict.core.conversion import ConversionMixin
 from tensordict.core.device import DeviceMixin
@@ -90,6 +91,7 @@ class TensorDictBase(
     EntriesMixin,
     StructureMixin,
     ReductionsMixin,
+    ArithmeticMixin,
     OpsMixin,
     ShapeMixin,
     CombineMixin,
