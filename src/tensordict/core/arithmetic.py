@@ -148,6 +148,7 @@ class ArithmeticMixin(OpsMixin):
         inplace: bool = False,
         keep_lock: bool = True,
         batch_align: bool = True,
+        default: Any = None,
     ) -> Any:
         """``op`` on every leaf with the matching leaf of ``other``, or with ``other`` itself.
 
@@ -155,9 +156,13 @@ class ArithmeticMixin(OpsMixin):
         batch size, and each leaf sees it with trailing singleton dims. The result is locked
         when ``self`` is and ``keep_lock`` (upstream keeps the lock of most elementwise ops).
         ``batch_align=False`` combines a tensor with each leaf as torch would (upstream's ``&``).
+        ``default`` stands in for the entries one tensordict lacks (``"intersection"``: only the
+        common entries are combined).
         """
         if _is_collection(other):
             target, other = self._align_collection(other, inplace)
+            if default is not None:
+                target, other = pad_missing(target, other, default, "combine")
             _check_same_keys(target, other)
             if inplace:  # every leaf is checked before the first one changes
                 target._apply_leaves(
@@ -262,6 +267,15 @@ class ArithmeticMixin(OpsMixin):
     def __xor__(self, other: Any) -> Any:
         return self._binary(other, operator.xor, keep_lock=False)
 
+    def __rand__(self, other: Any) -> Any:
+        return self._binary(other, lambda x, y: y & x, batch_align=False)
+
+    def __ror__(self, other: Any) -> Any:
+        return self._binary(other, lambda x, y: y | x, keep_lock=False)
+
+    def __rxor__(self, other: Any) -> Any:
+        return self._binary(other, lambda x, y: y ^ x, keep_lock=False)
+
     def __iadd__(self: T, other: Any) -> T:
         return self._binary(other, operator.iadd, inplace=True)  # type: ignore[no-any-return]
 
@@ -277,20 +291,22 @@ class ArithmeticMixin(OpsMixin):
     def __ipow__(self: T, other: Any) -> T:
         return self._binary(other, operator.ipow, inplace=True)  # type: ignore[no-any-return]
 
-    def add(self, other: Any, *, alpha: float | None = None) -> Any:
-        return self + (other * alpha if alpha is not None else other)
+    def add(self, other: Any, *, alpha: float | None = None, default: Any = None) -> Any:
+        other = other * alpha if alpha is not None else other
+        return self._binary(other, operator.add, default=default)
 
-    def sub(self, other: Any, *, alpha: float | None = None) -> Any:
-        return self - (other * alpha if alpha is not None else other)
+    def sub(self, other: Any, *, alpha: float | None = None, default: Any = None) -> Any:
+        other = other * alpha if alpha is not None else other
+        return self._binary(other, operator.sub, default=default)
 
-    def mul(self, other: Any) -> Any:
-        return self * other
+    def mul(self, other: Any, *, default: Any = None) -> Any:
+        return self._binary(other, operator.mul, default=default)
 
-    def div(self, other: Any) -> Any:
-        return self / other
+    def div(self, other: Any, *, default: Any = None) -> Any:
+        return self._binary(other, operator.truediv, default=default)
 
-    def pow(self, other: Any) -> Any:
-        return self**other
+    def pow(self, other: Any, *, default: Any = None) -> Any:
+        return self._binary(other, operator.pow, default=default)
 
     def add_(self: T, other: Any, *, alpha: float | None = None) -> T:
         return self._binary(other * alpha if alpha is not None else other, operator.iadd, True)  # type: ignore[no-any-return]
@@ -360,8 +376,98 @@ class ArithmeticMixin(OpsMixin):
     def __ge__(self, other: Any) -> Any:
         return self._compare(other, operator.ge)
 
-    def clamp(self, min: Any = None, max: Any = None) -> Any:
-        return self._apply_leaves(lambda x: torch.clamp(x, min, max))
+    def clamp(self, min: Any = None, max: Any = None, *, out: Any = None) -> Any:
+        """``torch.clamp`` of every entry; tensor and tensordict bounds line up as for ``+``.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.arange(4.0).reshape(2, 2)}, [2])
+            >>> td.clamp(torch.tensor([1.0, 2.0]), 2.5)["a"]
+            tensor([[1.0000, 1.0000],
+                    [2.0000, 2.5000]])
+        """
+        if min is None and max is None:
+            raise ValueError("clamp: at least one of min and max must be given (not None).")
+        result: Any = self
+        if min is not None:
+            result = result._binary(min, torch.clamp_min, keep_lock=False)
+        if max is not None:
+            result = result._binary(max, torch.clamp_max, keep_lock=False)
+        if result.is_locked:  # (clamp gives an unlocked result, as upstream)
+            result._set_locked(False)
+        return out.update(result, inplace=True) if out is not None else result
+
+    def clamp_min(self, other: Any, *, default: Any = None) -> Any:
+        """``torch.clamp_min`` of every entry (tensor bounds line up as for ``+``)."""
+        return self._binary(other, _as_tensor_op(torch.clamp_min), default=default)
+
+    def clamp_max(self, other: Any, *, default: Any = None) -> Any:
+        """``torch.clamp_max`` of every entry (tensor bounds line up as for ``+``)."""
+        return self._binary(other, _as_tensor_op(torch.clamp_max), default=default)
+
+    def maximum(self, other: Any, *, default: Any = None) -> Any:
+        """``torch.maximum`` of every entry with ``other``'s (tensors line up as for ``+``)."""
+        return self._binary(other, _as_tensor_op(torch.maximum), default=default)
+
+    def minimum(self, other: Any, *, default: Any = None) -> Any:
+        """``torch.minimum`` of every entry with ``other``'s (tensors line up as for ``+``)."""
+        return self._binary(other, _as_tensor_op(torch.minimum), default=default)
 
     def clamp_(self: T, min: Any = None, max: Any = None) -> T:
-        return self._apply_leaves(lambda x: x.clamp_(min, max), inplace=True)  # type: ignore[no-any-return]
+        """:meth:`clamp` in place (every entry checked before the first one changes)."""
+        if min is not None:
+            self._binary(min, _clamp_min_, inplace=True)
+        if max is not None:
+            self._binary(max, _clamp_max_, inplace=True)
+        return self
+
+
+def _as_tensor_op(fn: Callable[..., torch.Tensor]) -> Callable[[Any, Any], torch.Tensor]:
+    """``fn(x, y)`` with a number ``y`` made a tensor of ``x``'s dtype where it can be."""
+
+    def op(x: torch.Tensor, y: Any) -> torch.Tensor:
+        if not isinstance(y, torch.Tensor):
+            y = torch.as_tensor(y, dtype=torch.result_type(x, y), device=x.device)
+        return fn(x, y)
+
+    op.__name__ = fn.__name__
+    return op
+
+
+def _clamp_min_(x: torch.Tensor, y: Any) -> torch.Tensor:
+    return x.clamp_(min=y)
+
+
+def _clamp_max_(x: torch.Tensor, y: Any) -> torch.Tensor:
+    return x.clamp_(max=y)
+
+
+def pad_missing(td: Any, other: Any, pad: Any, what: str) -> tuple[Any, Any]:
+    """``td`` and ``other`` with the same tensor entries: those one side lacks are filled with
+    ``pad`` (shaped like the other side's entry), or, with ``"intersection"``, dropped."""
+    mine = {k: v for k, v in td.items(True, True) if isinstance(v, torch.Tensor)}
+    theirs = {k: v for k, v in other.items(True, True) if isinstance(v, torch.Tensor)}
+    if mine.keys() == theirs.keys():
+        return td, other
+    if pad is None:
+        missing = sorted(map(str, mine.keys() ^ theirs.keys()))
+        raise KeyMismatchError(
+            f"{what}: the entries {missing} were not found and no pad value provided: one operand "
+            "lacks them. Pass pad=<value> to stand in for them, or select matching keys first."
+        )
+    if isinstance(pad, str) and pad == "intersection":
+        common = [k for k in mine if k in theirs]
+        return td.select(*common), other.select(*common)
+    sides = []
+    for own, more in ((td, theirs.keys() - mine.keys()), (other, mine.keys() - theirs.keys())):
+        copy = own._apply_leaves(lambda x: x, batch_size=own.batch_size, nested_extra=True)
+        for key in more:
+            source = theirs[key] if own is td else mine[key]
+            copy.set(
+                key,
+                torch.full_like(source, pad)
+                if not isinstance(pad, torch.Tensor)
+                else pad.expand_as(source).clone(),
+            )
+        sides.append(copy)
+    return sides[0], sides[1]

@@ -14,10 +14,11 @@ from typing import Any, TypeVar
 
 import torch
 
+from tensordict.core.arithmetic import pad_missing
 from tensordict.core.collection import TensorCollection
 from tensordict.core.ops import _is_collection, keep_lock_of
 from tensordict.core.shape import normalize_dim
-from tensordict.errors import BatchSizeError, DTypeCastError, KeyMismatchError
+from tensordict.errors import BatchSizeError, DTypeCastError
 
 __all__ = ["TensorMethodsMixin"]
 
@@ -70,29 +71,6 @@ def _binary(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
         "tensordict with the same keys), or with ``other`` itself (a tensor or a number)."
     )
     return method
-
-
-def _padded(td: Any, other: Any, pad: Any) -> tuple[Any, Any]:
-    """``td`` and ``other`` with the same tensor entries: those one side lacks, filled with
-    ``pad`` (shaped like the other side's entry)."""
-    mine = {k: v for k, v in td.items(True, True) if isinstance(v, torch.Tensor)}
-    theirs = {k: v for k, v in other.items(True, True) if isinstance(v, torch.Tensor)}
-    if mine.keys() == theirs.keys():
-        return td, other
-    if pad is None:
-        missing = sorted(map(str, (mine.keys() - theirs.keys()) | (theirs.keys() - mine.keys())))
-        raise KeyMismatchError(
-            f"where: the entries {missing} were not found and no pad value provided: one operand "
-            "lacks them. Pass pad=<value> to stand in for them, or select matching keys first."
-        )
-    sides = []
-    for own, more in ((td, theirs.keys() - mine.keys()), (other, mine.keys() - theirs.keys())):
-        copy = own._apply_leaves(lambda x: x, batch_size=own.batch_size, nested_extra=True)
-        for key in more:
-            source = theirs[key] if own is td else mine[key]
-            copy.set(key, torch.full_like(source, pad))
-        sides.append(copy)
-    return sides[0], sides[1]
 
 
 def _memory_parts(t: torch.Tensor) -> list[torch.Tensor]:
@@ -206,7 +184,7 @@ class TensorMethodsMixin(TensorCollection):
         """
         base: Any = self
         if _is_collection(other):
-            base, other = _padded(self, other, pad)
+            base, other = pad_missing(self, other, pad, "where")
         cond = torch.as_tensor(condition, dtype=torch.bool)
         if tuple(cond.shape) != tuple(base.batch_size)[: cond.ndim]:
             raise BatchSizeError(
@@ -281,10 +259,6 @@ class TensorMethodsMixin(TensorCollection):
     reciprocal_ = _unary_(torch.reciprocal, "reciprocal_")
     sign_ = _unary_(torch.sign, "sign_")
     nan_to_num_ = _unary_(torch.nan_to_num, "nan_to_num_")
-    clamp_min = _binary(torch.clamp_min)
-    clamp_max = _binary(torch.clamp_max)
-    maximum = _binary(torch.maximum)
-    minimum = _binary(torch.minimum)
     logical_and = _binary(torch.logical_and)
     logical_or = _binary(torch.logical_or)
     logical_xor = _binary(torch.logical_xor)
