@@ -307,6 +307,7 @@ class LazyStackedTensorDictStore(BackedTensorDict):
         commands: list[Command] = []
         for i, v in zip(ids_list, values):
             commands += _member_writes(self._conn, layouts, i, v)
+
         def run() -> None:
             self._conn.run(commands, write=True)
 
