@@ -1,6 +1,5 @@
 """PersistentTensorDict on Zarr stores: layout readable by zarr itself, lazy reads, writes."""
 
-# ruff: noqa: SIM118
 from __future__ import annotations
 
 import json
@@ -11,7 +10,7 @@ import pytest
 import torch
 import zarr
 
-from tensordict import NonTensorData, PersistentTensorDict, TensorDict
+from tensordict import NonTensorData, TensorDict
 from tensordict.errors import FormatValueError
 
 
