@@ -76,3 +76,22 @@ def test_pickle_reopens_the_store(tmp_path, td):
     ptd = td.to_zarr(tmp_path / "s.zarr")
     again = pickle.loads(pickle.dumps(ptd[1:]))
     assert torch.equal(again["b", "c"], td["b", "c"][1:])
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_map_iter_workers_read_the_store(tmp_path, start_method):
+    from . import helpers
+
+    td = TensorDict({"x": torch.arange(16.0).view(8, 2)}, [8])
+    ztd = td.to_zarr(tmp_path / "m.zarr", chunks=(2,))
+    out = list(
+        ztd.map_iter(
+            helpers.describe,
+            num_workers=2,
+            chunksize=0,
+            mp_start_method=start_method,
+            generator=torch.Generator(),
+        )
+    )
+    assert torch.equal(torch.stack([o["x"] for o in out]), td["x"])
+    assert all(bool(o["is_view"]) for o in out)
