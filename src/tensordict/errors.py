@@ -36,6 +36,7 @@ __all__ = [
     "MemmapFormatError",
     "MissingDependencyError",
     "NoSpaceError",
+    "NestedWorkersError",
     "NotATensorDictError",
     "NotYetAvailableError",
     "NotPicklableError",
@@ -54,6 +55,7 @@ __all__ = [
     "TensorDictPropertyError",
     "UndeclaredFieldError",
     "UnsafeKeyError",
+    "WorkerCountWarning",
     "WorkerDiedError",
 ]
 
@@ -197,6 +199,14 @@ class CycleError(ValueError):
     """A tensordict stored inside itself (``td["a"] = td``), directly or deeper down."""
 
 
+class NestedWorkersError(RuntimeError, AssertionError):
+    """``map_iter``/``map`` called where it cannot start worker processes: in a daemonic process
+    (a ``multiprocessing.Pool`` worker), or nested deeper than the allowed levels.
+
+    Subclasses ``AssertionError`` too, which ``multiprocessing`` raises (bare) in that case.
+    """
+
+
 class MissingDependencyError(ImportError):
     """An optional dependency that a feature needs is not installed."""
 
@@ -279,3 +289,7 @@ class NotYetAvailableError(NotImplementedError):
 class TensorDictPropertyError(RuntimeError):
     """A tensordict tree whose metadata is inconsistent: a child whose batch size, device, lock
     state or dimension names disagree with its parent's (raised by the checks for tests)."""
+
+
+class WorkerCountWarning(UserWarning):
+    """``num_workers`` larger than the CPUs can serve: fewer workers are started."""
