@@ -3,8 +3,8 @@
 A write to ``PARENT/NAME`` never modifies a file of the version already there::
 
     1 lock    flock(LOCK_EX) on PARENT/.NAME.tdlock; another writer of the prefix waits here
-    2 clean   remove what killed writers left: PARENT/.NAME.tdstage-* folders (and the legacy
-              *.tmp-PID-TID files inside the prefix, which are not carried over)
+    2 clean   remove what killed writers left: PARENT/.NAME.tdstage-* folders (what they left
+              inside the prefix, *.tmp-PID-TID files and the like, is not carried over)
     3 stage   write the new version into PARENT/.NAME.tdstage-PID-TOKEN: data files, pickles,
               meta.json; hard-link the files kept from the old version (unchanged leaves, and
               the files under the prefix that the saved tensordict does not describe)
@@ -23,10 +23,11 @@ Fallbacks, where the switch is impossible:
 - no RENAME_EXCHANGE (old kernels, some network file systems): the old version is renamed aside to
   ``PARENT/.NAME.tdprev-*`` and the new one into place. A crash between those two renames leaves
   no ``NAME``; the next write of the prefix renames the old version back first.
-- the prefix is a mount point, or its parent is not writable: the new version is written in place
-  (data files under temporary names renamed over the old ones, the root ``meta.json`` removed first
-  and written last). A crash then leaves the prefix without ``meta.json``: it refuses to load
-  (``IncompleteMemmapError``), it never loads a mix. The lock file is ``NAME/.tdlock`` then.
+- the prefix is a mount point (or holds one), or its parent is not writable: the new version is
+  written in place (data files under temporary names renamed over the old ones, the root
+  ``meta.json`` removed first and written last). A crash then leaves the prefix without
+  ``meta.json``: it refuses to load (``IncompleteMemmapError``), it never loads a mix. With a
+  read-only parent the lock file is ``NAME/.tdlock``.
 """
 
 from __future__ import annotations
