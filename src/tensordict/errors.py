@@ -34,6 +34,7 @@ __all__ = [
     "MemmapExistsError",
     "MetaDataTypeError",
     "MemmapFormatError",
+    "MemmapParamsError",
     "MissingDependencyError",
     "NoSpaceError",
     "NestedWorkersError",
@@ -41,6 +42,7 @@ __all__ = [
     "NotYetAvailableError",
     "NotPicklableError",
     "OutKeyNotFoundError",
+    "ParamsWriteError",
     "OutMismatchError",
     "PickleNotAllowedError",
     "ShapeMismatchError",
@@ -293,3 +295,12 @@ class TensorDictPropertyError(RuntimeError):
 
 class WorkerCountWarning(UserWarning):
     """``num_workers`` larger than the CPUs can serve: fewer workers are started."""
+
+
+class ParamsWriteError(ValueError, RuntimeError):
+    """A write that autograd refuses on the parameters of a ``TensorDictParams`` (an in-place
+    ``apply`` on leaves that require grad); upstream raised ``ValueError``."""
+
+
+class MemmapParamsError(RuntimeError):
+    """``memmap_`` on a ``TensorDictParams``: module parameters are not moved to disk in place."""

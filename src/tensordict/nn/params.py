@@ -24,6 +24,7 @@ from torch import nn
 from tensordict.core.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey
+from tensordict.errors import MemmapParamsError, ParamsWriteError
 
 __all__ = ["TensorDictParams"]
 
@@ -321,6 +322,19 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
     def saved_path(self) -> str | None:
         return self._param_td.saved_path
 
+    def __getattr__(self, name: str) -> Any:
+        # nn.Module's registered tensors and submodules first, then what only the wrapped
+        # tensordict has (attributes of the dense class that core code reads)
+        try:
+            return nn.Module.__getattr__(self, name)
+        except AttributeError:
+            inner = self.__dict__.get("_param_td")
+            if inner is None or name.startswith("__") or not hasattr(inner, name):
+                raise AttributeError(
+                    f"'TensorDictParams' object has no attribute {name!r}"
+                ) from None
+            return getattr(inner, name)
+
     # ================================================================== writes convert tensors
     def _convert(self, key: Any, value: Any, batch_size: torch.Size) -> Any:
         if value is self:
@@ -335,6 +349,38 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
         with torch.no_grad():
             out = method(*args, **kwargs)
         return self if out is self._param_td else out
+
+    def apply(
+        self, fn: Callable[..., Any], *others: Any, inplace: bool = False, **kwargs: Any
+    ) -> Any:
+        """Like :meth:`TensorDictBase.apply`. ``inplace=True`` writes with autograd on, which
+        leaf parameters refuse: use :meth:`apply_` (no autograd) to update them.
+
+        Raises:
+            ParamsWriteError: ``inplace=True`` on parameters that require grad.
+        """
+        if not inplace:
+            return super().apply(fn, *others, **kwargs)
+        try:
+            return super().apply(fn, *others, inplace=True, **kwargs)
+        except RuntimeError as err:
+            if "leaf Variable" not in str(err):
+                raise
+            raise ParamsWriteError(
+                f"Failed to update the parameters in place: {err} Use params.apply_(fn) (no "
+                "autograd) or params.data.apply(fn, inplace=True)."
+            ) from err
+
+    def memmap_(self, *args: Any, **kwargs: Any) -> Any:
+        """Refused: parameters live in memory (memory-map ``params.data`` with ``memmap``).
+
+        Raises:
+            MemmapParamsError: always.
+        """
+        raise MemmapParamsError(
+            "Cannot build a memmap TensorDict in-place from a TensorDictParams: its tensors are "
+            "the parameters of a module. Use params.data.memmap(prefix) for a memory-mapped copy."
+        )
 
     def apply_(self, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> TensorDictParams:
         """Apply ``fn`` and write each result into the parameters in place (without autograd)."""
