@@ -11,24 +11,36 @@ Messages follow one rule: say what was expected, what was given, and what to do.
 from __future__ import annotations
 
 import dataclasses
+import errno
 
 __all__ = [
     "AlreadyMemmappedError",
     "BatchSizeError",
     "ChunkError",
     "CycleError",
+    "DimNamesError",
     "DTypeCastError",
+    "DeviceMismatchError",
     "FieldTypeError",
     "FormatValueError",
     "FrozenTensorclassError",
     "IncompleteMemmapError",
     "IndexingError",
+    "KeyMismatchError",
     "KeyTypeError",
+    "FileNameTooLongError",
     "LockedError",
+    "MappingLimitError",
+    "MemmapExistsError",
     "MetaDataTypeError",
     "MemmapFormatError",
     "MissingDependencyError",
+    "NoSpaceError",
+    "NestedWorkersError",
+    "NotATensorDictError",
+    "NotYetAvailableError",
     "NotPicklableError",
+    "OutKeyNotFoundError",
     "OutMismatchError",
     "PickleNotAllowedError",
     "ShapeMismatchError",
@@ -40,8 +52,10 @@ __all__ = [
     "TensorDictKeyError",
     "TypedFieldError",
     "UnbatchedMemmapError",
+    "TensorDictPropertyError",
     "UndeclaredFieldError",
     "UnsafeKeyError",
+    "WorkerCountWarning",
     "WorkerDiedError",
 ]
 
@@ -54,8 +68,15 @@ class TensorDictKeyError(KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class KeyTypeError(TypeError):
-    """A key that is neither a ``str`` nor a tuple of ``str``."""
+class KeyTypeError(TypeError, KeyError, RuntimeError):
+    """A key that is neither a ``str`` nor a tuple of ``str``.
+
+    Subclasses ``KeyError`` and ``RuntimeError`` too: upstream raises those for the same mistake
+    (``td.get(1)``, ``1 in td``).
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class BatchSizeError(RuntimeError, ValueError):
@@ -69,8 +90,28 @@ class ShapeMismatchError(RuntimeError, ValueError):
     """Tensordicts or tensors whose shapes or keys cannot be combined (stack, cat, arithmetic)."""
 
 
+class KeyMismatchError(ShapeMismatchError, TensorDictKeyError):
+    """Tensordicts combined entry by entry (arithmetic, comparisons) whose keys differ.
+
+    Subclasses ``KeyError`` too, which upstream raises for this mistake.
+    """
+
+
+class DimNamesError(RuntimeError, ValueError):
+    """Dimension names that conflict: renaming a named dimension in ``refine_names``, or
+    tensordicts that name the same dimension differently in ``cat`` / ``stack``."""
+
+
 class DTypeCastError(RuntimeError, TypeError):
     """An in-place operation whose result dtype cannot be stored in the tensor it writes to."""
+
+
+class DeviceMismatchError(ValueError):
+    """Tensordicts on different devices where one device is required (members of a lazy stack)."""
+
+
+class NotATensorDictError(TypeError):
+    """A value given where a tensordict is required (a member added to a lazy stack)."""
 
 
 class IndexingError(IndexError):
@@ -95,6 +136,34 @@ class IncompleteMemmapError(MemmapFormatError, FileNotFoundError):
 
 class UnsafeKeyError(MemmapFormatError):
     """A key whose file name would escape the directory of a memory-mapped tensordict."""
+
+
+class FileNameTooLongError(MemmapFormatError, OSError):
+    """A key whose file name, or whose path below the prefix, is longer than the file system
+    allows. Subclasses ``OSError`` too, which upstream raises (``errno`` is ``ENAMETOOLONG``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.errno = errno.ENAMETOOLONG
+
+
+class MemmapExistsError(FileExistsError, RuntimeError):
+    """A write with ``existsok=False`` to a prefix that already holds a saved tensordict.
+
+    Subclasses ``RuntimeError`` too, which upstream raises for the same mistake.
+    """
+
+
+class NoSpaceError(OSError):
+    """Not enough free space on the file system for a memory-mapped write (``errno`` ENOSPC);
+    the message names the path and the sizes. Nothing was left half-written."""
+
+
+class MappingLimitError(OSError, RuntimeError):
+    """More memory-mapped files than the kernel lets one process map (``vm.max_map_count``).
+
+    Subclasses ``RuntimeError`` too, which torch raises when a mapping fails.
+    """
 
 
 class PickleNotAllowedError(MemmapFormatError):
@@ -128,6 +197,14 @@ class ChunkError(RuntimeError):
 
 class CycleError(ValueError):
     """A tensordict stored inside itself (``td["a"] = td``), directly or deeper down."""
+
+
+class NestedWorkersError(RuntimeError, AssertionError):
+    """``map_iter``/``map`` called where it cannot start worker processes: in a daemonic process
+    (a ``multiprocessing.Pool`` worker), or nested deeper than the allowed levels.
+
+    Subclasses ``AssertionError`` too, which ``multiprocessing`` raises (bare) in that case.
+    """
 
 
 class MissingDependencyError(ImportError):
@@ -184,6 +261,10 @@ class StoreDataError(RuntimeError, ValueError):
     changed by another program): it is never read back as valid data."""
 
 
+class OutKeyNotFoundError(ValueError, RuntimeError):
+    """``select_out_keys`` with a key the module does not write (upstream raised either builtin)."""
+
+
 class UnbatchedMemmapError(NotImplementedError):
     """Memory-mapping an ``UnbatchedTensor`` entry (no on-disk layout exists for it, upstream
     either)."""
@@ -195,3 +276,20 @@ class TypedFieldError(TypeError):
 
 class MetaDataTypeError(TypeError):
     """A value given to ``MetaData[cls]`` that is not an instance of ``cls``."""
+
+
+class NotYetAvailableError(NotImplementedError):
+    """A name that upstream tensordict offers and this package will offer, but does not yet.
+
+    Its import path exists so that code importing it still loads; using it raises this error,
+    which names the coming feature and the issue that tracks it.
+    """
+
+
+class TensorDictPropertyError(RuntimeError):
+    """A tensordict tree whose metadata is inconsistent: a child whose batch size, device, lock
+    state or dimension names disagree with its parent's (raised by the checks for tests)."""
+
+
+class WorkerCountWarning(UserWarning):
+    """``num_workers`` larger than the CPUs can serve: fewer workers are started."""

@@ -1,6 +1,6 @@
 """Nested keys, key views, flatten_keys / unflatten_keys."""
 
-# `key in td` is refused by design: membership tests go through td.keys().
+# Some tests spell membership as `key in td.keys()` on purpose (the view under test).
 # ruff: noqa: SIM118
 
 from __future__ import annotations
@@ -85,9 +85,27 @@ def test_keys_default_are_top_level_in_insertion_order() -> None:
     assert list(make().keys()) == ["a", "b", "s"]
 
 
-def test_keys_include_nested() -> None:
+def test_keys_include_nested_list_a_nested_tensordict_after_its_keys() -> None:
     keys = list(make().keys(include_nested=True))
-    assert keys == ["a", "b", ("b", "c"), ("b", "d"), ("b", "d", "e"), "s"]
+    assert keys == ["a", ("b", "c"), ("b", "d", "e"), ("b", "d"), "b", "s"]
+
+
+def test_items_and_values_list_a_nested_tensordict_before_its_entries() -> None:
+    td = make()
+    keys = ["a", "b", ("b", "c"), ("b", "d"), ("b", "d", "e"), "s"]
+    assert [k for k, _ in td.items(include_nested=True)] == keys
+    assert [v is td.get(k) for k, v in zip(keys, td.values(include_nested=True))] == [True] * 6
+
+
+def test_keys_sort_orders_by_dotted_key() -> None:
+    td = TensorDict({"b": {"a": torch.zeros(())}, "a": torch.zeros(()), "b.0": torch.zeros(())})
+    assert list(td.keys(True, sort=True)) == ["a", "b", "b.0", ("b", "a")]
+    assert [k for k, _ in td.items(True, sort=True)] == ["a", "b", "b.0", ("b", "a")]
+
+
+def test_membership_of_a_non_key_in_a_keys_view_raises_type_error() -> None:
+    with pytest.raises(TypeError, match="keys are always strings"):
+        1 in make().keys(include_nested=True)  # noqa: B015
 
 
 def test_keys_include_nested_leaves_only() -> None:
@@ -142,9 +160,19 @@ def test_items_pairs_keys_and_values() -> None:
     assert items["b", "d", "e"] is td["b", "d", "e"]
 
 
-def test_in_on_tensordict_itself_is_refused() -> None:
-    with pytest.raises(NotImplementedError, match="keys"):
-        "a" in make()  # noqa: B015
+@pytest.mark.parametrize(
+    ("key", "present"),
+    [("a", True), ("b", True), (("b", "c"), True), (("b", ("d", "e")), True), (("b",), True)]
+    + [("z", False), (("b", "z"), False), (("a", "x"), False)],
+)
+def test_in_answers_key_membership_with_nested_keys(key: object, present: bool) -> None:
+    assert (key in make()) is present
+
+
+@pytest.mark.parametrize("key", [1, None, (), ("b", 1), torch.zeros(2)])
+def test_in_with_something_that_is_not_a_key_raises(key: object) -> None:
+    with pytest.raises(RuntimeError, match="NestedKey"):
+        key in make()  # noqa: B015
 
 
 # ---------------------------------------------------------------------- flatten / unflatten

@@ -21,9 +21,10 @@ from tensordict.core.non_tensor import (
     cat_non_tensor,
     stack_non_tensor,
 )
+from tensordict.core.ops import keep_lock_of
 from tensordict.core.shape import normalize_dim
 from tensordict.core.unbatched import is_unbatched, stack_unbatched
-from tensordict.errors import BatchSizeError, ShapeMismatchError
+from tensordict.errors import BatchSizeError, DimNamesError, ShapeMismatchError
 
 __all__ = ["TORCH_FUNCTIONS", "CombineMixin", "cat", "stack", "where"]
 
@@ -51,6 +52,26 @@ def _check_batch_sizes(tds: Sequence[Any], what: str, skip_dim: int | None = Non
                 f"cannot {what} tensordicts with different batch sizes{detail}: member 0 has "
                 f"batch_size={list(ref)}, member {i} has batch_size={list(bs)}."
             )
+
+
+def _common_names(tds: Sequence[Any], what: str) -> list[str | None] | None:
+    """The first member's dimension names; another member naming a dim differently raises."""
+    names = _names_of(tds[0])
+    if names is None:
+        return None
+    for td in tds[1:]:
+        theirs = _names_of(td) or ()
+        if any(a is not None and b is not None and a != b for a, b in zip(names, theirs)):
+            raise DimNamesError(
+                f"{what}: cannot coerce TensorDict names {names} with {list(theirs)}: the "
+                "tensordicts name their dimensions differently. Rename them first "
+                "(td.names = [...]) so that they agree."
+            )
+    return list(names)
+
+
+def _names_of(td: Any) -> list[str | None] | None:
+    return td._names_or_none() if hasattr(td, "_names_or_none") else None
 
 
 def _dense_stack_source(tds: Sequence[Any], dim: int) -> dict[str, Any] | None:
@@ -122,13 +143,22 @@ def stack(
         for i, td in enumerate(tds):
             out[(slice(None),) * d + (i,)] = td
         return out
+    if any(hasattr(td, "stack_dim") for td in tds):
+        from tensordict.core.lazy_shape import stack_lazy  # lazy stacks build on core
+
+        lazy = stack_lazy(tds, d)
+        if lazy is not None:  # lazy stacks of as many members: stacked member by member
+            return lazy
     source = _dense_stack_source(tds, d) if maybe_dense_stack else None
     if source is None:
         from tensordict.core.lazy_stack import LazyStackedTensorDict  # lazy stacks build on core
 
         return LazyStackedTensorDict(*tds, stack_dim=d)
     new_bs = torch.Size([*bs[:d], len(tds), *bs[d:]])
-    result = tds[0]._new_dense(source, new_bs)
+    names = _common_names(tds, "stack")
+    if names is not None:
+        names = [*names[:d], None, *names[d:]]
+    result = tds[0]._new_dense(source, new_bs, names)
     result._device = _common_device(tds)
     return result
 
@@ -154,9 +184,17 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     if not bs:
         raise BatchSizeError("cannot concatenate tensordicts without batch dimensions; use stack.")
     d = normalize_dim(dim, len(bs), bs, "cat")
-    _check_batch_sizes(tds, "concatenate", skip_dim=d)
     if any(hasattr(td, "stack_dim") for td in tds):
+        from tensordict.core.lazy_shape import cat_lazy  # lazy stacks build on core
+
+        lazy = cat_lazy(tds, d)  # a lazy stack (members checked as they are combined)
+        if lazy is not None:
+            if out is not None:
+                out.update_(lazy)
+                return out
+            return lazy
         tds = [td.to_tensordict() if hasattr(td, "stack_dim") else td for td in tds]
+    _check_batch_sizes(tds, "concatenate", skip_dim=d)
     keys = tds[0]._own_keys()
     for i, td in enumerate(tds[1:], 1):
         other = td._own_keys()
@@ -181,7 +219,7 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
             source[key] = cat(values, d)
         else:
             source[key] = torch.cat(values, d)
-    result = tds[0]._new_dense(source, torch.Size(new_bs))
+    result = tds[0]._new_dense(source, torch.Size(new_bs), _common_names(tds, "cat"))
     result._device = _common_device(tds)
     if out is not None:
         out.update_(result)
@@ -203,7 +241,7 @@ def where(condition: Any, input: Any, other: Any, *, out: Any = None) -> Any:
     rest_is_td = isinstance(rest, TensorCollection)
     cond_is_td = isinstance(condition, TensorCollection)
     operands = ([rest] if rest_is_td else []) + ([condition] if cond_is_td else [])
-    result = base._apply_leaves(leaf, *operands)
+    result = keep_lock_of(base, base._apply_leaves(leaf, *operands))
     if out is not None:
         out.update_(result)
         return out
@@ -307,9 +345,41 @@ class CombineMixin(TensorCollection):
 
 def _like(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
     def impl(td: Any, *args: Any, **kwargs: Any) -> Any:
-        return td._apply_leaves(lambda t: fn(t, *args, **kwargs))
+        return keep_lock_of(td, td._apply_leaves(lambda t: fn(t, *args, **kwargs)))
 
     return impl
+
+
+def _loss(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
+    """A ``torch.nn.functional`` loss of two tensordicts, entry by entry (reduced per entry
+    unless ``reduction="none"``)."""
+
+    def impl(input: Any, target: Any, *args: Any, reduction: str = "mean", **kwargs: Any) -> Any:
+        batch_size = None if reduction == "none" else torch.Size([])
+        return input._apply_leaves(
+            lambda x, y: fn(x, y, *args, reduction=reduction, **kwargs),
+            target,
+            batch_size=batch_size,
+        )
+
+    return impl
+
+
+def _autograd_grad(outputs: Any, inputs: Any, grad_outputs: Any = None, **kwargs: Any) -> Any:
+    """``torch.autograd.grad`` of tensordicts: a tensordict of gradients shaped like ``inputs``,
+    entries matched by key."""
+    outputs, inputs, grad_outputs = (
+        x[0] if isinstance(x, (tuple, list)) and len(x) == 1 else x
+        for x in (outputs, inputs, grad_outputs)
+    )
+    keys = [k for k, v in inputs.items(True, True) if isinstance(v, torch.Tensor)]
+    if isinstance(grad_outputs, TensorCollection):
+        grad_outputs = [grad_outputs.get(k) for k in keys]  # type: ignore[attr-defined]
+    grads = torch.autograd.grad(
+        [outputs.get(k) for k in keys], [inputs.get(k) for k in keys], grad_outputs, **kwargs
+    )
+    by_key = dict(zip(keys, grads))
+    return inputs.named_apply(lambda k, x: by_key[k], nested_keys=True)
 
 
 #: The one table of torch functions a tensordict answers to.
@@ -336,10 +406,22 @@ TORCH_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     torch.flatten: lambda td, start_dim=0, end_dim=-1: td.flatten(start_dim, end_dim),
     torch.unflatten: lambda td, dim, sizes: td.unflatten(dim, sizes),
     torch.transpose: lambda td, dim0, dim1: td.transpose(dim0, dim1),
-    torch.gather: lambda td, dim, index: td.gather(dim, index),
+    torch.gather: lambda td, dim, index, out=None, **kw: td.gather(dim, index, out=out),
     torch.isfinite: lambda td: td.isfinite(),
     torch.isnan: lambda td: td.isnan(),
     torch.abs: lambda td: td.abs(),
     torch.all: lambda td, dim=None: td.all(dim),
     torch.any: lambda td, dim=None: td.any(dim),
+    torch.flip: lambda td, dims: td.flip(dims),
+    torch.masked_select: lambda td, mask: td.masked_select(mask),
+    torch.maximum: lambda td, other: td.maximum(other),
+    torch.minimum: lambda td, other: td.minimum(other),
+    torch.sum: lambda td, dim=None, keepdim=False, **kw: td.sum(dim, keepdim, **kw),
+    torch.mean: lambda td, dim=None, keepdim=False, **kw: td.mean(dim, keepdim, **kw),
+    torch.var: lambda td, dim=None, *, keepdim=False, **kw: td.var(dim, keepdim, **kw),
+    torch.std: lambda td, dim=None, *, keepdim=False, **kw: td.std(dim, keepdim, **kw),
+    torch.nn.functional.l1_loss: _loss(torch.nn.functional.l1_loss),
+    torch.nn.functional.mse_loss: _loss(torch.nn.functional.mse_loss),
+    torch.nn.functional.smooth_l1_loss: _loss(torch.nn.functional.smooth_l1_loss),
+    torch.autograd.grad: _autograd_grad,
 }

@@ -13,11 +13,12 @@ from typing import Any
 import torch
 
 from tensordict.core.base import TensorDictBase, as_size
-from tensordict.core.entries import locked_message
+from tensordict.core.entries import _UNSET, locked_message
 from tensordict.core.indexing import IndexPlan, plan_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.non_tensor_api import register_shell
 from tensordict.core.unbatched import is_unbatched, rebatch
-from tensordict.errors import BatchSizeError, LockedError
+from tensordict.errors import BatchSizeError, DimNamesError, LockedError
 
 __all__ = ["TensorDict"]
 
@@ -87,7 +88,11 @@ class TensorDict(TensorDictBase):
         if source is None:
             source = kwargs
         elif kwargs:
-            source = {**source, **kwargs}
+            raise ValueError(
+                "Either a dictionary or a sequence of kwargs must be provided, not both: got "
+                f"source= and the keyword entries {sorted(kwargs)}. Put every entry in the dict "
+                "(TensorDict({**source, 'key': value})), or pass them all as keywords."
+            )
         elif isinstance(source, TensorDictBase):
             source = dict(source._own_items())
         elif not isinstance(source, Mapping):
@@ -155,7 +160,79 @@ class TensorDict(TensorDictBase):
         batch_size: torch.Size,
         names: list[str | None] | None = None,
     ) -> TensorDict:
-        return TensorDict._new_unsafe(source, batch_size, self._device, names)
+        # type(self): results of a subclass are of that subclass (as upstream)
+        return type(self)._new_unsafe(source, batch_size, self._device, names)
+
+    # ================================================================== in-place forms
+    def reshape(self, *shape: Any, size: Sequence[int] | None = None, inplace: bool = False) -> Any:
+        """Reshape the batch dimensions (copies only where torch must).
+
+        The shape comes as ints, one sequence or ``size=``; ``inplace=True`` reshapes this
+        tensordict itself (see :meth:`_assume`).
+
+        Examples:
+            >>> td = TensorDict({"a": torch.zeros(6, 2)}, [6])
+            >>> td.reshape(2, 3)["a"].shape
+            torch.Size([2, 3, 2])
+            >>> td.reshape(size=(3, 2), inplace=True) is td, td.batch_size
+            (True, torch.Size([3, 2]))
+        """
+        if size is not None:
+            if shape:
+                raise TypeError("reshape() takes the shape as arguments or size=, not both.")
+            shape = (size,)
+        return self._inplace_result(super().reshape(*shape), inplace, "reshape")
+
+    def view(
+        self,
+        *shape: Any,
+        size: Sequence[int] | None = None,
+        batch_size: Sequence[int] | None = None,
+    ) -> Any:
+        """View the batch dims with a new shape (``size=`` too), or every leaf as a ``dtype``;
+        ``batch_size`` gives the batch size of a dtype view (leaves change size with it)."""
+        if size is not None:
+            shape = (*shape, size)
+        if len(shape) == 1 and isinstance(shape[0], torch.dtype) and batch_size is not None:
+            dtype = shape[0]
+            return self._transform(lambda t: t.view(dtype), as_size(batch_size))
+        return super().view(*shape)
+
+    def flatten(
+        self, start_dim: int | None = None, end_dim: int | None = None, *, inplace: bool = False
+    ) -> Any:
+        """Merge the batch dims ``start_dim..end_dim`` into one (``inplace``: in this one)."""
+        start = 0 if start_dim is None else start_dim
+        result = super().flatten(start, -1 if end_dim is None else end_dim)
+        return self._inplace_result(result, inplace, "flatten")
+
+    def unflatten(self, dim: int, unflattened_size: Sequence[int], *, inplace: bool = False) -> Any:
+        """Split batch dim ``dim`` into ``unflattened_size`` (``inplace``: in this one)."""
+        result = super().unflatten(dim, unflattened_size)
+        return self._inplace_result(result, inplace, "unflatten")
+
+    def contiguous(self, *, inplace: bool = False) -> TensorDict:
+        """Leaves contiguous in memory (copies where needed; ``inplace``: in this one)."""
+        result = super().contiguous()
+        return self._inplace_result(result, inplace, "contiguous")  # type: ignore[no-any-return]
+
+    def _assume(self, other: TensorDict) -> TensorDict:
+        """Hold ``other``'s entries, batch size, names and device (the ``inplace=True`` forms
+        of shape ops and ``to``). Nested tensordicts keep their identity; the old leaves are
+        released."""
+        store = self._tensordict
+        for key in [k for k in store if k not in other._tensordict]:
+            del store[key]
+        for key, value in other._tensordict.items():
+            mine = store.get(key)
+            if isinstance(mine, TensorDict) and isinstance(value, TensorDict):
+                mine._assume(value)
+            else:
+                store[key] = value
+        self._batch_size = other._batch_size
+        self._names = other._names
+        self._device = other._device
+        return self
 
     # ================================================================== primitives
     def _own_keys(self) -> list[str]:
@@ -167,7 +244,22 @@ class TensorDict(TensorDictBase):
     def _get_str(self, key: str, default: Any) -> Any:
         return self._tensordict.get(key, default)
 
-    def _set_str(self, key: str, value: Any, *, validated: bool) -> None:
+    def _set_str(
+        self,
+        key: str,
+        value: Any,
+        *,
+        validated: bool,
+        inplace: bool = False,
+        ignore_lock: bool = False,
+        non_blocking: bool = False,
+    ) -> None:
+        # (inplace / ignore_lock / non_blocking: upstream's signature, which TorchRL calls)
+        if inplace:
+            existing = self._tensordict.get(key)
+            if isinstance(existing, torch.Tensor) and isinstance(value, torch.Tensor):
+                existing.copy_(value)
+                return
         if not validated:
             value = self._convert(key, value, self._batch_size)
         if self._is_locked:
@@ -218,16 +310,18 @@ class TensorDict(TensorDictBase):
             if isinstance(value, NonTensorData):
                 return value.data
             if value.__class__ is NonTensorStack:
-                return value.tolist()
+                return value._as_linked_list()
             return value
         if index.__class__ is tuple and index and index[0].__class__ is str:
             return self._getitem_key(index)
         return self._index(index)
 
-    def get(self, key: Any, default: Any = None) -> Any:
-        if key.__class__ is str:
-            return self._tensordict.get(key, default)
-        return super().get(key, default)
+    def get(self, key: Any, default: Any = _UNSET, **options: Any) -> Any:
+        if key.__class__ is str and not options:
+            value = self._tensordict.get(key, _MISSING)
+            if value is not _MISSING:
+                return value
+        return super().get(key, default, **options)
 
     def set(
         self,
@@ -276,7 +370,7 @@ class TensorDict(TensorDictBase):
             else:
                 source[key] = value[leaf_index]
         keeps = plan.is_view and self._is_memmap
-        out = TensorDict._new_unsafe(
+        out = type(self)._new_unsafe(
             source,
             batch_size,
             self._device,
@@ -301,9 +395,8 @@ class TensorDict(TensorDictBase):
         for key, value in self._tensordict.items():
             if not _fits_batch_size(value, new):
                 raise BatchSizeError(
-                    f"cannot set batch_size={list(new)}: entry {key!r} has shape "
-                    f"{list(value.shape)}, which does not start with it. Choose a batch size that "
-                    "prefixes every entry's shape."
+                    f"the Tensor {key} has shape {value.shape} which is incompatible with the "
+                    f"batch-size {new}. Choose a batch size that prefixes every entry's shape."
                 )
         for key, value in list(self._tensordict.items()):
             if isinstance(value, NonTensorData) or is_unbatched(value):
@@ -342,7 +435,8 @@ class TensorDict(TensorDictBase):
         value = list(value)
         if len(value) != len(self._batch_size):
             raise BatchSizeError(
-                f"got {len(value)} names {value} for batch_size={list(self._batch_size)}: give one "
+                "the length of the dimension names must equate the tensordict batch_dims: got "
+                f"{len(value)} names {value} for batch_size={list(self._batch_size)}. Give one "
                 "name (or None) per batch dimension."
             )
         named = [v for v in value if v is not None]
@@ -358,13 +452,37 @@ class TensorDict(TensorDictBase):
                 child.names = prefix + child.names[len(prefix) :]
 
     def refine_names(self, *names: Any) -> TensorDict:
-        """Set the dimension names in place (``...`` stands for unnamed leading dimensions)."""
-        names_list = list(names)
-        if Ellipsis in names_list:
-            i = names_list.index(Ellipsis)
-            fill = len(self._batch_size) - (len(names_list) - 1)
-            names_list[i : i + 1] = [None] * fill
-        self.names = names_list
+        """Name the batch dimensions in place, as ``torch.Tensor.refine_names``.
+
+        ``None`` and ``...`` keep the current names of the dimensions they cover; a named
+        dimension cannot be renamed (use ``td.names = [...]``).
+
+        Raises:
+            DimNamesError: a name differs from the current name of its dimension.
+
+        Examples:
+            >>> td = TensorDict(batch_size=[2, 3, 4]).refine_names("a", ..., "c")
+            >>> td.refine_names(None, "b", None).names
+            ['a', 'b', 'c']
+        """
+        current = self.names
+        requested = list(names)
+        if Ellipsis in requested:
+            i = requested.index(Ellipsis)
+            fill = len(current) - (len(requested) - 1)
+            requested[i : i + 1] = [None] * fill
+        if len(requested) != len(current):
+            self.names = requested  # raises: one name per batch dimension
+        new: list[str | None] = []
+        for cur, req in zip(current, requested):
+            if req is not None and cur is not None and cur != req:
+                raise DimNamesError(
+                    f"refine_names: cannot coerce TensorDict names {current} with {list(names)}: "
+                    "a named dimension cannot be renamed by refine_names. Set td.names = [...] "
+                    "to rename it."
+                )
+            new.append(cur if req is None else req)
+        self.names = new
         return self
 
     @property
@@ -428,3 +546,6 @@ def _index_names(names: list[str | None] | None, plan: IndexPlan) -> list[str | 
         return None
     out = [names[d] if d is not None else None for d in plan.dim_map]
     return out if any(n is not None for n in out) else None
+
+
+register_shell(TensorDict)  # non-tensor entries run the tensordict API on a shell

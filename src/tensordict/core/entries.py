@@ -8,6 +8,7 @@ locked tensordict raise :class:`~tensordict.errors.LockedError`, in-place writes
 from __future__ import annotations
 
 import builtins
+import enum
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -17,22 +18,50 @@ import torch
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import NestedKey, key_path, unravel_key
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.options import GET_DEFAULTS_TO_NONE
 from tensordict.core.setitem import refuse_cycle
 from tensordict.core.shape import broadcasts_to
 from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import BatchSizeError, LockedError, ShapeMismatchError, TensorDictKeyError
 
-__all__ = ["EntriesMixin", "inplace_value", "locked_message"]
+__all__ = ["LOCK_ERROR", "NO_DEFAULT", "EntriesMixin", "inplace_value", "locked_message"]
 
 T = TypeVar("T", bound="EntriesMixin")
 _MISSING: Any = object()
 
 
+class _Unset:
+    """``get``'s default: ``None``, or a KeyError under ``set_get_defaults_to_none(False)``."""
+
+    def __repr__(self) -> str:
+        return "None"
+
+
+_UNSET: Any = _Unset()
+
+
+# The opening of every locked-write message, worded as upstream's (clients match on it).
+LOCK_ERROR = (
+    "Cannot modify locked TensorDict. For in-place modification, consider using the `set_()` "
+    "method and make sure the key is present."
+)
+
+
+class _NoDefault(enum.IntEnum):
+    """Type of :data:`NO_DEFAULT`."""
+
+    ZERO = 0
+
+
+# Passed as ``default`` to ``get``: raise a KeyError for a missing key instead of returning.
+NO_DEFAULT = _NoDefault.ZERO
+
+
 def locked_message(what: str) -> str:
     return (
-        f"cannot {what}: the tensordict is locked. In-place writes (set_, update_, td[idx] = ...) "
-        "are allowed; to change its structure, unlock it with td.unlock_() (or work on "
-        "td.clone())."
+        f"{LOCK_ERROR} Could not {what}: the tensordict is locked. In-place writes (set_, "
+        "update_, td[idx] = ...) are allowed; to change its structure, unlock it with "
+        "td.unlock_() (or work on td.clone())."
     )
 
 
@@ -42,11 +71,25 @@ def inplace_value(path: tuple[str, ...], existing: torch.Tensor, item: Any) -> t
         item = torch.as_tensor(item, device=existing.device)
     if not broadcasts_to(item.shape, existing.shape):
         raise ShapeMismatchError(
-            f"cannot write a value of shape {list(item.shape)} in place into "
-            f"{unravel_key(path)!r} of shape {list(existing.shape)}. Give a value of "
-            "that shape (or one that broadcasts to it)."
+            f"Failed to update {unravel_key(path)!r} in tensordict: a value of shape "
+            f"{list(item.shape)} cannot be written in place into an entry of shape "
+            f"{list(existing.shape)}. Give a value of that shape (or one that broadcasts to it)."
         )
     return item
+
+
+def _grown(value: Any, batch_size: torch.Size) -> Any:
+    """A tensordict with fewer batch dims than its new parent, whose leaves allow it: a shallow
+    copy with the parent's batch size (as upstream). Anything else is returned as is."""
+    bs = value.batch_size
+    if len(bs) >= len(batch_size) or tuple(batch_size[: len(bs)]) != tuple(bs):
+        return value
+    copy = value.clone(recurse=False)
+    try:
+        copy.batch_size = batch_size
+    except (RuntimeError, ValueError):  # the leaves do not allow it: the batch check raises
+        return value
+    return copy
 
 
 class EntriesMixin(TensorCollection):
@@ -74,8 +117,12 @@ class EntriesMixin(TensorCollection):
             "Check the spelling, or use td.get(key, default) for optional entries."
         )
 
-    def get(self, key: NestedKey, default: Any = None) -> Any:
+    def get(self, key: NestedKey, default: Any = _UNSET, **options: Any) -> Any:
         """The value under ``key`` (``NonTensorData`` is returned as is), or ``default``.
+
+        A ragged entry of a lazy stack is read with ``as_list=True``, ``as_padded_tensor=True``
+        (with ``padding_value``, ``padding_side``) or ``as_nested_tensor=True`` (with ``layout``);
+        see :mod:`tensordict.core.ragged`.
 
         Examples:
             >>> from tensordict import TensorDict
@@ -85,9 +132,31 @@ class EntriesMixin(TensorCollection):
             >>> td.get("missing") is None
             True
         """
+        if "default" in options:
+            default = options.pop("default")
+        if default is _UNSET:
+            if GET_DEFAULTS_TO_NONE.value is False:
+                return self._get_or_raise(key)
+            default = None
+        elif default is NO_DEFAULT:
+            return self._get_or_raise(key)
+        if options:
+            path = key_path(key)
+            holder: Any = self._get_path(path[:-1], None) if len(path) > 1 else self
+            if getattr(type(holder), "_is_tensorclass", False):
+                holder = holder._tensordict
+            if not isinstance(holder, TensorCollection):
+                return default
+            return holder._get_leaf_as(path[-1], default, **options)  # type: ignore[attr-defined]
         if key.__class__ is str:
             return self._get_str(key, default)
         return self._get_path(key_path(key), default)
+
+    def _get_or_raise(self, key: NestedKey) -> Any:
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            raise self._missing_key(unravel_key(key))
+        return value
 
     def _getitem_key(self, key: Any) -> Any:
         value = (
@@ -100,7 +169,7 @@ class EntriesMixin(TensorCollection):
         if isinstance(value, NonTensorData):
             return value.data
         if value.__class__ is NonTensorStack:
-            return value.tolist()
+            return value._as_linked_list()
         return value
 
     def __getitem__(self, index: Any) -> Any:
@@ -153,6 +222,7 @@ class EntriesMixin(TensorCollection):
                 value = value.to(device)
             return value
         if isinstance(value, TensorCollection):
+            value = _grown(value, batch_size)
             self._check_batch(key, value, batch_size)
             if device is not None and value.device != device:
                 value = value.to(device)  # type: ignore[attr-defined]
@@ -395,8 +465,9 @@ class EntriesMixin(TensorCollection):
                 v = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
                 if not broadcasts_to(v.shape, existing.shape):
                     raise ShapeMismatchError(
-                        f"update_: {unravel_key(path)!r} has shape {list(existing.shape)} but "
-                        f"the new value has shape {list(v.shape)}. Shapes must match."
+                        f"Failed to update {unravel_key(path)!r} in tensordict: it has shape "
+                        f"{list(existing.shape)} but the new value has shape {list(v.shape)}. "
+                        "Give a value of that shape (or one that broadcasts to it)."
                     )
             staged.append((path, existing, value))
         for path, existing, value in staged:
@@ -442,8 +513,8 @@ class EntriesMixin(TensorCollection):
             raise self._missing_key(unravel_key(old_key))
         if safe and self.get(new_key, None) is not None:
             raise TensorDictKeyError(
-                f"cannot rename {unravel_key(old_key)!r} to {unravel_key(new_key)!r}: that key "
-                "exists. Pass safe=False to overwrite it."
+                f"key {unravel_key(new_key)!r} already present in TensorDict: cannot rename "
+                f"{unravel_key(old_key)!r} to it with safe=True. Pass safe=False to overwrite it."
             )
         old_path, new_path = key_path(old_key), key_path(new_key)
         if old_path == new_path:

@@ -3,7 +3,8 @@
 :meth:`OpsMixin._apply_leaves` visits every tensor of a tensordict (and the matching tensors of
 ``others``), calls a function on it and builds the result with the same structure. ``None`` results
 drop the entry. Non-tensor entries are carried over unchanged, except by ``==``/``!=`` which compare
-them element by element. Reductions, written on the same walk, live in ``reductions``.
+them element by element. Arithmetic and comparisons (``arithmetic``) and reductions
+(``reductions``) are written on this walk.
 """
 
 from __future__ import annotations
@@ -12,14 +13,16 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-import numpy as np
 import torch
 
 from tensordict.core.collection import TensorCollection
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack, same_value
-from tensordict.core.shape import broadcasts_to
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.shape import nested_names
 from tensordict.core.unbatched import is_unbatched, rebatch
-from tensordict.errors import BatchSizeError, DTypeCastError, ShapeMismatchError
+from tensordict.errors import (
+    BatchSizeError,
+    ShapeMismatchError,
+)
 
 __all__ = ["OpsMixin"]
 
@@ -67,45 +70,34 @@ def _rebatch_non_tensor(
     return value._with_batch_size(batch_size)
 
 
-def _leaf_keys(td: Any) -> set[Any]:
-    return set(td.keys(include_nested=True, leaves_only=True))
+def _nested_args(
+    value: Any,
+    batch_size: Any,
+    new_bs: torch.Size,
+    names: Any,
+    nested_extra: bool,
+    parent_dims: int,
+) -> tuple[Any, Any]:
+    """The batch size and names a nested tensordict's walk builds its result with."""
+    keeps_extra = batch_size is None or nested_extra
+    if names is _KEEP or (names is None and not keeps_extra):
+        nested_nm = names
+    elif keeps_extra:
+        nested_nm = nested_names(names, len(new_bs), value, parent_dims)
+    else:
+        nested_nm = list(names)
+    if batch_size is None:
+        return None, nested_nm
+    if nested_extra:
+        return new_bs + value.batch_size[parent_dims:], nested_nm
+    return new_bs, nested_nm
 
 
-def _key_str(path: tuple[str, ...]) -> str:
-    return repr(path[0]) if len(path) == 1 else repr(path)
-
-
-class _InplaceCheck:
-    """Raise before an in-place operator changes anything if one leaf would fail."""
-
-    _SYMBOLS = {"iadd": "+=", "isub": "-=", "imul": "*=", "itruediv": "/=", "ipow": "**="}
-
-    def __init__(self, op: Callable[[Any, Any], Any]) -> None:
-        self.op = op
-        self.name = self._SYMBOLS.get(op.__name__, op.__name__)
-
-    def __call__(self, path: Any, x: torch.Tensor, y: Any) -> torch.Tensor:
-        path = path if isinstance(path, tuple) else (path,)
-        shape = y.shape if isinstance(y, torch.Tensor) else ()
-        if not broadcasts_to(shape, x.shape):
-            raise ShapeMismatchError(
-                f"in-place {self.name}: the other operand's {_key_str(path)} "
-                f"has shape {list(shape)}, which does not broadcast to {list(x.shape)}. Nothing "
-                "was changed."
-            )
-        if isinstance(y, np.generic):
-            y = y.item()
-        if isinstance(y, (torch.Tensor, bool, int, float, complex)):
-            result = torch.result_type(x, y)
-            if self.op is operator.itruediv and not (result.is_floating_point or result.is_complex):
-                result = torch.get_default_dtype()
-            if not torch.can_cast(result, x.dtype):
-                raise DTypeCastError(
-                    f"in-place {self.name}: the result for {_key_str(path)} "
-                    f"would be {result}, which cannot be stored in its dtype {x.dtype}. Nothing "
-                    "was changed; use the out-of-place operator or cast the tensordict first."
-                )
-        return x  # the same tensor: nothing to write
+def keep_lock_of(source: Any, result: Any) -> Any:
+    """Lock ``result`` when ``source`` is locked (upstream's elementwise ops keep the lock)."""
+    if source.is_locked:
+        result._set_locked(True)
+    return result
 
 
 class OpsMixin(TensorCollection):
@@ -129,7 +121,10 @@ class OpsMixin(TensorCollection):
         prefix: tuple[str, ...] = (),
         keep_non_tensor_copy: bool = False,
         non_tensor_fn: Callable[..., Any] | None = None,
+        nested_extra: bool = False,
     ) -> Any:
+        """The walk. ``nested_extra``: with ``batch_size``, nested tensordicts keep their extra
+        batch dims after it (reductions over batch dims leave them alone)."""
         new_bs = self.batch_size if batch_size is None else torch.Size(batch_size)
         out: dict[str, Any] = {}
         for key, value in self._own_items():
@@ -161,12 +156,15 @@ class OpsMixin(TensorCollection):
                         value = _rebatch_non_tensor(prefix + (key,), value, new_bs)
                     out[key] = value.clone() if keep_non_tensor_copy else value
             elif _is_collection(value):
+                nested_bs, nested_nm = _nested_args(
+                    value, batch_size, new_bs, names, nested_extra, len(self.batch_size)
+                )
                 result = value._apply_leaves(
                     fn,
                     *theirs,
-                    batch_size=None if batch_size is None else new_bs,
+                    batch_size=nested_bs,
                     device=device,
-                    names=_KEEP if names is _KEEP else None,
+                    names=nested_nm,
                     inplace=inplace,
                     default=default,
                     filter_empty=filter_empty,
@@ -175,8 +173,9 @@ class OpsMixin(TensorCollection):
                     prefix=prefix + (key,),
                     keep_non_tensor_copy=keep_non_tensor_copy,
                     non_tensor_fn=non_tensor_fn,
+                    nested_extra=nested_extra,
                 )
-                if inplace or (filter_empty and _is_empty(result)):
+                if inplace or (filter_empty is not False and _emptied(result, value, filter_empty)):
                     continue
                 out[key] = result
         if inplace:
@@ -199,6 +198,8 @@ class OpsMixin(TensorCollection):
                     )
         if names is _KEEP:
             names = self._names_or_none() if batch_size is None else None
+        elif names is not None and not any(n is not None for n in names):
+            names = None
         result = self._new_dense(out, new_bs, names)
         if device is not _KEEP:
             result._device = torch.device(device) if device is not None else None
@@ -219,7 +220,10 @@ class OpsMixin(TensorCollection):
     ) -> Any:
         """Call ``fn`` on every tensor (with the matching tensors of ``others``).
 
-        ``None`` results drop the entry. ``batch_size`` sets the result's batch size.
+        ``None`` results drop the entry; a nested tensordict ``fn`` emptied is dropped (any empty
+        one with ``filter_empty=True``, none with ``False``), and so is the result: ``None``.
+        ``batch_size`` sets the result's batch size; ``out`` receives the entries;
+        ``propagate_lock`` locks the result if this tensordict is locked.
 
         Examples:
             >>> from tensordict import TensorDict
@@ -229,7 +233,7 @@ class OpsMixin(TensorCollection):
             >>> list(td.apply(lambda x: None if x.sum() == 0 else x).keys(True, True))
             ['a']
         """
-        return self._apply_leaves(
+        result = self._apply_leaves(
             fn,
             *others,
             batch_size=batch_size,
@@ -239,6 +243,7 @@ class OpsMixin(TensorCollection):
             default=default,
             filter_empty=filter_empty,
         )
+        return self._finish_apply(result, inplace, filter_empty, kwargs)
 
     def named_apply(
         self,
@@ -253,7 +258,7 @@ class OpsMixin(TensorCollection):
         **kwargs: Any,
     ) -> Any:
         """Like :meth:`apply`, with the key first (the full tuple if ``nested_keys``)."""
-        return self._apply_leaves(
+        result = self._apply_leaves(
             fn,
             *others,
             batch_size=batch_size,
@@ -264,6 +269,23 @@ class OpsMixin(TensorCollection):
             named=True,
             nested_keys=nested_keys,
         )
+        return self._finish_apply(result, inplace, filter_empty, kwargs)
+
+    def _finish_apply(
+        self, result: Any, inplace: bool, filter_empty: bool | None, kwargs: dict[str, Any]
+    ) -> Any:
+        """The upstream keywords of apply: ``out``, ``propagate_lock``; ``None`` when ``fn``
+        emptied the tensordict."""
+        if inplace:
+            return result
+        if filter_empty is not False and _emptied(result, self, filter_empty):
+            return None
+        if kwargs.get("propagate_lock"):
+            result = keep_lock_of(self, result)
+        out = kwargs.get("out")
+        if out is not None:
+            return out.update(result)
+        return result
 
     def apply_(self: T, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> T:
         """Apply ``fn`` and write each result in place as soon as it is computed.
@@ -275,220 +297,56 @@ class OpsMixin(TensorCollection):
         """
         return self._apply_leaves(fn, *others, inplace=True, **kwargs)  # type: ignore[no-any-return]
 
-    # ================================================================== binary operators
-    def _binary(self, other: Any, op: Callable[[Any, Any], Any], inplace: bool = False) -> Any:
-        if _is_collection(other):
-            mine, theirs = _leaf_keys(self), _leaf_keys(other)
-            if mine != theirs:
-                raise ShapeMismatchError(
-                    f"cannot combine tensordicts with different keys: only in the left operand "
-                    f"{sorted(map(str, mine - theirs))}, only in the right "
-                    f"{sorted(map(str, theirs - mine))}. Select matching keys first."
-                )
-            if inplace:  # every leaf is checked before the first one changes
-                self._apply_leaves(
-                    _InplaceCheck(op), other, inplace=True, named=True, nested_keys=True
-                )
-            return self._apply_leaves(op, other, inplace=inplace)
-        if inplace:
-            check = _InplaceCheck(op)
-            self._apply_leaves(
-                lambda k, x: check(k, x, other), inplace=True, named=True, nested_keys=True
-            )
-        return self._apply_leaves(lambda x: op(x, other), inplace=inplace)
-
-    def __add__(self, other: Any) -> Any:
-        return self._binary(other, operator.add)
-
-    def __radd__(self, other: Any) -> Any:
-        return self._binary(other, lambda x, y: y + x)
-
-    def __sub__(self, other: Any) -> Any:
-        return self._binary(other, operator.sub)
-
-    def __rsub__(self, other: Any) -> Any:
-        return self._binary(other, lambda x, y: y - x)
-
-    def __mul__(self, other: Any) -> Any:
-        return self._binary(other, operator.mul)
-
-    def __rmul__(self, other: Any) -> Any:
-        return self._binary(other, lambda x, y: y * x)
-
-    def __truediv__(self, other: Any) -> Any:
-        return self._binary(other, operator.truediv)
-
-    def __rtruediv__(self, other: Any) -> Any:
-        return self._binary(other, lambda x, y: y / x)
-
-    def __floordiv__(self, other: Any) -> Any:
-        return self._binary(other, operator.floordiv)
-
-    def __mod__(self, other: Any) -> Any:
-        return self._binary(other, operator.mod)
-
-    def __pow__(self, other: Any) -> Any:
-        return self._binary(other, operator.pow)
-
-    def __rpow__(self, other: Any) -> Any:
-        return self._binary(other, lambda x, y: y**x)
-
-    def __matmul__(self, other: Any) -> Any:
-        return self._binary(other, operator.matmul)
-
-    def __and__(self, other: Any) -> Any:
-        return self._binary(other, operator.and_)
-
-    def __or__(self, other: Any) -> Any:
-        return self._binary(other, operator.or_)
-
-    def __xor__(self, other: Any) -> Any:
-        return self._binary(other, operator.xor)
-
-    def __iadd__(self: T, other: Any) -> T:
-        return self._binary(other, operator.iadd, inplace=True)  # type: ignore[no-any-return]
-
-    def __isub__(self: T, other: Any) -> T:
-        return self._binary(other, operator.isub, inplace=True)  # type: ignore[no-any-return]
-
-    def __imul__(self: T, other: Any) -> T:
-        return self._binary(other, operator.imul, inplace=True)  # type: ignore[no-any-return]
-
-    def __itruediv__(self: T, other: Any) -> T:
-        return self._binary(other, operator.itruediv, inplace=True)  # type: ignore[no-any-return]
-
-    def __ipow__(self: T, other: Any) -> T:
-        return self._binary(other, operator.ipow, inplace=True)  # type: ignore[no-any-return]
-
-    def add(self, other: Any, *, alpha: float | None = None) -> Any:
-        return self + (other * alpha if alpha is not None else other)
-
-    def sub(self, other: Any, *, alpha: float | None = None) -> Any:
-        return self - (other * alpha if alpha is not None else other)
-
-    def mul(self, other: Any) -> Any:
-        return self * other
-
-    def div(self, other: Any) -> Any:
-        return self / other
-
-    def pow(self, other: Any) -> Any:
-        return self**other
-
-    def add_(self: T, other: Any, *, alpha: float | None = None) -> T:
-        return self._binary(other * alpha if alpha is not None else other, operator.iadd, True)  # type: ignore[no-any-return]
-
-    def sub_(self: T, other: Any, *, alpha: float | None = None) -> T:
-        return self._binary(other * alpha if alpha is not None else other, operator.isub, True)  # type: ignore[no-any-return]
-
-    def mul_(self: T, other: Any) -> T:
-        return self._binary(other, operator.imul, True)  # type: ignore[no-any-return]
-
-    def div_(self: T, other: Any) -> T:
-        return self._binary(other, operator.itruediv, True)  # type: ignore[no-any-return]
-
-    def pow_(self: T, other: Any) -> T:
-        return self._binary(other, operator.ipow, True)  # type: ignore[no-any-return]
-
-    def lerp(self, end: Any, weight: Any) -> Any:
-        return self + (end - self) * weight
-
-    # ================================================================== comparisons
-    def _compare(self, other: Any, op: Callable[[Any, Any], Any], negate: bool = False) -> Any:
-        def non_tensor(value: Any, *theirs: Any) -> Any:
-            other_v = theirs[0] if theirs else other
-            if op not in (operator.eq, operator.ne):
-                return None
-            if isinstance(other_v, (NonTensorData, NonTensorStack)):
-                flags = value == other_v
-            else:
-                flags = torch.full(
-                    value.batch_size, same_value(getattr(value, "data", None), other_v)
-                )
-            return ~flags if op is operator.ne else flags
-
-        if _is_collection(other):
-            mine, theirs = _leaf_keys(self), _leaf_keys(other)
-            if mine != theirs:
-                raise ShapeMismatchError(
-                    f"cannot compare tensordicts with different keys: only in the left operand "
-                    f"{sorted(map(str, mine - theirs))}, only in the right "
-                    f"{sorted(map(str, theirs - mine))}."
-                )
-            return self._apply_leaves(op, other, non_tensor_fn=non_tensor)
-        return self._apply_leaves(lambda x: op(x, other), non_tensor_fn=non_tensor)
-
-    def __eq__(self, other: object) -> Any:  # type: ignore[override]
-        if other is None:
-            return False
-        return self._compare(other, operator.eq)
-
-    def __ne__(self, other: object) -> Any:  # type: ignore[override]
-        if other is None:
-            return True
-        return self._compare(other, operator.ne)
-
-    def __lt__(self, other: Any) -> Any:
-        return self._compare(other, operator.lt)
-
-    def __le__(self, other: Any) -> Any:
-        return self._compare(other, operator.le)
-
-    def __gt__(self, other: Any) -> Any:
-        return self._compare(other, operator.gt)
-
-    def __ge__(self, other: Any) -> Any:
-        return self._compare(other, operator.ge)
-
     # ================================================================== unary maths
+    def _elementwise(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+        """``fn`` of every leaf; locked if ``self`` is (as upstream's elementwise maths)."""
+        return keep_lock_of(self, self._apply_leaves(fn))
+
     def __neg__(self) -> Any:
-        return self._apply_leaves(operator.neg)
+        return self._elementwise(operator.neg)
 
     def __abs__(self) -> Any:
-        return self._apply_leaves(torch.abs)
+        return self._elementwise(torch.abs)
 
     def __invert__(self) -> Any:
-        return self._apply_leaves(operator.invert)
+        return self._elementwise(operator.invert)
 
     def abs(self) -> Any:
-        return self._apply_leaves(torch.abs)
+        return self._elementwise(torch.abs)
 
     def neg(self) -> Any:
-        return self._apply_leaves(torch.neg)
+        return self._elementwise(torch.neg)
 
     def exp(self) -> Any:
-        return self._apply_leaves(torch.exp)
+        return self._elementwise(torch.exp)
 
     def log(self) -> Any:
-        return self._apply_leaves(torch.log)
+        return self._elementwise(torch.log)
 
     def sqrt(self) -> Any:
-        return self._apply_leaves(torch.sqrt)
+        return self._elementwise(torch.sqrt)
 
     def sign(self) -> Any:
-        return self._apply_leaves(torch.sign)
+        return self._elementwise(torch.sign)
 
     def sigmoid(self) -> Any:
-        return self._apply_leaves(torch.sigmoid)
+        return self._elementwise(torch.sigmoid)
 
     def reciprocal(self) -> Any:
-        return self._apply_leaves(torch.reciprocal)
-
-    def clamp(self, min: Any = None, max: Any = None) -> Any:
-        return self._apply_leaves(lambda x: torch.clamp(x, min, max))
+        return self._elementwise(torch.reciprocal)
 
     def isfinite(self) -> Any:
         """A tensordict of bools: which elements are finite."""
-        return self._apply_leaves(torch.isfinite)
+        return self._elementwise(torch.isfinite)
 
     def isnan(self) -> Any:
-        return self._apply_leaves(torch.isnan)
+        return self._elementwise(torch.isnan)
 
     def isinf(self) -> Any:
-        return self._apply_leaves(torch.isinf)
+        return self._elementwise(torch.isinf)
 
     def logical_not(self) -> Any:
-        return self._apply_leaves(torch.logical_not)
+        return self._elementwise(torch.logical_not)
 
     def abs_(self: T) -> T:
         return self._apply_leaves(torch.abs_, inplace=True)  # type: ignore[no-any-return]
@@ -501,9 +359,6 @@ class OpsMixin(TensorCollection):
 
     def sqrt_(self: T) -> T:
         return self._apply_leaves(torch.sqrt_, inplace=True)  # type: ignore[no-any-return]
-
-    def clamp_(self: T, min: Any = None, max: Any = None) -> T:
-        return self._apply_leaves(lambda x: x.clamp_(min, max), inplace=True)  # type: ignore[no-any-return]
 
     def fill_(self: T, key: Any, value: Any) -> T:
         """Fill the entry ``key`` with ``value`` in place."""
@@ -529,6 +384,19 @@ class OpsMixin(TensorCollection):
             elif isinstance(v, OpsMixin):  # a nested lazy stack gives its members' tensors
                 leaves.extend(v._tensor_leaves())
         return leaves
+
+
+def _emptied(result: Any, source: Any, filter_empty: bool | None) -> bool:
+    """Whether a nested result is dropped: empty, and (by default) only if ``fn`` emptied it (an
+    empty source tensordict stays), as upstream."""
+    if filter_empty:
+        return _is_empty(result)
+    return not _own_keys(result) and bool(_own_keys(source))
+
+
+def _own_keys(td: Any) -> list[str]:
+    inner = td._tensordict if getattr(type(td), "_is_tensorclass", False) else td
+    return inner._own_keys()  # type: ignore[no-any-return]
 
 
 def _is_empty(td: Any) -> bool:
