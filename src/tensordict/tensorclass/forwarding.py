@@ -58,6 +58,8 @@ FORWARDED: dict[Kind, tuple[str, ...]] = {
         *("reshape", "view", "permute", "transpose", "squeeze", "unsqueeze", "expand"),
         *("expand_as", "flatten", "unflatten", "gather", "flip", "repeat"),
         *("split", "chunk", "unbind"),
+        # copies to a file or a server, which come back as an instance (core/conversion.py)
+        *("to_h5", "to_zarr", "to_store"),
         # the tree walk, maths, comparisons, reductions
         *("apply", "named_apply", "add", "sub", "mul", "div", "pow", "lerp", "clamp"),
         *("abs", "neg", "exp", "log", "sqrt", "sign", "sigmoid", "reciprocal"),
@@ -93,6 +95,8 @@ FORWARDED: dict[Kind, tuple[str, ...]] = {
         *("entry_class", "is_contiguous", "param_count", "bytes"),
         *("popitem", "get_non_tensor", "non_tensor_items", "tolist", "numpy"),
         *("allclose", "is_floating_point", "to_module"),
+        # file formats whose result is not a tensordict (core/conversion.py)
+        *("to_pandas", "to_csv", "to_json", "to_parquet", "to_struct_array"),
         "__exit__",
     ),
     Kind.BORROW: (
