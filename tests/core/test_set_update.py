@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -543,3 +544,11 @@ def test_to_accepts_other_and_upstreams_transfer_keywords() -> None:
     td = TensorDict({"a": torch.zeros(2)}, [2])
     assert td.to(other=torch.zeros(1, dtype=torch.float64))["a"].dtype == torch.float64
     assert td.to(torch.float16, non_blocking_pin=False, num_threads=2)["a"].dtype == torch.float16
+
+
+def test_set_at_accepts_a_numpy_array_and_to_takes_a_tensordicts_dtype() -> None:
+    td = TensorDict({"a": torch.zeros(3, 2, dtype=torch.float64)}, [3])
+    td.set_at_("a", np.ones(2), 1)
+    assert td["a"][1].tolist() == [1.0, 1.0]
+    like = TensorDict({"x": torch.zeros(1, dtype=torch.float16)}, [])
+    assert td.to(like)["a"].dtype == torch.float16

@@ -377,6 +377,8 @@ class EntriesMixin(TensorCollection):
 
     def _write_leaf_at(self, path: tuple[str, ...], existing: Any, value: Any, index: Any) -> None:
         """``existing[index] = value`` for the entry ``path[-1]`` of this tensordict."""
+        if isinstance(existing, torch.Tensor) and isinstance(value, (np.ndarray, np.generic)):
+            value = torch.as_tensor(value, device=existing.device)
         existing[index] = value
 
     def setdefault(self, key: NestedKey, default: Any, inplace: bool = False) -> Any:
