@@ -326,6 +326,14 @@ class ArithmeticMixin(OpsMixin):
     def lerp(self, end: Any, weight: Any) -> Any:
         return self + (end - self) * weight
 
+    def lerp_(self: T, end: Any, weight: Any) -> T:
+        """``self += weight * (end - self)`` on every tensor, in place (target-network updates)."""
+        if _is_collection(end):
+            self._apply_leaves(lambda x, y: x.lerp_(y, weight), end, inplace=True)
+        else:
+            self._apply_leaves(lambda x: x.lerp_(torch.as_tensor(end).to(x), weight), inplace=True)
+        return self
+
     # ================================================================== comparisons
     def _compare(self, other: Any, op: Callable[[Any, Any], Any], negate: bool = False) -> Any:
         if isinstance(other, Mapping) and not _is_collection(other):  # a dict: as a tensordict

@@ -46,6 +46,8 @@ class DeviceMixin(TensorCollection):
         for ignored in ("non_blocking_pin", "num_threads"):  # upstream's transfer tuning
             kwargs.pop(ignored, None)
         for arg in args:
+            if arg is None:  # td.to(None) keeps the device (TorchRL calls it; as upstream)
+                continue
             if isinstance(arg, torch.dtype):
                 dtype = arg
             elif isinstance(arg, (str, torch.device, int)):
