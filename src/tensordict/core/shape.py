@@ -256,7 +256,9 @@ class ShapeMixin(TensorCollection):
         if e < s:
             raise BatchSizeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}.")
         new_bs = torch.Size([*bs[:s], bs[s : e + 1].numel(), *bs[e + 1 :]])
-        return self._transform(lambda t: t.flatten(s, e), new_bs)
+        names = self._names_or_none()
+        new_names = [*names[:s], None, *names[e + 1 :]] if names else None
+        return self._transform(lambda t: t.flatten(s, e), new_bs, new_names)
 
     def unflatten(self, dim: int, unflattened_size: Sequence[int]) -> Any:
         """Split batch dimension ``dim`` into ``unflattened_size``."""
