@@ -552,3 +552,17 @@ def test_set_at_accepts_a_numpy_array_and_to_takes_a_tensordicts_dtype() -> None
     assert td["a"][1].tolist() == [1.0, 1.0]
     like = TensorDict({"x": torch.zeros(1, dtype=torch.float16)}, [])
     assert td.to(like)["a"].dtype == torch.float16
+
+
+def test_lists_become_tensors_or_per_element_non_tensor_stacks_as_upstream() -> None:
+    from tensordict import NonTensorData, NonTensorStack, set_list_to_stack
+
+    td = TensorDict(batch_size=[2])
+    td["n"] = [1, 2]
+    td["t"] = [torch.zeros(3), torch.ones(3)]
+    td["s"] = ["x", "y"]
+    assert torch.equal(td["n"], torch.tensor([1, 2])) and td["t"].shape == (2, 3)
+    assert isinstance(td.get("s"), NonTensorStack) and td[1]["s"] == "y"
+    with pytest.warns(DeprecationWarning), set_list_to_stack(False):
+        td["o"] = ["x", "y"]
+    assert isinstance(td.get("o"), NonTensorData)

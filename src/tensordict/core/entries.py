@@ -18,7 +18,7 @@ import torch
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import NestedKey, key_path, unravel_key
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
-from tensordict.core.options import GET_DEFAULTS_TO_NONE
+from tensordict.core.options import GET_DEFAULTS_TO_NONE, list_to_stack
 from tensordict.core.setitem import refuse_cycle
 from tensordict.core.shape import broadcasts_to
 from tensordict.core.unbatched import is_unbatched, rebatch
@@ -90,6 +90,28 @@ def _grown(value: Any, batch_size: torch.Size) -> Any:
     except (RuntimeError, ValueError):  # the leaves do not allow it: the batch check raises
         return value
     return copy
+
+
+def list_value(value: list[Any], device: torch.device | None) -> Any:
+    """What a list stored in a tensordict becomes, as upstream: numbers (or nested lists of
+    them) a tensor, tensors their stack; other objects a :class:`NonTensorStack` along the first
+    dims (one object per element) while ``list_to_stack()`` is on (the default), else one
+    :class:`NonTensorData` holding them as an array. ``None``: store the list as it is."""
+    if value and all(isinstance(v, torch.Tensor) for v in value):
+        try:
+            return torch.stack(value).to(device) if device is not None else torch.stack(value)
+        except RuntimeError:
+            return None  # tensors of different shapes: kept as one python object
+    if value and not any(isinstance(v, (str, bytes, Mapping)) for v in value):
+        try:
+            return torch.tensor(value, device=device)
+        except (TypeError, ValueError, RuntimeError):
+            pass
+    if not value:
+        return None
+    if list_to_stack():
+        return NonTensorStack.from_list(value, device)
+    return NonTensorData._new(np.array(value), torch.Size([]), device)
 
 
 class EntriesMixin(TensorCollection):
@@ -250,6 +272,10 @@ class EntriesMixin(TensorCollection):
             t = torch.as_tensor(value, device=device)
             self._check_batch(key, t, batch_size)
             return t
+        if isinstance(value, list):
+            converted = list_value(value, device)
+            if converted is not None:
+                return self._convert(key, converted, batch_size)
         return NonTensorData._new(value, batch_size, device)
 
     def _new_nested(self, mapping: Mapping[str, Any], batch_size: torch.Size) -> Any:
