@@ -505,3 +505,9 @@ def test_non_tensor_entries_under_comparisons_with_a_number() -> None:
     other = td.clone()
     other["s"] = "y"
     assert (td == other)["s"].tolist() == [False, False]
+
+
+def test_reduce_over_a_batch_dim_joins_the_leaves_along_it() -> None:
+    td = TensorDict({"a": torch.ones(3, 4, 5), "n": {"c": torch.ones(3, 4, 5)}}, [3, 4])
+    out = td.sum(dim=1, reduce=True)
+    assert out.shape == (3, 5) and (out == 8).all()

@@ -566,3 +566,14 @@ def test_lists_become_tensors_or_per_element_non_tensor_stacks_as_upstream() -> 
     with pytest.warns(DeprecationWarning), set_list_to_stack(False):
         td["o"] = ["x", "y"]
     assert isinstance(td.get("o"), NonTensorData)
+
+
+def test_update_and_update_take_entries_as_keywords() -> None:
+    td = TensorDict({"a": torch.zeros(3)}, [3])
+    td.update({"a": torch.full((3,), 2.0)}, a=torch.full((3,), 7.0), b=torch.ones(3))
+    assert td["a"].tolist() == [7.0] * 3 and td["b"].tolist() == [1.0] * 3
+    ref = td["a"]
+    assert td.update_(a=torch.zeros(3)) is td and td["a"] is ref and td["a"].sum() == 0
+    with pytest.raises(KeyError, match="was not found"):
+        td.update_(c=torch.ones(3))
+    assert td.update() is td

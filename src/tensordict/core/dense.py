@@ -63,6 +63,7 @@ class TensorDict(TensorDictBase):
         "_memmap_prefix",
         "_names",
         "_tensordict",
+        "_view_source",
     )
 
     def __init__(
@@ -196,7 +197,14 @@ class TensorDict(TensorDictBase):
         if len(shape) == 1 and isinstance(shape[0], torch.dtype) and batch_size is not None:
             dtype = shape[0]
             return self._transform(lambda t: t.view(dtype), as_size(batch_size))
-        return super().view(*shape)
+        result = super().view(*shape)
+        if result.batch_size == self._batch_size:  # (as upstream: the same tensordict)
+            return self
+        source = getattr(self, "_view_source", None)
+        if source is not None and result.batch_size == source.batch_size:
+            return source  # a view viewed back: the tensordict it came from
+        result._view_source = self
+        return result
 
     def flatten(
         self, start_dim: int | None = None, end_dim: int | None = None, *, inplace: bool = False

@@ -114,6 +114,10 @@ def list_value(value: list[Any], device: torch.device | None) -> Any:
     return NonTensorData._new(np.array(value), torch.Size([]), device)
 
 
+#: keyword options of update() (upstream's); any other keyword is an entry to write
+_UPDATE_OPTIONS = frozenset({"is_leaf", "update_batch_size", "ignore_lock"})
+
+
 class EntriesMixin(TensorCollection):
     """Entry access for every tensordict class."""
 
@@ -436,7 +440,7 @@ class EntriesMixin(TensorCollection):
 
     def update(
         self: T,
-        input_dict_or_td: Mapping[str, Any] | TensorCollection,
+        input_dict_or_td: Mapping[str, Any] | TensorCollection | None = None,
         clone: bool = False,
         inplace: bool = False,
         *,
@@ -444,11 +448,22 @@ class EntriesMixin(TensorCollection):
         non_blocking: bool = False,
         **kwargs: Any,
     ) -> T:
-        """Write every entry of a dict or tensordict (nested tensordicts are merged).
+        """Write every entry of a dict or tensordict (nested tensordicts are merged), and the
+        entries given as keywords (which win over the first argument's, as upstream).
 
         All values are validated before anything is written: a failed update leaves the
         tensordict as it was.
         """
+        entries = {k: v for k, v in kwargs.items() if k not in _UPDATE_OPTIONS}
+        if input_dict_or_td is None:
+            input_dict_or_td = {}
+        if entries:
+            if not isinstance(input_dict_or_td, Mapping) or isinstance(
+                input_dict_or_td, TensorCollection
+            ):
+                self.update(input_dict_or_td, clone, inplace, keys_to_update=keys_to_update)
+                input_dict_or_td = {}
+            input_dict_or_td = {**input_dict_or_td, **entries}
         keys = {unravel_key(k) for k in keys_to_update} if keys_to_update is not None else None
         updates = self._flat_updates(input_dict_or_td, (), keys)
         staged = []
@@ -475,20 +490,35 @@ class EntriesMixin(TensorCollection):
 
     def update_(
         self: T,
-        input_dict_or_td: Mapping[str, Any] | TensorCollection,
+        input_dict_or_td: Mapping[str, Any] | TensorCollection | None = None,
         clone: bool = False,
         *,
         keys_to_update: Sequence[NestedKey] | None = None,
         **kwargs: Any,
     ) -> T:
-        """Write every entry in place; every key must exist. Validated before writing."""
+        """Write every entry in place (keywords too); every key must exist. Validated before
+        writing."""
+        entries = {k: v for k, v in kwargs.items() if k not in _UPDATE_OPTIONS | {"non_blocking"}}
+        if input_dict_or_td is None:
+            input_dict_or_td = {}
+        if entries:
+            if isinstance(input_dict_or_td, Mapping) and not isinstance(
+                input_dict_or_td, TensorCollection
+            ):
+                input_dict_or_td = {**input_dict_or_td, **entries}
+            else:
+                self.update_(input_dict_or_td, clone, keys_to_update=keys_to_update)
+                input_dict_or_td = entries
         keys = {unravel_key(k) for k in keys_to_update} if keys_to_update is not None else None
         updates = self._flat_updates(input_dict_or_td, (), keys)
         staged = []
         for path, value in updates:
             existing = self._get_path(path, None)
             if existing is None:
-                raise self._missing_key(unravel_key(path))
+                raise TensorDictKeyError(
+                    f"key {unravel_key(path)!r} was not found in {type(self).__name__}: update_ "
+                    "writes existing entries in place. Use update() to add new entries."
+                )
             if isinstance(existing, torch.Tensor):
                 v = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
                 if not broadcasts_to(v.shape, existing.shape):

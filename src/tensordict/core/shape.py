@@ -243,6 +243,12 @@ class ShapeMixin(TensorCollection):
         return self._transform(lambda t: t.expand(*new_bs, *t.shape[bd:]), new_bs, new_names)
 
     def expand_as(self, other: Any) -> Any:
+        """Expand to ``other``'s batch shape; with a tensordict, every entry to the shape of
+        ``other``'s entry of the same key (as upstream)."""
+        if isinstance(other, TensorCollection):
+            return self._apply_leaves(
+                lambda x, y: x.expand_as(y), other, batch_size=other.batch_size
+            )
         return self.expand(other.batch_size if hasattr(other, "batch_size") else other.shape)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Any:
