@@ -233,6 +233,30 @@ class OpsMixin(TensorCollection):
             >>> list(td.apply(lambda x: None if x.sum() == 0 else x).keys(True, True))
             ['a']
         """
+        if kwargs.get("call_on_nested"):
+            return self._fast_apply(  # type: ignore[attr-defined]
+                fn,
+                *others,
+                batch_size=batch_size,
+                device=device,
+                names=names,
+                inplace=inplace,
+                default=default,
+                filter_empty=filter_empty,
+                **kwargs,
+            )
+        if kwargs.pop("named", False):
+            return self.named_apply(
+                fn,
+                *others,
+                nested_keys=kwargs.pop("nested_keys", False),
+                batch_size=batch_size,
+                names=names,
+                inplace=inplace,
+                default=default,
+                filter_empty=filter_empty,
+                **kwargs,
+            )
         result = self._apply_leaves(
             fn,
             *others,
