@@ -389,7 +389,9 @@ class TensorDictBase(
                 )
             source[flat] = value
         out = self._new_dense(source, self.batch_size, self._names_or_none())
-        return self._replace_contents(out) if inplace else out
+        if inplace:
+            return self._replace_contents(out)
+        return self._written_back_on_exit(out, lambda o: o.unflatten_keys(separator))
 
     def unflatten_keys(self: T, separator: str = ".", inplace: bool = False) -> T:
         """Split flat keys on ``separator`` into nested tensordicts (inverse of flatten_keys)."""
@@ -400,7 +402,20 @@ class TensorDictBase(
                 value = value.unflatten_keys(separator)
             parent = out._parent_for_write(parts, create=True)
             parent._set_str(parts[-1], value, validated=True)
-        return self._replace_contents(out) if inplace else out
+        if inplace:
+            return self._replace_contents(out)
+        return self._written_back_on_exit(out, lambda o: o.flatten_keys(separator))
+
+    def _written_back_on_exit(self, out: Any, inverse: Callable[[Any], Any]) -> Any:
+        """``with td.flatten_keys(",") as flat:``: the entries the block sets in ``flat`` reach
+        this tensordict on exit (as upstream); leaves are shared, so in-place writes already do."""
+
+        def write_back() -> None:
+            if not self.is_locked:
+                self.update(inverse(out))
+
+        out._last_op = ("restore", write_back)
+        return out
 
     # ================================================================== copies and conversion
     def empty(

@@ -243,6 +243,12 @@ class ShapeMixin(TensorCollection):
         return self._transform(lambda t: t.expand(*new_bs, *t.shape[bd:]), new_bs, new_names)
 
     def expand_as(self, other: Any) -> Any:
+        """Expand to ``other``'s batch shape; with a tensordict, every entry to the shape of
+        ``other``'s entry of the same key (as upstream)."""
+        if isinstance(other, TensorCollection):
+            return self._apply_leaves(
+                lambda x, y: x.expand_as(y), other, batch_size=other.batch_size
+            )
         return self.expand(other.batch_size if hasattr(other, "batch_size") else other.shape)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Any:
@@ -256,7 +262,9 @@ class ShapeMixin(TensorCollection):
         if e < s:
             raise BatchSizeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}.")
         new_bs = torch.Size([*bs[:s], bs[s : e + 1].numel(), *bs[e + 1 :]])
-        return self._transform(lambda t: t.flatten(s, e), new_bs)
+        names = self._names_or_none()
+        new_names = [*names[:s], None, *names[e + 1 :]] if names else None
+        return self._transform(lambda t: t.flatten(s, e), new_bs, new_names)
 
     def unflatten(self, dim: int, unflattened_size: Sequence[int]) -> Any:
         """Split batch dimension ``dim`` into ``unflattened_size``."""
