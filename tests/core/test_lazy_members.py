@@ -128,3 +128,88 @@ def test_deprecated_accessors_warn() -> None:
         assert td.hook_in is None
     with pytest.deprecated_call():
         assert td.hook_out is None
+
+
+# ---------------------------------------------------------------- member-wise updates
+def ragged_pair() -> LazyStackedTensorDict:
+    return LazyStackedTensorDict(
+        TensorDict({"a": torch.zeros(3, 4)}, [3]), TensorDict({"a": torch.zeros(3, 5)}, [3])
+    )
+
+
+def test_update_from_a_lazy_stack_goes_member_by_member() -> None:
+    td = ragged_pair()
+    other = ragged_pair().apply(lambda x: x + 1)
+    td.update(other)
+    assert [float(m["a"].sum()) for m in td.tensordicts] == [12, 15]
+    td.update_(other.apply(lambda x: x + 1))
+    assert [float(m["a"].sum()) for m in td.tensordicts] == [24, 30]
+
+
+def test_update_of_a_dense_entry_with_a_lazy_stack_merges_member_by_member() -> None:
+    source = TensorDict({"parent": ragged_pair().apply(lambda x: x + 1)}, [2])
+    dest = TensorDict({"parent": {"a": torch.zeros(2, 3, 4), "keep": torch.zeros(2, 3)}}, [2])
+    dest.update(source)
+    parent = dest["parent"]
+    assert isinstance(parent, LazyStackedTensorDict)
+    assert parent.tensordicts[1]["a"].shape == torch.Size([3, 5])
+    assert (parent["keep"] == 0).all()  # entries the update does not name are kept
+
+
+def test_update_with_update_batch_size_takes_the_new_members() -> None:
+    td = TensorDict(a=torch.zeros(3, 4), batch_size=[3, 4]).to_lazystack(0)
+    td.update(TensorDict(a=torch.ones(2, 4), batch_size=[2, 4]), update_batch_size=True)
+    assert td.batch_size == torch.Size([2, 4]) and (td["a"] == 1).all()
+
+
+def test_membership_of_members_and_keys() -> None:
+    a = member(0)
+    td = LazyStackedTensorDict(a, a)
+    assert a in td and a.clone() not in td
+    assert "a" in td and "missing" not in td
+
+
+def test_to_lazystack_swaps_the_stack_dim() -> None:
+    td = LazyStackedTensorDict(member(0, 3), member(1, 3), stack_dim=1)
+    assert td.to_lazystack(1) is td
+    swapped = td.to_lazystack(0)
+    assert len(swapped.tensordicts) == 3 and (swapped["a"] == td["a"]).all()
+    assert len(TensorDict(a=torch.zeros(2, 5), batch_size=[2, 5]).to_lazystack(-1).tensordicts) == 5
+
+
+def test_keys_of_a_lazy_stack_of_ragged_lazy_stacks() -> None:
+    inner = LazyStackedTensorDict(
+        TensorDict({"a": torch.zeros(2)}), TensorDict({"a": torch.zeros(3)})
+    )
+    outer = LazyStackedTensorDict(inner, inner.clone())
+    assert list(outer.keys(True, True)) == ["a"]
+    assert (outer + 1 == outer.apply(lambda x: x + 1)).all()
+
+
+# ---------------------------------------------------------------- best-intention stacking
+def test_maybe_dense_stack_keeps_dense_top_with_lazy_nested() -> None:
+    a = TensorDict({"x": torch.zeros(()), "n": {"c": torch.zeros(())}})
+    b = TensorDict({"x": torch.ones(()), "n": {"d": torch.ones(())}})
+    out = LazyStackedTensorDict.maybe_dense_stack([a, b])
+    assert type(out) is TensorDict and isinstance(out["n"], LazyStackedTensorDict)
+    assert out["x"].tolist() == [0, 1]
+
+
+def test_maybe_dense_stack_of_lazy_stacks_with_other_keys_stays_lazy_per_member() -> None:
+    a = LazyStackedTensorDict(TensorDict(x=torch.zeros(2)), TensorDict(x=torch.zeros(3)))
+    b = a.clone()
+    dense_members = TensorDict.maybe_dense_stack([a, b])
+    assert all(type(m) is TensorDict for m in dense_members.tensordicts)
+    del a.tensordicts[0]["x"]
+    a.tensordicts[0]["y"] = torch.zeros(2)
+    lazy_members = TensorDict.maybe_dense_stack([a, b])
+    assert all(isinstance(m, LazyStackedTensorDict) for m in lazy_members.tensordicts)
+
+
+def test_expand_of_a_tensordict_holding_a_ragged_lazy_stack() -> None:
+    inner = LazyStackedTensorDict(TensorDict(h=torch.zeros(2)), TensorDict(h=torch.zeros(3)))
+    outer = TensorDict({"lazy": inner, "dense": torch.zeros(2)}, []).expand(4)
+    lazy = outer["lazy"]
+    assert isinstance(lazy, LazyStackedTensorDict) and lazy.batch_size == torch.Size([4, 2])
+    assert lazy.stack_dim == 1 and type(lazy[..., 0]) is TensorDict
+    assert lazy[..., 1]["h"].shape == torch.Size([4, 3])

@@ -302,8 +302,11 @@ class CombineMixin(TensorCollection):
 
     @classmethod
     def maybe_dense_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
-        """Dense stack when the members agree in keys and shapes, lazy stack otherwise."""
-        return stack(input, dim)
+        """Dense where the members agree, lazy where they differ (see
+        :func:`tensordict.core.lazy_shape.maybe_dense_stack`)."""
+        from tensordict.core.lazy_shape import maybe_dense_stack  # lazy stacks build on core
+
+        return maybe_dense_stack(input, dim)
 
     @classmethod
     def __torch_function__(

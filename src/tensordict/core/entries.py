@@ -49,6 +49,26 @@ def inplace_value(path: tuple[str, ...], existing: torch.Tensor, item: Any) -> t
     return item
 
 
+class _LazyMerge:
+    """A lazy stack written into an existing nested tensordict by ``update``: the target is
+    seen as a lazy stack along the same dim and updated member by member (as upstream), so
+    the members' own keys and shapes are kept."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def merge_into(self, td: Any, path: tuple[str, ...], *, clone: bool, inplace: bool) -> None:
+        parent = td._parent_for_write(path, create=False)
+        current = parent._get_str(path[-1], None)
+        sd = self.value.stack_dim
+        if getattr(current, "stack_dim", None) != sd:
+            current = current.to_lazystack(sd)
+            parent._set_str(path[-1], current, validated=True)
+        current.update(self.value, clone=clone, inplace=inplace)
+
+
 class EntriesMixin(TensorCollection):
     """Entry access for every tensordict class."""
 
@@ -345,7 +365,10 @@ class EntriesMixin(TensorCollection):
             nested = isinstance(value, (Mapping, TensorCollection))
             current = self._get_path(path, None) if nested else None
             if nested and isinstance(current, TensorCollection):
-                out.extend(self._flat_updates(value, path, keys))
+                if hasattr(value, "stack_dim"):  # a lazy stack is merged member by member
+                    out.append((path, _LazyMerge(value)))
+                else:
+                    out.extend(self._flat_updates(value, path, keys))
             elif keys is None or unravel_key(path) in keys or path[0] in keys:
                 out.append((path, value))
         return out
@@ -367,8 +390,13 @@ class EntriesMixin(TensorCollection):
         """
         keys = {unravel_key(k) for k in keys_to_update} if keys_to_update is not None else None
         updates = self._flat_updates(input_dict_or_td, (), keys)
-        staged = []
+        staged: list[tuple[tuple[str, ...], Any, Any, Any]] = []
         for path, value in updates:
+            if isinstance(value, _LazyMerge):
+                if self.is_locked and not inplace:
+                    raise LockedError(locked_message(f"update {unravel_key(path)!r}"))
+                staged.append((path, value, None, None))
+                continue
             if clone and hasattr(value, "clone"):
                 value = value.clone()
             existing = self._get_path(path, None) if inplace else None
@@ -381,7 +409,9 @@ class EntriesMixin(TensorCollection):
             refuse_cycle(self, path, converted)
             staged.append((path, converted, value, None))
         for path, converted, value, existing in staged:
-            if existing is not None:
+            if isinstance(converted, _LazyMerge):
+                converted.merge_into(self, path, clone=clone, inplace=inplace)
+            elif existing is not None:
                 self._write_inplace(path, existing, value)
             else:
                 self._parent_for_write(path, create=True)._set_str(
@@ -414,6 +444,8 @@ class EntriesMixin(TensorCollection):
                     )
             staged.append((path, existing, value))
         for path, existing, value in staged:
+            if isinstance(value, _LazyMerge):
+                value = value.value
             self._write_inplace(path, existing, value.clone() if clone else value)
         return self
 

@@ -26,7 +26,7 @@ from tensordict.core.lazy_index import (
     first_member,
     stage_writes,
 )
-from tensordict.core.lazy_shape import LazyShapeMixin
+from tensordict.core.lazy_shape import LazyShapeMixin, maybe_dense_stack
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, stack_non_tensor
 from tensordict.core.ragged import LazyRaggedMixin
 from tensordict.core.setitem import stage_setitem
@@ -129,8 +129,9 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
 
     @classmethod
     def maybe_dense_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
-        """A dense TensorDict when the members agree in keys and shapes, else a lazy stack."""
-        return stack(input, dim)
+        """Dense where the members agree, lazy where they differ (see
+        :func:`tensordict.core.lazy_shape.maybe_dense_stack`)."""
+        return maybe_dense_stack(input, dim)
 
     # ================================================================== deprecated upstream API
     @property
@@ -267,11 +268,18 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
     def _own_key_items(self) -> Iterator[tuple[str, Any]]:
         # keys() must work when members hold a key with different shapes: no stacking here.
         for key in self._own_keys():
-            values = [m._get_str(key, None) for m in self.tensordicts]
-            if isinstance(values[0], TensorDictBase):
-                yield key, LazyStackedTensorDict(*values, stack_dim=self.stack_dim)
-            else:
-                yield key, values[0]
+            yield key, self._stand_in(key)
+
+    def _stand_in(self, key: str) -> Any:
+        """What ``keys()`` needs of the entry ``key``: its kind, without stacking leaves (a
+        member's leaf; for nested tensordicts, the lazy stack of the members' ones)."""
+        values = [
+            m._stand_in(key) if isinstance(m, LazyStackedTensorDict) else m._get_str(key, None)
+            for m in self.tensordicts
+        ]
+        if isinstance(values[0], TensorDictBase):
+            return LazyStackedTensorDict(*values, stack_dim=self.stack_dim)
+        return values[0]
 
     def _get_str(self, key: str, default: Any) -> Any:
         values = [m._get_str(key, _MISSING) for m in self.tensordicts]
@@ -472,9 +480,6 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
             return self
         return LazyStackedTensorDict(*results, stack_dim=self.stack_dim)
 
-    def _transform(self, leaf_fn: Any, batch_size: Any = None, names: Any = None) -> Any:
-        return self.to_tensordict()._transform(leaf_fn, batch_size, names)
-
     def empty(self, recurse: bool = False, **kwargs: Any) -> Any:
         if kwargs:
             return super().empty(recurse, **kwargs)
@@ -503,6 +508,67 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         if self._is_locked and not inplace:
             raise LockedError(locked_message(f"set {key!r}"))
         return super().set(key, item, inplace, **kwargs)
+
+    # ================================================================== member-wise updates
+    def _same_stack(self, other: Any) -> bool:
+        """Whether ``other`` is a lazy stack along the same dim with as many members."""
+        return (
+            isinstance(other, LazyStackedTensorDict)
+            and other.stack_dim == self.stack_dim
+            and len(other.tensordicts) == len(self.tensordicts)
+        )
+
+    def update(
+        self, input_dict_or_td: Any, clone: bool = False, inplace: bool = False, **kwargs: Any
+    ) -> Any:
+        """Like :meth:`TensorDict.update`; a lazy stack along the same dim is written member
+        by member (members keep their own keys and shapes)."""
+        if (
+            kwargs.pop("update_batch_size", False)
+            and input_dict_or_td.batch_size != self.batch_size
+        ):
+            return self._replace_members(input_dict_or_td)
+        if self._same_stack(input_dict_or_td):
+            if self._is_locked and not inplace:
+                raise LockedError(locked_message("update the stack"))
+            for member, other in zip(self.tensordicts, input_dict_or_td.tensordicts):
+                member.update(other, clone=clone, inplace=inplace, **kwargs)
+            return self
+        return super().update(input_dict_or_td, clone, inplace, **kwargs)
+
+    def update_(self, input_dict_or_td: Any, clone: bool = False, **kwargs: Any) -> Any:
+        """Like :meth:`TensorDict.update_`; member by member from a lazy stack like this one."""
+        if self._same_stack(input_dict_or_td):
+            for member, other in zip(self.tensordicts, input_dict_or_td.tensordicts):
+                member.update_(other, clone=clone, **kwargs)
+            return self
+        return super().update_(input_dict_or_td, clone, **kwargs)
+
+    def _replace_members(self, other: Any) -> Any:
+        """``update(other, update_batch_size=True)``: take ``other``'s batch size and entries."""
+        if self._is_locked:
+            raise LockedError(locked_message("change the batch size of the stack"))
+        members = other.tensordicts if self._same_dim(other) else other.unbind(self.stack_dim)
+        self.tensordicts = [m.copy() for m in members]
+        self._member_batch_size = self.tensordicts[0].batch_size if members else torch.Size([])
+        return self
+
+    def _same_dim(self, other: Any) -> bool:
+        return isinstance(other, LazyStackedTensorDict) and other.stack_dim == self.stack_dim
+
+    def __contains__(self, item: object) -> bool:
+        """A member (by identity) or a key of every member."""
+        if isinstance(item, TensorDictBase):
+            return any(item is m for m in self.tensordicts)
+        return item in self.keys(include_nested=isinstance(item, tuple))
+
+    def to_lazystack(self, dim: int = 0) -> Any:
+        """This stack if it stacks along ``dim``, else a lazy stack of its slices along ``dim``."""
+        bs = self.batch_size
+        d = normalize_dim(dim, len(bs), bs, "to_lazystack")
+        if d == self.stack_dim:
+            return self
+        return LazyStackedTensorDict(*self.unbind(d), stack_dim=d)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_lazy, (self.tensordicts, self.stack_dim, self._is_locked))
