@@ -132,9 +132,9 @@ def test_stack_into_out() -> None:
     assert res is out and torch.equal(out["a"], make()["a"][2:])
 
 
-def test_stack_of_equal_non_tensor_values_is_non_tensor_data() -> None:
+def test_stack_of_equal_non_tensor_values_is_a_stack_as_upstream() -> None:
     out = torch.stack([TensorDict({"s": "a"}), TensorDict({"s": "a"})])
-    assert isinstance(out.get("s"), NonTensorData) and out["s"] == "a"
+    assert not isinstance(out.get("s"), NonTensorData) and out["s"] == ["a", "a"]
 
 
 # ---------------------------------------------------------------------- cat

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from tensordict import LazyStackedTensorDict, NonTensorData, NonTensorStack, TensorDict
+from tensordict.core.options import set_capture_non_tensor_stack
 from tensordict.errors import BatchSizeError, ShapeMismatchError
 
 
@@ -81,9 +82,16 @@ def test_indexing_a_stack_with_tensor_and_mask() -> None:
     assert td[mask]["s"] == ["a", "b"]
 
 
-def test_stacking_rows_with_equal_values_gives_non_tensor_data() -> None:
+def test_stacking_rows_with_equal_values_gives_a_stack() -> None:
     td = alternating()
     out = torch.stack([td[0], td[2]])
+    assert isinstance(out.get("s"), NonTensorStack) and out["s"] == ["a", "a"]
+
+
+def test_capture_non_tensor_stack_collapses_equal_values() -> None:
+    td = alternating()
+    with pytest.warns(DeprecationWarning), set_capture_non_tensor_stack(True):
+        out = torch.stack([td[0], td[2]])
     assert isinstance(out.get("s"), NonTensorData) and out["s"] == "a"
 
 
@@ -147,7 +155,7 @@ def test_writing_python_object_into_tensor_key_raises() -> None:
 
 
 def test_non_tensor_stack_from_list() -> None:
-    td = TensorDict({"s": NonTensorStack(["a", "b"])}, [2])
+    td = TensorDict({"s": NonTensorStack.from_list(["a", "b"])}, [2])
     assert td["s"] == ["a", "b"] and td[1]["s"] == "b"
 
 
@@ -171,5 +179,5 @@ def test_reduction_with_non_tensor_stack_raises_naming_key() -> None:
 
 
 def test_reduction_with_uniform_non_tensor_stack_collapses_it() -> None:
-    td = TensorDict({"s": NonTensorStack(["a", "a"]), "x": torch.ones(2)}, [2])
+    td = TensorDict({"s": NonTensorStack.from_list(["a", "a"]), "x": torch.ones(2)}, [2])
     assert td.sum(dim=0)["s"] == "a"

@@ -72,7 +72,7 @@ def test_non_tensor_field_prints_on_one_line() -> None:
 
 def test_repr_of_non_tensor_stack() -> None:
     expected = "NonTensorStack(\n    ['a', 'b'],\n    batch_size=torch.Size([2]),\n    device=None)"
-    assert repr(NonTensorStack(["a", "b"])) == expected
+    assert repr(NonTensorStack.from_list(["a", "b"])) == expected
 
 
 def test_repr_of_lazy_stack_matches_upstream_layout() -> None:

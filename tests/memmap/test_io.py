@@ -210,7 +210,7 @@ def test_non_tensor_stack_meta_json_is_byte_exact(tmp_path: Path) -> None:
 
 def test_non_tensor_entries_round_trip(tmp_path: Path) -> None:
     td = TensorDict({"s": NonTensorData({"k": [1, 2]}), "n": None, "x": torch.zeros(2)}, [2])
-    td["t"] = NonTensorStack(["p", "q"])
+    td["t"] = NonTensorStack.from_list(["p", "q"])
     td.memmap(tmp_path)
     out = TensorDict.load_memmap(tmp_path)
     assert out["s"] == {"k": [1, 2]} and out["n"] is None and out["t"] == ["p", "q"]
@@ -527,9 +527,9 @@ def test_overwriting_pickled_non_tensor_data_removes_the_stale_pickle(tmp_path: 
 
 
 def test_overwriting_a_pickled_non_tensor_stack_removes_the_stale_pickle(tmp_path: Path) -> None:
-    TensorDict({"s": NonTensorStack([{1}, {2}])}, [2]).memmap(tmp_path)
+    TensorDict({"s": NonTensorStack.from_list([{1}, {2}])}, [2]).memmap(tmp_path)
     assert (tmp_path / "s" / "pickle.pkl").exists()
-    TensorDict({"s": NonTensorStack(["a", "b"])}, [2]).memmap(tmp_path)
+    TensorDict({"s": NonTensorStack.from_list(["a", "b"])}, [2]).memmap(tmp_path)
     assert not (tmp_path / "s" / "pickle.pkl").exists()
 
 

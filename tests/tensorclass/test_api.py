@@ -299,6 +299,8 @@ def test_every_public_tensordict_method_is_answered() -> None:
     public = {n for n in dir(TensorDictBase) if not n.startswith("_")}
     not_meaningful = {
         "fromkeys",  # builds an unbatched TensorDict from keys, not an instance
+        "from_module",  # builds a TensorDict of a module's parameters, not an instance
+        "from_modules",
         "data",  # a field name tensorclasses may use (as upstream allows)
     }
     assert public - API_NAMES - not_meaningful == set()

@@ -78,19 +78,13 @@ def test_nocast_keeps_an_int_as_a_python_int() -> None:
     assert n.count == 3 and type(n.count) is int
 
 
-def test_nocast_refuses_a_value_that_is_not_an_instance_of_the_annotation() -> None:
-    with pytest.raises(FieldTypeError, match=r"NoCast\.count is declared as int, got str"):
-        NoCast(count="three", x=torch.zeros(2))
+def test_nocast_does_not_check_the_annotation() -> None:
+    # as upstream: nocast only turns off conversion, it does not validate
+    assert NoCast(count="three", x=torch.zeros(2)).count == "three"
 
 
-def test_nocast_refuses_a_python_list_for_a_tensor_field() -> None:
-    with pytest.raises(FieldTypeError, match=r"NoCast\.x is declared as Tensor, got list"):
-        NoCast(count=1, x=[1.0, 2.0])
-
-
-def test_nocast_type_error_is_a_type_error() -> None:
-    with pytest.raises(TypeError):
-        NoCast(count=1.5, x=torch.zeros(1))
+def test_nocast_keeps_a_numpy_array() -> None:
+    assert isinstance(NoCast(count=np.zeros(2), x=torch.zeros(1)).count, np.ndarray)
 
 
 def test_nocast_accepts_an_int_for_a_float_field() -> None:
@@ -109,11 +103,11 @@ def test_nocast_accepts_a_member_of_an_optional() -> None:
     assert NoCast(count=1, x=torch.zeros(1), name="n").name == "n"
 
 
-def test_nocast_failed_assignment_leaves_the_field_unchanged() -> None:
-    n = NoCast(count=1, x=torch.zeros(1))
+def test_failed_assignment_leaves_the_field_unchanged() -> None:
+    a = AutoCast(count=1, x=torch.zeros(1))
     with pytest.raises(FieldTypeError):
-        n.count = "two"
-    assert n.count == 1
+        a.count = "two"
+    assert a.count == 1
 
 
 # ---------------------------------------------------------------------- autocast

@@ -1,8 +1,16 @@
-"""Python objects stored in a tensordict: :class:`NonTensorData` and :class:`NonTensorStack`.
+"""Python objects stored in a tensordict: :class:`NonTensorData`, :class:`MetaData` and
+:class:`NonTensorStack`.
 
-``NonTensorData`` holds one object broadcast over a batch (``td["label"] = "cat"``).
-``NonTensorStack`` holds one object per batch element, in a numpy object array of the batch shape,
-so that every index and shape operation that works on tensors works on it too.
+``NonTensorData`` holds one object for every element of a batch (``td["label"] = "cat"``);
+``MetaData`` is a ``NonTensorData`` that stays one object through stacking and reshaping.
+``NonTensorStack`` holds one object per batch element, in a numpy object array of the batch
+shape, so that every index and shape operation that works on tensors works on it too.
+
+Core code treats them as leaves through a small protocol (``_with_batch_size``, ``_transform``,
+``_index_planned``, ``to_array``); every other tensordict method comes from
+:mod:`tensordict.core.non_tensor_api`, which runs the TensorDict implementation on a *shell*
+holding the batch size. As upstream, the value lives in ``_non_tensordict["data"]`` and the shell
+is ``_tensordict``, which carries the lock and the shared / memory-mapped flags.
 """
 
 from __future__ import annotations
@@ -15,70 +23,46 @@ import numpy as np
 import torch
 
 from tensordict.core.indexing import plan_index, to_numpy_index
-from tensordict.errors import BatchSizeError, MetaDataTypeError
+from tensordict.core.non_tensor_api import (
+    _MISSING,
+    LinkedList,
+    _device_of,
+    _full,
+    _NonTensorBase,
+    _normalise_size,
+    _object_array,
+    make_shell,
+    register_save_hook,
+    same_value,
+)
+from tensordict.core.options import capture_non_tensor_stack
+from tensordict.errors import BatchSizeError, LockedError, MetaDataTypeError
 
-__all__ = ["MetaData", "NonTensorData", "NonTensorStack", "is_non_tensor", "same_value"]
-
-
-def same_value(a: Any, b: Any) -> bool:
-    """Whether two stored python objects are equal, without failing on array-like values."""
-    if a is b:
-        return True
-    if type(a) is not type(b):
-        return False
-    try:
-        eq = a == b
-    except Exception:
-        return False
-    if isinstance(eq, bool):
-        return eq
-    try:
-        return bool(np.all(np.asarray(eq)))
-    except Exception:
-        return False
-
-
-def _object_array(values: Any, shape: Sequence[int] | None = None) -> np.ndarray:
-    """Build an object array without numpy descending into list-valued elements."""
-    if isinstance(values, np.ndarray) and values.dtype == object:
-        return values
-    if shape is None:
-        shape = _nested_shape(values)
-    out = np.empty(tuple(shape), dtype=object)
-    if out.ndim == 0:
-        out[()] = values
-        return out
-    for idx in np.ndindex(*out.shape):
-        v = values
-        for i in idx:
-            v = v[i]
-        out[idx] = v
-    return out
+__all__ = [
+    "LinkedList",
+    "MetaData",
+    "NonTensorData",
+    "NonTensorDataBase",
+    "NonTensorStack",
+    "cat_non_tensor",
+    "is_non_tensor",
+    "register_save_hook",
+    "same_value",
+    "stack_non_tensor",
+]
 
 
-def _nested_shape(values: Any) -> list[int]:
-    shape: list[int] = []
-    v = values
-    while isinstance(v, (list, tuple)):
-        shape.append(len(v))
-        if not v:
-            break
-        v = v[0]
-    return shape
-
-
-def _normalise_size(batch_size: Any) -> torch.Size:
-    if batch_size is None:
-        return torch.Size([])
-    if isinstance(batch_size, int):
-        return torch.Size([batch_size])
-    return torch.Size(batch_size)
-
-
-class NonTensorData:
+class NonTensorData(_NonTensorBase):
     """A python object broadcast over the batch dimensions of a tensordict.
 
-    ``td["key"]`` returns the object itself; ``td.get("key")`` returns this wrapper.
+    ``td["key"]`` returns the object itself; ``td.get("key")`` returns this wrapper, which
+    answers the tensordict API over its batch dimensions (``reshape``, ``to``, ``apply``, ...).
+
+    Args:
+        data: the object (a ``NonTensorData`` is unwrapped).
+        batch_size: the batch size (default: none).
+        device: the device of the holder (the object itself is not moved).
+        names: names of the batch dimensions.
 
     Examples:
         >>> from tensordict import TensorDict
@@ -87,128 +71,219 @@ class NonTensorData:
         'cat'
         >>> td.get("label")
         NonTensorData(data=cat, batch_size=torch.Size([3]), device=None)
-        >>> td[0]["label"]
-        'cat'
+        >>> td.get("label").reshape(3, 1).batch_size
+        torch.Size([3, 1])
     """
 
-    __slots__ = ("_batch_size", "_device", "data")
-    data: Any
+    __slots__ = ("_batch_size", "_device", "_non_tensordict")
 
     def __init__(
         self,
-        data: Any,
+        data: Any = None,
         batch_size: Sequence[int] | torch.Size | int | None = None,
-        device: torch.device | str | None = None,
-        names: Sequence[str] | None = None,
+        device: torch.device | str | int | None = None,
+        names: Sequence[str | None] | None = None,
+        **kwargs: Any,
     ) -> None:
         if isinstance(data, NonTensorData):
             data = data.data
-        self.data = data
+        self._non_tensordict = {"data": data, "_metadata": None, "_is_non_tensor": True}
         self._batch_size = _normalise_size(batch_size)
         self._device = torch.device(device) if device is not None else None
+        self._shell = None
+        if names is not None:
+            self.names = names
 
     @classmethod
-    def _new(cls, data: Any, batch_size: torch.Size, device: torch.device | None) -> NonTensorData:
+    def _new(cls, data: Any, batch_size: torch.Size, device: torch.device | None) -> Any:
         self = object.__new__(cls)
-        self.data = data
+        self._non_tensordict = {"data": data, "_metadata": None, "_is_non_tensor": True}
         self._batch_size = batch_size
         self._device = device
+        self._shell = None
         return self
 
-    # -- shape ---------------------------------------------------------------------------------
+    def _make_shell(self) -> Any:
+        return make_shell(self._batch_size, self._device)
+
+    def _from_shell(self, td: Any) -> Any:
+        out = type(self)._new(self.data, td.batch_size, td.device)
+        names = td._names_or_none() if hasattr(td, "_names_or_none") else None
+        if names is not None:
+            out.names = names
+        return out
+
+    # -- value and shape -----------------------------------------------------------------------
+    @property
+    def data(self) -> Any:
+        """The stored object."""
+        return self._non_tensordict["data"]
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        self._non_tensordict["data"] = value
+        self._refresh_saved()
+
     @property
     def batch_size(self) -> torch.Size:
-        return self._batch_size
+        shell = self._shell
+        return self._batch_size if shell is None else shell.batch_size  # type: ignore[no-any-return]
 
     @batch_size.setter
     def batch_size(self, value: Sequence[int]) -> None:
-        self._batch_size = _normalise_size(value)
-
-    shape = batch_size
-
-    @property
-    def batch_dims(self) -> int:
-        return len(self._batch_size)
-
-    ndim = batch_dims
+        size = _normalise_size(value)
+        self._batch_size = size
+        if self._shell is not None:
+            self._shell.batch_size = size
 
     @property
     def device(self) -> torch.device | None:
-        return self._device
-
-    def numel(self) -> int:
-        return self._batch_size.numel()
-
-    def __len__(self) -> int:
-        return self._batch_size[0] if self._batch_size else 0
+        shell = self._shell
+        return self._device if shell is None else shell.device  # type: ignore[no-any-return]
 
     def _with_batch_size(self, batch_size: torch.Size) -> NonTensorData:
-        return type(self)._new(self.data, batch_size, self._device)
+        return type(self)._new(self.data, batch_size, self.device)  # type: ignore[no-any-return]
 
     def _transform(self, leaf_fn: Callable[[torch.Tensor], torch.Tensor]) -> NonTensorData:
-        shape = leaf_fn(torch.empty(self._batch_size, device="meta")).shape
+        shape = leaf_fn(torch.empty(self.batch_size, device="meta")).shape
         return self._with_batch_size(shape)
 
-    def __getitem__(self, index: Any) -> NonTensorData:
-        return self._with_batch_size(plan_index(index, self._batch_size).batch_size)
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, str) or (isinstance(index, tuple) and index and index[0] == "data"):
+            if index in ("data", ("data",)):
+                return self.data
+            raise KeyError(index)
+        return self._with_batch_size(plan_index(index, self.batch_size).batch_size)
 
     def _index_planned(self, batch_size: torch.Size, leaf_index: Any) -> NonTensorData:
         return self._with_batch_size(batch_size)
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the stored object (a stored function is callable through its wrapper)."""
+        return self.data(*args, **kwargs)
+
+    # -- shape operations that give one value per element --------------------------------------
+    def expand(self, *shape: Any) -> Any:
+        """Expand the batch dimensions: a :class:`NonTensorStack` of the value (one per element)."""
+        size = self._tensordict.expand(*shape).batch_size
+        return NonTensorStack.from_array(_full(self.data, size), self.device)
+
+    def unsqueeze(self, dim: int) -> Any:
+        """Add a batch dimension: a :class:`NonTensorStack` of the value, as upstream."""
+        size = self._tensordict.unsqueeze(dim).batch_size
+        return NonTensorStack.from_array(_full(self.data, size), self.device)
+
+    def maybe_to_stack(self) -> NonTensorStack:
+        """This value as a :class:`NonTensorStack` (one element per batch element)."""
+        return NonTensorStack.from_array(_full(self.data, self.batch_size), self.device)
+
     # -- conversion ----------------------------------------------------------------------------
-    def tolist(self) -> Any:
+    def tolist(self, *args: Any, **kwargs: Any) -> Any:
         """The object repeated over the batch as nested lists (the object itself for no batch)."""
-        return _object_array_full(self.data, self._batch_size).tolist()
+        return _full(self.data, self.batch_size).tolist()
 
     def to_array(self) -> np.ndarray:
         """An object array of the batch shape filled with the object."""
-        return _object_array_full(self.data, self._batch_size)
+        return _full(self.data, self.batch_size)
 
-    def clone(self, recurse: bool = True) -> NonTensorData:
-        return self._with_batch_size(self._batch_size)
+    def to_dict(self, *args: Any, **kwargs: Any) -> Any:
+        return self.data
+
+    def clone(self, recurse: bool = True, **kwargs: Any) -> NonTensorData:
+        """A copy (the object itself is deep-copied when ``recurse``)."""
+        data = copy.deepcopy(self.data) if recurse else self.data
+        out = type(self)._new(data, self.batch_size, self.device)
+        if self._maybe_names() is not None:
+            out.names = self.names
+        return out  # type: ignore[no-any-return]
+
+    def copy(self) -> NonTensorData:
+        return self.clone(recurse=False)
 
     def to(self, *args: Any, **kwargs: Any) -> NonTensorData:
-        device = kwargs.get("device")
-        for a in args:
-            if isinstance(a, (str, torch.device)):
-                device = a
-        if device is None:
+        device = _device_of(args, kwargs)
+        if device is _MISSING or device is None:
             return self
-        return type(self)._new(self.data, self._batch_size, torch.device(device))
+        return type(self)._new(self.data, self.batch_size, torch.device(device))  # type: ignore[no-any-return]
 
-    def cpu(self) -> NonTensorData:
-        return self.to("cpu")
+    def apply(self, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> NonTensorData:
+        """No tensor to apply ``fn`` to: a copy with the requested batch size / device."""
+        bs = kwargs.get("batch_size")
+        out = self._with_batch_size(self.batch_size if bs is None else _normalise_size(bs))
+        return out
 
+    # -- in-place updates ----------------------------------------------------------------------
+    def update(
+        self, input_dict_or_td: Any, *args: Any, inplace: bool = False, **kwargs: Any
+    ) -> Any:
+        """Take the value of another non-tensor entry.
+
+        Raises:
+            LockedError: the entry is locked and ``inplace`` is False.
+            ValueError: ``input_dict_or_td`` is a :class:`NonTensorStack` (call
+                ``maybe_to_stack()`` first).
+        """
+        if isinstance(input_dict_or_td, NonTensorStack):
+            raise ValueError(
+                "Cannot update a NonTensorDataBase object with a NonTensorStack. Call "
+                "`non_tensor_data.maybe_to_stack()` before calling update()."
+            )
+        if self.is_locked and not inplace:
+            raise LockedError(
+                "Cannot modify locked TensorDict. For in-place modification, consider using the "
+                "`set_()` method and make sure the key is present (or update_ / inplace=True)."
+            )
+        value = input_dict_or_td
+        if isinstance(value, NonTensorData):
+            value = value.data
+        elif isinstance(value, dict) and "data" in value:
+            value = value["data"]
+        self.data = value
+        return self
+
+    def update_(self, input_dict_or_td: Any, *args: Any, **kwargs: Any) -> Any:
+        """``update`` in place (allowed on locked, shared and memory-mapped entries)."""
+        return self.update(input_dict_or_td, inplace=True)
+
+    def update_at_(self, input_dict_or_td: Any, index: Any, **kwargs: Any) -> Any:
+        return self.update(input_dict_or_td, inplace=True)
+
+    # -- comparison, printing, pickling --------------------------------------------------------
     def __eq__(self, other: object) -> Any:
         if isinstance(other, NonTensorData):
-            return torch.full(self._batch_size, same_value(self.data, other.data))
+            return torch.full(self.batch_size, same_value(self.data, other.data))
         if isinstance(other, NonTensorStack):
             return other == self
-        return NotImplemented
+        return False
 
-    __hash__ = object.__hash__
+    def __bool__(self) -> bool:
+        return bool(self.data)
 
     def __repr__(self) -> str:
         text = str(self.data)
         if len(text) > 200:
             text = text[:20] + "  ...  " + text[-20:]
         return (
-            f"{type(self).__name__}(data={text}, batch_size={self._batch_size}, "
-            f"device={self._device})"
+            f"{type(self).__name__}(data={text}, batch_size={self.batch_size}, "
+            f"device={self.device})"
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self)._new, (self.data, self._batch_size, self._device))
+        return (type(self)._new, (self.data, self.batch_size, self.device))
+
+
+#: upstream's common base of NonTensorData and MetaData
+NonTensorDataBase = NonTensorData
 
 
 class MetaData(NonTensorData):
     """One python object describing a whole batch (a configuration, a dataset name).
 
-    It behaves as :class:`NonTensorData`, except that indexing, reshaping and stacking keep it
-    one object: a stack of members holding *the same object* (``is``) is one ``MetaData`` with
-    the stacked batch size; ``clone()`` copies the object, so a clone and its source are then
-    stacked as a :class:`NonTensorStack`. ``MetaData[cls]`` is a subclass that only accepts
-    instances of ``cls``.
+    It behaves as :class:`NonTensorData`, except that indexing, reshaping, ``expand``,
+    ``unsqueeze`` and stacking keep it one object: a stack of members holding *the same object*
+    (``is``) is one ``MetaData`` with the stacked batch size; ``clone()`` copies the object, so a
+    clone and its source are then stacked as a :class:`NonTensorStack`. ``MetaData[cls]`` is a
+    subclass that only accepts instances of ``cls``.
 
     Examples:
         >>> import torch
@@ -229,18 +304,20 @@ class MetaData(NonTensorData):
 
     def __init__(
         self,
-        data: Any,
+        data: Any = None,
         batch_size: Sequence[int] | torch.Size | int | None = None,
-        device: torch.device | str | None = None,
-        names: Sequence[str] | None = None,
+        device: torch.device | str | int | None = None,
+        names: Sequence[str | None] | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(data, batch_size, device, names)
         expected = type(self)._expected_type
         if expected is not None and not isinstance(self.data, expected):
+            name = getattr(expected, "__name__", str(expected))
             raise MetaDataTypeError(
-                f"Expected data of type {getattr(expected, '__name__', expected)}, got "
-                f"{type(self.data).__name__}: {type(self).__name__} only holds instances of "
-                f"{getattr(expected, '__name__', expected)}. Convert the value or use MetaData."
+                f"Expected data of type {name}, got {type(self.data).__name__}: "
+                f"{type(self).__name__} only holds instances of {name}. Convert the value or use "
+                "MetaData."
             )
 
     def __class_getitem__(cls, item: Any) -> type[MetaData]:
@@ -255,60 +332,125 @@ class MetaData(NonTensorData):
             MetaData._typed_classes[item] = found
         return found
 
-    def clone(self, recurse: bool = True) -> MetaData:
-        """A copy holding a copy of the object (``copy.deepcopy``)."""
-        out = type(self)._new(copy.deepcopy(self.data), self._batch_size, self._device)
-        return out  # type: ignore[return-value]
+    def expand(self, *shape: Any) -> Any:
+        return self._from_shell(self._tensordict.expand(*shape))
+
+    def unsqueeze(self, dim: int) -> Any:
+        return self._from_shell(self._tensordict.unsqueeze(dim))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_metadata, (self._expected_type, self.data, self._batch_size, self._device))
+        return (_rebuild_metadata, (self._expected_type, self.data, self.batch_size, self.device))
 
 
 def _rebuild_metadata(
     expected: Any, data: Any, batch_size: torch.Size, device: torch.device | None
 ) -> MetaData:
     cls = MetaData if expected is None else MetaData[expected]  # type: ignore[misc]
-    return cls._new(data, batch_size, device)  # type: ignore[return-value]
+    return cls._new(data, batch_size, device)  # type: ignore[no-any-return]
 
 
-def _object_array_full(value: Any, batch_size: torch.Size) -> np.ndarray:
-    out = np.empty(tuple(batch_size), dtype=object)
-    if out.ndim == 0:
-        out[()] = value
-    else:
-        out.fill(value)
-    return out
+def _as_member_array(item: Any) -> np.ndarray:
+    if isinstance(item, (NonTensorData, NonTensorStack)):
+        return item.to_array()
+    return _full(item, ())
 
 
-class NonTensorStack:
+class NonTensorStack(_NonTensorBase):
     """One python object per batch element.
 
-    Made when different objects are written into parts of a batch, or when tensordicts holding
-    different objects under a key are stacked. ``td["key"]`` returns the objects as nested lists.
+    ``NonTensorStack(*items, stack_dim=0)`` stacks non-tensor entries (or plain objects, each
+    one element) along a new dimension, as ``torch.stack`` does. ``td["key"]`` returns the
+    objects as nested lists (a :class:`~tensordict.utils.LinkedList` that writes back).
 
     Examples:
-        >>> from tensordict import TensorDict
+        >>> from tensordict import NonTensorStack, TensorDict
+        >>> s = NonTensorStack("a", "b", "c")
+        >>> s.batch_size, s[1].data, s.reshape(3, 1).tolist()
+        (torch.Size([3]), 'b', [['a'], ['b'], ['c']])
         >>> td = TensorDict({"s": "a"}, batch_size=[4])
         >>> td[1::2] = TensorDict({"s": "b"}, batch_size=[2])
         >>> td["s"]
-        ['a', 'b', 'a', 'b']
-        >>> td[1]["s"]
-        'b'
+        LinkedList(['a', 'b', 'a', 'b'])
     """
 
     __slots__ = ("_device", "values")
 
-    def __init__(self, values: Any, device: torch.device | str | None = None) -> None:
-        self.values = _object_array(values)
+    def __init__(
+        self,
+        *items: Any,
+        stack_dim: int = 0,
+        batch_size: Sequence[int] | None = None,
+        device: torch.device | str | int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._shell = None
         self._device = torch.device(device) if device is not None else None
+        if not items:
+            self.values = np.empty((0,), dtype=object)
+            return
+        arrays = [_as_member_array(i) for i in items]
+        shapes = {a.shape for a in arrays}
+        if len(shapes) > 1:
+            raise BatchSizeError(
+                f"cannot stack non-tensor entries of different batch sizes {sorted(shapes)}; "
+                "give every item the same batch size."
+            )
+        dim = stack_dim if stack_dim >= 0 else stack_dim + arrays[0].ndim + 1
+        self.values = np.stack(arrays, axis=dim)
+        if self._device is None:
+            first = items[0]
+            if isinstance(first, (NonTensorData, NonTensorStack)):
+                self._device = first.device
+        if batch_size is not None and torch.Size(batch_size) != self.batch_size:
+            raise BatchSizeError(
+                f"NonTensorStack: the items stack to batch_size={list(self.batch_size)}, not "
+                f"the batch_size={list(batch_size)} given."
+            )
 
     @classmethod
     def from_array(cls, values: np.ndarray, device: torch.device | None = None) -> NonTensorStack:
+        """A stack around an object array (no copy)."""
         self = object.__new__(cls)
         self.values = values
         self._device = device
+        self._shell = None
         return self
 
+    @classmethod
+    def from_list(cls, non_tensors: list[Any], device: Any = None) -> NonTensorStack:
+        """A stack shaped like the nested list ``non_tensors`` (non-tensor items are unwrapped).
+
+        Examples:
+            >>> from tensordict import NonTensorStack
+            >>> NonTensorStack.from_list([["a", "b"], ["c", "d"]]).batch_size
+            torch.Size([2, 2])
+        """
+        values = _object_array(non_tensors)
+        for idx in np.ndindex(*values.shape):
+            if isinstance(values[idx], NonTensorData):
+                values[idx] = values[idx].data
+        return cls.from_array(values, torch.device(device) if device is not None else None)
+
+    @classmethod
+    def from_nontensordata(cls, non_tensor: NonTensorData) -> NonTensorStack:
+        """The value of ``non_tensor`` once per element of its batch size."""
+        return non_tensor.maybe_to_stack()
+
+    def _make_shell(self) -> Any:
+        pos = torch.arange(self.values.size).reshape(self.values.shape)
+        return make_shell(self.batch_size, self._device, None, {"_pos": pos})
+
+    def _from_shell(self, td: Any) -> Any:
+        pos = td._get_str("_pos", None) if hasattr(td, "_get_str") else None
+        if pos is None:  # the shell lost its positions: nothing per element to keep
+            raise BatchSizeError(
+                "this operation does not keep the elements of a NonTensorStack apart; "
+                "convert it with tolist() first."
+            )
+        values = self.values.reshape(-1)[pos.reshape(-1).numpy()].reshape(tuple(td.batch_size))
+        return NonTensorStack.from_array(values, td.device)
+
+    # -- shape and values ----------------------------------------------------------------------
     @property
     def batch_size(self) -> torch.Size:
         return torch.Size(self.values.shape)
@@ -322,36 +464,64 @@ class NonTensorStack:
                 f"{list(self.batch_size)}: it holds one object per element. Reshape it instead."
             )
 
-    shape = batch_size
-
-    @property
-    def batch_dims(self) -> int:
-        return self.values.ndim
-
-    ndim = batch_dims
-
     @property
     def device(self) -> torch.device | None:
         return self._device
 
-    def numel(self) -> int:
-        return int(self.values.size)
+    @property
+    def stack_dim(self) -> int:
+        return 0
 
-    def __len__(self) -> int:
-        return self.values.shape[0] if self.values.ndim else 0
+    @property
+    def tensordicts(self) -> list[Any]:
+        """The members along the first dimension."""
+        return [self._wrap(self.values[i]) for i in range(len(self))]
 
     @property
     def data(self) -> Any:
-        return self.tolist()
+        """The value, when every element holds the same one.
 
-    def tolist(self) -> Any:
+        Raises:
+            AttributeError: the elements hold different values (use ``tolist()``).
+        """
+        collapsed = self.maybe_collapse()
+        if isinstance(collapsed, NonTensorData):
+            return collapsed.data
+        raise AttributeError(
+            "Cannot get the non-unique data of a NonTensorStack. Use .tolist() instead."
+        )
+
+    def tolist(self, *args: Any, **kwargs: Any) -> Any:
         """The objects as nested lists of the batch shape."""
         return self.values.tolist()
+
+    def _as_linked_list(self) -> LinkedList:
+        """``td[key]``: nested lists that write back into this stack."""
+        if self.values.ndim == 1:
+            return LinkedList(self.values.tolist(), self)
+        rows = [NonTensorStack.from_array(self.values[i], self._device) for i in range(len(self))]
+        out = LinkedList([r._as_linked_list() for r in rows], self)
+        for row, inner in zip(rows, out):
+            inner._ref = lambda r=row: r  # views of this stack's array: writes go through
+        return out
+
+    def _write_positions(self, index: Any, value: Any) -> None:
+        if isinstance(index, slice):
+            for i, v in zip(range(*index.indices(len(self))), value):
+                self.values[i] = v
+        else:
+            self.values[index] = value
+        self._refresh_saved()
 
     def to_array(self) -> np.ndarray:
         return self.values
 
-    def _wrap(self, values: np.ndarray) -> NonTensorData | NonTensorStack:
+    def to_dict(self, *args: Any, **kwargs: Any) -> Any:
+        return self.tolist()
+
+    def _wrap(self, values: Any) -> NonTensorData | NonTensorStack:
+        if not isinstance(values, np.ndarray):
+            return NonTensorData._new(values, torch.Size([]), self._device)
         if values.ndim == 0:
             return NonTensorData._new(values[()], torch.Size([]), self._device)
         return NonTensorStack.from_array(values, self._device)
@@ -368,13 +538,23 @@ class NonTensorStack:
             out = np.empty((), dtype=object)
             out[()] = values
             values = out
+        if tuple(values.shape) != tuple(batch_size):
+            values = values.reshape(tuple(batch_size))
         return self._wrap(values)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        plan = plan_index(index, self.batch_size)
+        self._setitem(plan.leaf_index, value)
+        self._refresh_saved()
 
     def _setitem(self, leaf_index: Any, value: Any) -> None:
         idx = to_numpy_index(leaf_index)
+        target_shape = np.empty(self.values.shape, dtype=np.uint8)[idx].shape
         if isinstance(value, NonTensorStack):
-            target_shape = np.empty(self.values.shape, dtype=np.uint8)[idx].shape
-            self.values[idx] = np.broadcast_to(value.values, target_shape)
+            theirs = value.values
+            if theirs.shape != target_shape and theirs.size == int(np.prod(target_shape)):
+                theirs = theirs.reshape(target_shape)
+            self.values[idx] = np.broadcast_to(theirs, target_shape)
         elif isinstance(value, NonTensorData):
             self._fill(idx, value.data)
         else:
@@ -383,9 +563,7 @@ class NonTensorStack:
     def _fill(self, idx: Any, value: Any) -> None:
         sub = self.values[idx]
         if isinstance(sub, np.ndarray):
-            flat = np.empty(sub.shape, dtype=object)
-            flat.fill(value)
-            self.values[idx] = flat
+            self.values[idx] = _full(value, sub.shape)
         else:
             self.values[idx] = value
 
@@ -400,29 +578,83 @@ class NonTensorStack:
             return NonTensorData._new(flat[0], self.batch_size, self._device)
         return self
 
-    def clone(self, recurse: bool = True) -> NonTensorStack:
-        return NonTensorStack.from_array(self.values.copy(), self._device)
+    def maybe_to_stack(self) -> NonTensorStack:
+        return self
+
+    # -- growing (as a lazy stack) -------------------------------------------------------------
+    def append(self, item: Any) -> None:
+        """Add one element at the end of the first dimension (in place)."""
+        self.insert(len(self), item)
+
+    def insert(self, index: int, item: Any) -> None:
+        """Insert one element before ``index`` along the first dimension (in place)."""
+        member = _as_member_array(item)
+        if member.shape != tuple(self.batch_size[1:]) and self.values.size:
+            raise BatchSizeError(
+                f"cannot insert an element of batch_size={list(member.shape)} into a "
+                f"NonTensorStack of batch_size={list(self.batch_size)}."
+            )
+        if not self.values.size and self.values.ndim == 1:
+            self.values = np.empty((0, *member.shape), dtype=object)
+        self.values = np.insert(self.values, index, member[None], axis=0)
+        self._shell = None
+
+    def extend(self, items: Any) -> None:
+        """Add elements at the end of the first dimension (in place)."""
+        for item in items if not isinstance(items, NonTensorStack) else items.tensordicts:
+            self.append(item)
+
+    # -- copies and conversions ----------------------------------------------------------------
+    def clone(self, recurse: bool = True, **kwargs: Any) -> NonTensorStack:
+        values = copy.deepcopy(self.values) if recurse else self.values.copy()
+        return NonTensorStack.from_array(values, self._device)
+
+    def copy(self) -> NonTensorStack:
+        return self.clone(recurse=False)
 
     def to(self, *args: Any, **kwargs: Any) -> NonTensorStack:
-        device = kwargs.get("device")
-        for a in args:
-            if isinstance(a, (str, torch.device)):
-                device = a
-        if device is None:
+        device = _device_of(args, kwargs)
+        if device is _MISSING or device is None:
             return self
         return NonTensorStack.from_array(self.values, torch.device(device))
 
-    def cpu(self) -> NonTensorStack:
-        return self.to("cpu")
+    def apply(self, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> NonTensorStack:
+        """No tensor to apply ``fn`` to: the stack itself (a new wrapper)."""
+        return NonTensorStack.from_array(self.values, self._device)
+
+    def update(
+        self, input_dict_or_td: Any, *args: Any, inplace: bool = False, **kwargs: Any
+    ) -> Any:
+        """Take the values of another non-tensor entry (broadcast to this batch size).
+
+        Raises:
+            LockedError: the stack is locked and ``inplace`` is False.
+        """
+        if self.is_locked and not inplace:
+            raise LockedError(
+                "Cannot modify locked TensorDict (this NonTensorStack is locked). Use update_ or "
+                "inplace=True to write the values in place."
+            )
+        self._setitem(slice(None), input_dict_or_td)
+        self._refresh_saved()
+        return self
+
+    def update_(self, input_dict_or_td: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.update(input_dict_or_td, inplace=True)
+
+    def update_at_(self, input_dict_or_td: Any, index: Any, **kwargs: Any) -> Any:
+        self[index] = input_dict_or_td
+        return self
 
     def __eq__(self, other: object) -> Any:
         if isinstance(other, (NonTensorData, NonTensorStack)):
             theirs = np.broadcast_to(other.to_array(), self.values.shape)
             flags = [same_value(a, b) for a, b in zip(self.values.reshape(-1), theirs.reshape(-1))]
             return torch.tensor(flags, dtype=torch.bool).reshape(self.values.shape)
-        return NotImplemented
+        return False
 
-    __hash__ = object.__hash__
+    def __iter__(self) -> Any:
+        return iter(self.tensordicts)
 
     def __repr__(self) -> str:
         text = str(self.tolist())
@@ -442,6 +674,29 @@ def is_non_tensor(value: Any) -> bool:
     return isinstance(value, (NonTensorData, NonTensorStack))
 
 
+def stack_non_tensor(
+    items: Sequence[NonTensorData | NonTensorStack], dim: int
+) -> NonTensorData | NonTensorStack:
+    """Stack non-tensor entries as upstream does.
+
+    ``MetaData`` members holding the same object give one ``MetaData``; with
+    ``capture_non_tensor_stack()`` on, equal ``NonTensorData`` values give one ``NonTensorData``;
+    otherwise the result is a :class:`NonTensorStack`.
+    """
+    first = items[0]
+    bs = first.batch_size
+    new_bs = torch.Size((*bs[:dim], len(items), *bs[dim:]))
+    if isinstance(first, MetaData) and all(
+        isinstance(i, MetaData) and i.data is first.data for i in items[1:]
+    ):
+        return first._with_batch_size(new_bs)
+    if capture_non_tensor_stack() and _all_same_data(items):
+        return NonTensorData._new(first.data, new_bs, first.device)  # type: ignore[no-any-return]
+    return NonTensorStack.from_array(
+        np.stack([i.to_array() for i in items], axis=dim), first.device
+    )
+
+
 def _all_same_data(items: Sequence[NonTensorData | NonTensorStack]) -> bool:
     """Whether every item is a NonTensorData holding the same object."""
     first = items[0]
@@ -450,34 +705,15 @@ def _all_same_data(items: Sequence[NonTensorData | NonTensorStack]) -> bool:
     )
 
 
-def stack_non_tensor(
-    items: Sequence[NonTensorData | NonTensorStack], dim: int
-) -> NonTensorData | NonTensorStack:
-    """Stack non-tensor entries: equal objects give back a :class:`NonTensorData`."""
-    first = items[0]
-    if isinstance(first, MetaData) and all(
-        isinstance(i, MetaData) and i.data is first.data for i in items[1:]
-    ):
-        bs = first.batch_size
-        return first._with_batch_size(torch.Size((*bs[:dim], len(items), *bs[dim:])))
-    if _all_same_data(items):
-        bs = first.batch_size
-        new_bs = torch.Size((*bs[:dim], len(items), *bs[dim:]))
-        return NonTensorData._new(first.data, new_bs, first.device)
-    return NonTensorStack.from_array(
-        np.stack([i.to_array() for i in items], axis=dim), first.device
-    ).maybe_collapse()
-
-
 def cat_non_tensor(
     items: Sequence[NonTensorData | NonTensorStack], dim: int
 ) -> NonTensorData | NonTensorStack:
-    """Concatenate non-tensor entries along a batch dimension."""
+    """Concatenate non-tensor entries along a batch dimension (equal values stay one)."""
     first = items[0]
     if _all_same_data(items):
         bs = list(first.batch_size)
         bs[dim] = sum(i.batch_size[dim] for i in items)
-        return NonTensorData._new(first.data, torch.Size(bs), first.device)
+        return first._with_batch_size(torch.Size(bs))  # type: ignore[union-attr]
     return NonTensorStack.from_array(
         np.concatenate([i.to_array() for i in items], axis=dim), first.device
     )

@@ -167,7 +167,7 @@ class _Walker:
             return self.tensordict(key, directory, meta)
         if tag in (fmt.CLASS_LAZY, fmt.TYPE_LAZY):
             return self.lazy(key, directory, meta)
-        if tag == fmt.TYPE_NON_TENSOR:
+        if tag in (fmt.TYPE_NON_TENSOR, fmt.TYPE_METADATA):
             return self.non_tensor(key, directory, meta, parent_bs)
         if tag == fmt.TYPE_NON_TENSOR_STACK:
             return self.non_tensor_stack(key, directory, meta, parent_bs)

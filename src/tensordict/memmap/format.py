@@ -40,6 +40,7 @@ __all__ = [
     "FORMAT_VERSION",
     "TYPE_LAZY",
     "TYPE_NON_TENSOR",
+    "TYPE_METADATA",
     "TYPE_NON_TENSOR_STACK",
     "TYPE_TD",
     "encode_key",
@@ -57,6 +58,7 @@ TYPE_TD = "<class 'tensordict._td.TensorDict'>"
 TYPE_LAZY = "<class 'tensordict._lazy.LazyStackedTensorDict'>"
 TYPE_NON_TENSOR = "<class 'tensordict.tensorclass.NonTensorData'>"
 TYPE_NON_TENSOR_STACK = "<class 'tensordict.tensorclass.NonTensorStack'>"
+TYPE_METADATA = "<class 'tensordict.tensorclass.MetaData'>"
 CLASS_TD = "tensordict:TensorDict"
 CLASS_LAZY = "tensordict:LazyStackedTensorDict"
 META = "meta.json"
@@ -282,3 +284,17 @@ def resolve_class(type_str: str, meta_path: str) -> type:
         f"{meta_path} holds a {type_str}, which is not defined in this process. Import the module "
         "that defines this tensorclass before loading (classes are never imported from metadata)."
     )
+
+
+def is_writable(file_path: str | os.PathLike[str]) -> bool:
+    """Whether this process may write ``file_path`` (a missing file counts as writable).
+
+    Examples:
+        >>> import tempfile
+        >>> is_writable(os.path.join(tempfile.mkdtemp(), "new.memmap"))
+        True
+    """
+    path = os.fspath(file_path)
+    if os.access(path, os.W_OK):
+        return True
+    return not os.path.exists(path)

@@ -26,7 +26,12 @@ from tensordict.core.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, key_path
 from tensordict.core.lazy_stack import LazyStackedTensorDict
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.non_tensor import (
+    MetaData,
+    NonTensorData,
+    NonTensorStack,
+    register_save_hook,
+)
 from tensordict.core.pickling import _DTYPES
 from tensordict.core.unbatched import is_unbatched
 from tensordict.errors import (
@@ -235,7 +240,8 @@ def _plan_tensorclass(tc: Any, directory: str, plan: _Plan) -> Builder:
 
 
 def _plan_non_tensor(value: NonTensorData, directory: str, plan: _Plan) -> Builder:
-    meta: dict[str, Any] = {"_type": fmt.TYPE_NON_TENSOR}
+    kind = fmt.TYPE_METADATA if isinstance(value, MetaData) else fmt.TYPE_NON_TENSOR
+    meta: dict[str, Any] = {"_type": kind}
     inline = fmt.is_jsonable(value.data)
     if inline:
         meta["data"] = value.data
@@ -244,7 +250,7 @@ def _plan_non_tensor(value: NonTensorData, directory: str, plan: _Plan) -> Build
     meta["_metadata"] = None
     meta["_is_non_tensor"] = True
     plan.metas.append((directory, meta))
-    return lambda: value
+    return _saved_non_tensor(value, directory, plan)
 
 
 def _plan_non_tensor_stack(value: NonTensorStack, directory: str, plan: _Plan) -> Builder:
@@ -254,7 +260,32 @@ def _plan_non_tensor_stack(value: NonTensorStack, directory: str, plan: _Plan) -
     meta["data"] = data if inline else "pickle.pkl"
     _plan_pickle(plan, os.path.join(directory, "pickle.pkl"), None if inline else data)
     plan.metas.append((directory, meta))
-    return lambda: value
+    return _saved_non_tensor(value, directory, plan)
+
+
+def _saved_non_tensor(value: Any, directory: str, plan: _Plan) -> Builder:
+    """The entry as held by the saved tensordict: marked memory-mapped at ``directory``, so that
+    an in-place update of its value rewrites its files (see :func:`_rewrite_non_tensor`)."""
+
+    def build() -> Any:
+        out = value if plan.inplace else value.copy()
+        out._mark_saved(directory)
+        return out
+
+    return build
+
+
+def _rewrite_non_tensor(value: Any, directory: str) -> None:
+    """Rewrite the files of a memory-mapped non-tensor entry after its value changed."""
+    plan = _Plan(like=False, inplace=True)
+    if isinstance(value, NonTensorStack):
+        _plan_non_tensor_stack(value, directory, plan)
+    else:
+        _plan_non_tensor(value, directory, plan)
+    _execute(plan, directory, lambda: value, 0)
+
+
+register_save_hook(_rewrite_non_tensor)
 
 
 def _plan_pickle(plan: _Plan, path: str, obj: Any) -> None:

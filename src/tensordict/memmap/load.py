@@ -18,7 +18,7 @@ import torch
 
 from tensordict.core.dense import TensorDict
 from tensordict.core.lazy_stack import LazyStackedTensorDict
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack, _object_array
+from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack, _object_array
 from tensordict.errors import IncompleteMemmapError, MemmapFormatError, PickleNotAllowedError
 from tensordict.memmap import format as fmt
 from tensordict.memmap.tensor import MemoryMappedTensor, dtype_from_str
@@ -72,10 +72,17 @@ def _load_node(directory: str, meta: dict[str, Any], allow_pickle: bool, batch_s
         return _load_td(directory, meta, allow_pickle)
     if tag in (fmt.CLASS_LAZY, fmt.TYPE_LAZY):
         return _load_lazy(directory, meta, allow_pickle, batch_size)
-    if tag == fmt.TYPE_NON_TENSOR:
-        return _load_non_tensor(directory, meta, allow_pickle, batch_size)
+    if tag in (fmt.TYPE_NON_TENSOR, fmt.TYPE_METADATA):
+        entry = _load_non_tensor(directory, meta, allow_pickle, batch_size)
+        if tag == fmt.TYPE_METADATA:
+            entry = MetaData._new(entry.data, entry.batch_size, entry.device)
+        entry._mark_saved(directory)
+        return entry
     if tag == fmt.TYPE_NON_TENSOR_STACK:
-        return _load_non_tensor_stack(directory, meta, allow_pickle, batch_size)
+        entry = _load_non_tensor_stack(directory, meta, allow_pickle, batch_size)
+        if isinstance(entry, NonTensorStack):
+            entry._mark_saved(directory)
+        return entry
     meta_path = os.path.join(directory, fmt.META)
     cls = fmt.resolve_class(str(tag), meta_path)
     if not getattr(cls, "_is_tensorclass", False):
@@ -123,6 +130,7 @@ def _load_td(directory: str, meta: dict[str, Any], allow_pickle: bool) -> Tensor
         )
         if isinstance(value, NonTensorData):
             value = value._with_batch_size(batch_size)
+            value._mark_saved(sub)  # type: ignore[arg-type]
         elif shape is not None and tuple(shape[:n]) != tuple(batch_size):
             raise MemmapFormatError(
                 f"{meta_path}: entry {key!r} has shape {list(shape)}, which does not start with "

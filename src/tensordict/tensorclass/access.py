@@ -187,7 +187,7 @@ def _unwrap_non_tensor(value: Any) -> Any:
         return value.data
     cls = value.__class__
     if cls is NonTensorStack:
-        return value.tolist()
+        return value._as_linked_list()
     return value
 
 

@@ -228,6 +228,13 @@ class ClassBuilder:
                 self._add(spec, name, method)
         for name, settable in forwarding.PROPERTIES.items():
             self._add(spec, name, forwarding.property_forwarder(name, settable))
+        methods, properties = forwarding.rest_of_api(frozenset(WRITTEN))
+        for name in methods:  # the rest of the TensorDict API, as the inner tensordict has it
+            method = forwarding.forwarder(name, forwarding.Kind.WRAP)
+            method.__qualname__ = f"{cls.__qualname__}.{name}"
+            self._add(spec, name, method)
+        for name, settable in properties.items():
+            self._add(spec, name, forwarding.property_forwarder(name, settable))
 
     # -------------------------------------------------------------------- finish
     def _finish(self, spec: ClassSpec) -> type:

@@ -8,14 +8,9 @@ upstream does. Which one, and in what form, depends on the class options:
   non-tensor data are stored as they are; any other value is stored the way
   :class:`~tensordict.TensorDict` stores it (numbers and numeric arrays become tensors, dicts
   become nested tensordicts, other python objects become :class:`~tensordict.NonTensorData`).
-* **nocast**: nothing is ever converted. Tensors and tensor collections are stored as they are and
-  every other value is wrapped in :class:`~tensordict.NonTensorData` unchanged (``1`` stays the
-  python int ``1``). Because the value is stored *as given*, it must already be what the field
-  declares: a value that is not an instance of the field's annotation is refused with
-  :class:`~tensordict.errors.FieldTypeError` (PEP 484's numeric tower applies: an ``int`` is a
-  valid ``float``). ``None`` is always accepted (an unset field, as upstream), and annotations
-  that name no class (``Any``, type variables, ``Literal``, unresolvable forward references) accept
-  anything. ``Optional[X]``/``X | Y`` accept an instance of any member, ``list[int]`` any list.
+* **nocast**: numbers and numpy arrays are never turned into tensors: they are stored as
+  :class:`~tensordict.NonTensorData` unchanged (``1`` stays the python int ``1``). Other values
+  follow the default rules. As upstream, the annotation is not checked.
 * **autocast**: the annotation decides. A value that is already an instance is kept (python
   objects as non-tensor data); otherwise a ``torch.Tensor`` annotation casts with
   ``torch.as_tensor``, a tensordict or tensorclass annotation builds one from a dict, and any
@@ -212,18 +207,10 @@ def _describe(value: Any) -> str:
 
 
 def _nocast(spec: ClassSpec, name: str, value: Any) -> Any:
-    classes = spec.classes(name)
-    if classes is not None:
-        checked = value.data if isinstance(value, NonTensorData) else value
-        if not isinstance(value, NonTensorStack) and not isinstance(checked, _widen(classes)):
-            wanted = " | ".join(c.__name__ for c in classes if c is not _NONE_TYPE) or "None"
-            raise FieldTypeError(
-                f"{spec.cls.__name__}.{name} is declared as {wanted}, got "
-                f"{type(checked).__name__} {_describe(checked)}. With nocast=True values are "
-                "stored as given, never converted: pass a value of the declared type (or None), "
-                "or change the annotation."
-            )
-    return value if stored_as_is(value) else NonTensorData(value)
+    """Numbers and numpy arrays stay python objects; everything else follows the default rules."""
+    if isinstance(value, (bool, int, float, complex, np.ndarray, np.generic)):
+        return NonTensorData(value)
+    return value
 
 
 def _tensor_only(spec: ClassSpec, name: str, value: Any) -> Any:

@@ -20,6 +20,8 @@ wraps the result. Methods the class (or a user base class) defines itself are ne
 from __future__ import annotations
 
 import enum
+import functools
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,6 +29,7 @@ import torch
 
 from tensordict.core.base import TensorDictBase
 from tensordict.core.combine import TORCH_FUNCTIONS
+from tensordict.core.dense import TensorDict
 from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.tensorclass.construct import new_instance
 
@@ -90,7 +93,7 @@ FORWARDED: dict[Kind, tuple[str, ...]] = {
         *("make_memmap", "make_memmap_from_tensor", "__contains__", "__delitem__", "__bool__"),
         *("entry_class", "is_contiguous", "param_count", "bytes"),
         *("popitem", "get_non_tensor", "non_tensor_items", "tolist", "numpy"),
-        *("allclose", "is_floating_point"),
+        *("allclose", "is_floating_point", "to_module"),
         "__exit__",
     ),
     Kind.BORROW: (
@@ -249,3 +252,49 @@ def lazy_stack(cls: type, input: Sequence[Any], dim: int = 0, **kw: Any) -> Any:
     result = LazyStackedTensorDict(*members, stack_dim=dim)
     template = _template(members)
     return result if template is None else wrap_result(template, result)
+
+
+#: TensorDict attributes never forwarded by name (``data`` may be a field; the rest are written)
+_NOT_FORWARDED = frozenset({"data", "grad"})
+
+
+@functools.cache
+def rest_of_api(written: frozenset[str]) -> tuple[tuple[str, ...], dict[str, bool]]:
+    """The public TensorDict methods and properties that neither :data:`FORWARDED`,
+    :data:`PROPERTIES` nor ``written`` cover: forwarded as ``WRAP`` methods / read-through
+    properties, so a tensorclass answers the whole API as the dense class grows."""
+    declared = {n for names in FORWARDED.values() for n in names} | set(PROPERTIES) | written
+    methods: list[str] = []
+    properties: dict[str, bool] = {}
+    for name in dir(TensorDict):
+        if name.startswith("_") or name in declared or name in _NOT_FORWARDED:
+            continue
+        attr = inspect.getattr_static(TensorDict, name)
+        if isinstance(attr, property):
+            properties[name] = attr.fset is not None
+        elif isinstance(attr, (classmethod, staticmethod)):
+            continue  # constructors: the tensorclass has its own (from_dict, stack, ...)
+        elif callable(attr):
+            methods.append(name)
+    return tuple(methods), properties
+
+
+def _names(kinds: tuple[Kind, ...], extra: tuple[str, ...] = ()) -> list[str]:
+    return sorted({n for k in kinds for n in FORWARDED[k]} | set(extra))
+
+
+#: Upstream's names for the forwarded API, derived from :data:`FORWARDED` (sorted, disjoint):
+#: comparisons that always run on the inner tensordict ...
+_FALLBACK_METHOD_FROM_TD_FORCE = sorted(
+    n for n in FORWARDED[Kind.WRAP] if n in ("__ge__", "__gt__", "__le__", "__lt__", "__ror__")
+)
+#: ... methods whose tensordict result comes back as the tensorclass (or that return it) ...
+_FALLBACK_METHOD_FROM_TD = sorted(
+    (set(_names((Kind.WRAP, Kind.SELF))) | set(rest_of_api(frozenset())[0]))
+    - set(_FALLBACK_METHOD_FROM_TD_FORCE)
+    - set(_names((Kind.PLAIN, Kind.BORROW)))
+)
+#: ... methods and attributes returned as the inner tensordict gives them ...
+_FALLBACK_METHOD_FROM_TD_NOWRAP = _names((Kind.PLAIN,), tuple(PROPERTIES))
+#: ... and methods run with the tensorclass itself as ``self``.
+_METHOD_FROM_TD = _names((Kind.BORROW,))
