@@ -24,9 +24,11 @@ __all__ = [
     "FormatValueError",
     "FrozenTensorclassError",
     "IncompleteMemmapError",
+    "IndexTypeError",
     "IndexingError",
     "KeyMismatchError",
     "KeyTypeError",
+    "LazyViewError",
     "LockedError",
     "MetaDataTypeError",
     "MemmapFormatError",
@@ -109,6 +111,15 @@ class NotATensorDictError(TypeError):
 
 class IndexingError(IndexError):
     """An index that does not fit the batch dimensions (out of range, too many, wrong mask)."""
+
+
+class IndexTypeError(IndexingError, TypeError):
+    """An index of a type that cannot index a tensordict (a set, a float, ...)."""
+
+
+class LazyViewError(RuntimeError):
+    """An operation a lazy view (``_CustomOpTensorDict``, ``_SubTensorDict``) cannot do: make
+    it dense first (``to_tensordict()``), or act on its source."""
 
 
 class LockedError(RuntimeError):

@@ -272,8 +272,9 @@ class EntriesMixin(TensorCollection):
                     raise self._missing_key(path[: i + 1])
                 if node.is_locked:
                     raise LockedError(locked_message(f"create the nested key {path[: i + 1]!r}"))
-                child = node._new_dense({}, node.batch_size)
-                node._set_str(part, child, validated=True)
+                node._set_str(part, node._new_dense({}, node.batch_size), validated=True)
+                # read it back: a view (lazy view, sub-tensordict) stores it in its source
+                child = node._get_str(part, None)
             elif getattr(type(child), "_is_tensorclass", False):
                 child = child._tensordict
             elif not isinstance(child, TensorCollection):

@@ -19,6 +19,8 @@ from typing import Any
 import torch
 
 from tensordict.core.collection import TensorCollection as TensorDictBaseLike
+from tensordict.core.lazy_views import lazy_shape_view
+from tensordict.core.options import lazy_legacy
 from tensordict.core.shape import normalize_dim
 from tensordict.errors import BatchSizeError, ShapeMismatchError
 
@@ -93,6 +95,8 @@ class LazyShapeMixin:
         order = [normalize_dim(d, bd, bs, "permute") for d in order]
         if sorted(order) != list(range(bd)):
             raise BatchSizeError(f"permute: {order} is not a permutation of range({bd}).")
+        if lazy_legacy():  # upstream's legacy lazy mode: a lazy view of the stack
+            return lazy_shape_view(self, "permute", dims=order)
         sd = self.stack_dim
         member_order = [o - (o > sd) for o in order if o != sd]
         return _new_stack(self._members_op("permute", member_order), order.index(sd), self)
@@ -142,6 +146,8 @@ class LazyShapeMixin:
         new_bs = self._target_shape(_sizes(shape), "view")
         if new_bs == self.batch_size:
             return self
+        if lazy_legacy():  # upstream's legacy lazy mode: a lazy view of the stack
+            return lazy_shape_view(self, "view", size=new_bs)
         out = self._regroup(new_bs) if self.batch_size.numel() else None
         if out is None:
             raise BatchSizeError(
@@ -204,6 +210,10 @@ class LazyShapeMixin:
         i = 0
         while i < min(len(old), len(new)) and old[i] == new[i]:
             i += 1
+        if i == min(len(old), len(new)):  # one shape extends the other with size-1 dims
+            i -= 1
+        if i < 0:
+            return None
         if len(new) < len(old):  # merge dims i..j of old into dim i of new
             for j in range(i, len(old)):
                 if math.prod(old[i : j + 1]) == new[i] and old[j + 1 :] == new[i + 1 :]:

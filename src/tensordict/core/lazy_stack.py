@@ -38,6 +38,7 @@ from tensordict.errors import (
     LockedError,
     NotATensorDictError,
     ShapeMismatchError,
+    TensorDictKeyError,
 )
 
 __all__ = ["LazyStackedTensorDict"]
@@ -278,7 +279,7 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
             for m in self.tensordicts
         ]
         if isinstance(values[0], TensorDictBase):
-            return LazyStackedTensorDict(*values, stack_dim=self.stack_dim)
+            return self._nested_stack(values)
         return values[0]
 
     def _get_str(self, key: str, default: Any) -> Any:
@@ -302,8 +303,15 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         if isinstance(v0, (NonTensorData, NonTensorStack)):
             return stack_non_tensor(values, self.stack_dim)
         if isinstance(v0, TensorDictBase):
-            return LazyStackedTensorDict(*values, stack_dim=self.stack_dim)
+            return self._nested_stack(values)
         return torch.stack(values, self.stack_dim)
+
+    def _nested_stack(self, values: list[Any]) -> LazyStackedTensorDict:
+        """The lazy stack of the members' nested tensordicts, locked (and held) like this one."""
+        out = LazyStackedTensorDict(*values, stack_dim=self.stack_dim)
+        if self._is_locked:
+            out._set_locked(True, self)
+        return out
 
     def _set_str(self, key: str, value: Any, *, validated: bool) -> None:
         if not validated:
@@ -503,6 +511,20 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
 
     def _tensor_leaves(self) -> list[torch.Tensor]:
         return [t for m in self.tensordicts for t in m._tensor_leaves()]
+
+    def set_(self, key: Any, item: Any) -> Any:
+        """Overwrite an entry every member holds, in place (in each member).
+
+        Raises:
+            TensorDictKeyError: a member lacks ``key``.
+        """
+        if key not in self.keys(include_nested=True):
+            raise TensorDictKeyError(
+                f"key {key!r} not found: setting a value in-place on a stack of TensorDict is "
+                "only possible for keys every member holds. Use set() (not in place) to add it "
+                "to every member."
+            )
+        return super().set_(key, item)
 
     def set(self, key: Any, item: Any, inplace: bool = False, **kwargs: Any) -> Any:
         if self._is_locked and not inplace:
