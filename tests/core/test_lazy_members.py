@@ -213,3 +213,24 @@ def test_expand_of_a_tensordict_holding_a_ragged_lazy_stack() -> None:
     assert isinstance(lazy, LazyStackedTensorDict) and lazy.batch_size == torch.Size([4, 2])
     assert lazy.stack_dim == 1 and type(lazy[..., 0]) is TensorDict
     assert lazy[..., 1]["h"].shape == torch.Size([4, 3])
+
+
+def test_where_on_a_lazy_stack_splits_the_condition_along_the_stack_dim() -> None:
+    td = LazyStackedTensorDict(member(1, 3), member(2, 3), stack_dim=1)
+    mask = torch.tensor([[True, False], [False, True], [True, True]])
+    out = torch.where(mask, td, 0)
+    assert isinstance(out, LazyStackedTensorDict)
+    assert out["a"].tolist() == [[1, 0], [0, 2], [1, 2]]
+    holder = TensorDict({"lazy": td}, [3, 2])
+    assert torch.where(mask, holder, -1)["lazy", "a"].tolist() == [[1, -1], [-1, 2], [1, 2]]
+
+
+def test_nested_stack_read_from_a_locked_stack_is_locked_and_held() -> None:
+    a = TensorDict({"n": {"x": torch.zeros(3)}}, [3])
+    td = LazyStackedTensorDict(a, a.clone()).lock_()
+    nested = td.get("n")
+    assert nested.is_locked
+    with pytest.raises(LockedError):
+        nested.unlock_()
+    td.unlock_()
+    assert not td.get("n").is_locked
