@@ -234,3 +234,20 @@ def test_nested_stack_read_from_a_locked_stack_is_locked_and_held() -> None:
         nested.unlock_()
     td.unlock_()
     assert not td.get("n").is_locked
+
+
+def test_setting_a_list_gives_each_member_its_part() -> None:
+    td = LazyStackedTensorDict(TensorDict(), TensorDict())
+    td["s"] = ["0", "1"]
+    td["b"] = [torch.ones(2) * 2, torch.ones(1)]
+    assert td[0]["s"] == "0" and td[1]["s"] == "1"
+    assert td.get("b", as_padded_tensor=True).tolist() == [[2, 2], [1, 0]]
+
+
+def test_setting_a_nested_list_follows_the_batch_dims() -> None:
+    inner = [LazyStackedTensorDict(TensorDict(), TensorDict()) for _ in range(3)]
+    td = LazyStackedTensorDict(*inner, stack_dim=1)  # batch [2, 3]
+    td["a"] = [[torch.ones(i + 3 * j + 1) for i in range(3)] for j in range(2)]
+    assert [td[j, i]["a"].shape[0] for j in range(2) for i in range(3)] == [1, 2, 3, 4, 5, 6]
+    td["c"] = [[[2], [3], [4]], [[5], [6], [7]]]
+    assert td["c"].tolist() == [[[2], [3], [4]], [[5], [6], [7]]]

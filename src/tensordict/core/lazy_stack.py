@@ -28,6 +28,7 @@ from tensordict.core.lazy_index import (
 )
 from tensordict.core.lazy_shape import LazyShapeMixin, maybe_dense_stack
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, stack_non_tensor
+from tensordict.core.options import list_to_stack
 from tensordict.core.ragged import LazyRaggedMixin
 from tensordict.core.setitem import stage_setitem
 from tensordict.core.shape import normalize_dim
@@ -529,6 +530,11 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
     def set(self, key: Any, item: Any, inplace: bool = False, **kwargs: Any) -> Any:
         if self._is_locked and not inplace:
             raise LockedError(locked_message(f"set {key!r}"))
+        if isinstance(item, list) and list_to_stack() and len(item) == self.batch_size[0]:
+            # a (nested) list along the batch dims: each member takes its slice of it
+            for k, member in enumerate(self.tensordicts):
+                member.set(key, _list_part(item, self.stack_dim, k), inplace, **kwargs)
+            return self
         return super().set(key, item, inplace, **kwargs)
 
     # ================================================================== member-wise updates
@@ -594,6 +600,30 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_lazy, (self.tensordicts, self.stack_dim, self._is_locked))
+
+
+def _list_part(values: list[Any], stack_dim: int, k: int) -> Any:
+    """Member ``k``'s part of a nested list laid out along the batch dims (the stack dim taken
+    out); a part that is a list of numbers or tensors becomes a tensor, as upstream stacks it."""
+    part = _take(values, stack_dim, k)
+    if isinstance(part, list) and part and not isinstance(_first_leaf(part), str):
+        try:
+            return torch.stack([torch.as_tensor(p) for p in part])
+        except (RuntimeError, TypeError, ValueError):
+            return part
+    return part
+
+
+def _take(values: Any, depth: int, k: int) -> Any:
+    if depth == 0:
+        return values[k]
+    return [_take(v, depth - 1, k) for v in values]
+
+
+def _first_leaf(values: Any) -> Any:
+    while isinstance(values, list) and values:
+        values = values[0]
+    return values
 
 
 def _deprecated(message: str) -> None:
