@@ -25,6 +25,7 @@ __all__ = [
     "FrozenTensorclassError",
     "IncompleteMemmapError",
     "IndexTypeError",
+    "InplaceNotSupportedError",
     "IndexingError",
     "KeyMismatchError",
     "KeyTypeError",
@@ -115,6 +116,11 @@ class IndexingError(IndexError):
 
 class IndexTypeError(IndexingError, TypeError):
     """An index of a type that cannot index a tensordict (a set, a float, ...)."""
+
+
+class InplaceNotSupportedError(NotImplementedError):
+    """``inplace=True`` asked of an operation that cannot change this tensordict in place (a
+    shape operation on a lazy stack, whose batch size follows its members)."""
 
 
 class LazyViewError(RuntimeError):

@@ -251,3 +251,31 @@ def test_setting_a_nested_list_follows_the_batch_dims() -> None:
     assert [td[j, i]["a"].shape[0] for j in range(2) for i in range(3)] == [1, 2, 3, 4, 5, 6]
     td["c"] = [[[2], [3], [4]], [[5], [6], [7]]]
     assert td["c"].tolist() == [[[2], [3], [4]], [[5], [6], [7]]]
+
+
+def test_update_takes_entries_as_keyword_arguments() -> None:
+    td = LazyStackedTensorDict(*[TensorDict({"a": torch.zeros(())}) for _ in range(3)])
+    td.update(b=torch.ones(3))
+    td.update_(a=torch.ones(3))
+    assert (td["b"] == 1).all() and (td["a"] == 1).all()
+
+
+def test_inplace_shape_ops_on_a_lazy_stack_are_refused() -> None:
+    from tensordict.errors import InplaceNotSupportedError
+
+    td = LazyStackedTensorDict(member(0, 4), member(1, 4))
+    for op, args in (("flatten", (0, 1)), ("unflatten", (1, (2, 2))), ("contiguous", ())):
+        with pytest.raises(InplaceNotSupportedError, match=op):
+            getattr(td, op)(*args, inplace=True)
+
+
+def test_assert_close_compares_ragged_lazy_stacks_member_by_member() -> None:
+    from tensordict.core.checks import assert_close
+
+    inner = LazyStackedTensorDict(TensorDict(a=torch.zeros(2)), TensorDict(a=torch.zeros(3)))
+    holder = TensorDict({"lazy": inner}, [2])
+    assert assert_close(holder, holder.clone())
+    other = holder.clone()
+    other["lazy"].tensordicts[1]["a"] += 1
+    with pytest.raises(AssertionError, match="<1>"):
+        assert_close(holder, other)

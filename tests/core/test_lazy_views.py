@@ -243,3 +243,34 @@ def test_sub_tensordict_refuses_replacing_a_nested_tensordict_by_a_tensor() -> N
     with pytest.raises(ValueError, match="Tried to replace a tensordict") as info:
         sub.update({"n": torch.zeros(3, 4, 1)})
     assert isinstance(info.value, ShapeMismatchError)
+
+
+def test_sub_tensordict_set_of_an_existing_tensor_is_refused_but_setitem_writes() -> None:
+    from tensordict.errors import LazyViewError
+
+    td = source()
+    sub = td._get_sub_tensordict((slice(None), torch.tensor([0, 2])))
+    with pytest.raises(LazyViewError, match="prohibited for existing tensors"):
+        sub.set("a", torch.zeros(2, 2, 4, 1))
+    sub["a"] = torch.full((2, 2, 4, 1), -3.0)
+    sub.set_at_("a", -5.0, (0, 1))
+    assert (td["a"][:, 0] == -3).all() and (td["a"][0, 2] == -5).all()
+    assert sub.get_parent_tensordict() is td
+
+
+def test_split_keys_in_place_on_a_view_removes_the_keys_from_the_source() -> None:
+    td = source()
+    view = lazy_shape_view(td, "permute", dims=[2, 0, 1])
+    part, rest = view.split_keys(["a"], inplace=True)
+    assert rest is view and list(part.keys()) == ["a"] and "a" not in td._own_keys()
+
+
+def test_memmap_of_a_view_maps_its_source(tmp_path: Any) -> None:
+    td = source()
+    view = lazy_shape_view(td, "permute", dims=[2, 0, 1])
+    expected = view.to_tensordict()
+    view.memmap_(tmp_path)
+    assert view.is_memmap() and td.is_locked
+    assert (view["a"] == expected["a"]).all()
+    loaded = TensorDict.load_memmap(tmp_path)
+    assert loaded.batch_size == view.batch_size and (loaded["a"] == expected["a"]).all()

@@ -10,7 +10,7 @@ import torch
 
 from tensordict.core.keys import NestedKey, is_collection_class, key_path
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
-from tensordict.errors import TensorDictPropertyError
+from tensordict.errors import ShapeMismatchError, TensorDictPropertyError
 
 __all__ = ["assert_close", "check_recursive_properties"]
 
@@ -19,12 +19,27 @@ def _inner(td: Any) -> Any:
     return td._tensordict if getattr(type(td), "_is_tensorclass", False) else td
 
 
-def _leaves(td: Any) -> dict[NestedKey, Any]:
-    return {
-        k: v
-        for k, v in _inner(td).items(include_nested=True, leaves_only=True)
-        if isinstance(v, torch.Tensor)
-    }
+def _leaves(td: Any, prefix: tuple[str, ...] = ()) -> dict[NestedKey, Any]:
+    """The tensors under ``td`` by key; a lazy stack whose members hold an entry with different
+    shapes contributes its members' tensors under ``<i>`` path parts instead."""
+    node = _inner(td)
+    try:
+        items = list(node._own_items())
+    except ShapeMismatchError:
+        out: dict[NestedKey, Any] = {}
+        for i, member in enumerate(node.tensordicts):
+            out.update(_leaves(member, (*prefix, f"<{i}>")))
+        return out
+    out = {}
+    for key, value in items:
+        path = (*prefix, key)
+        if isinstance(value, (NonTensorData, NonTensorStack)):
+            continue
+        if is_collection_class(type(value)):
+            out.update(_leaves(value, path))
+        elif isinstance(value, torch.Tensor):
+            out[path if len(path) > 1 else key] = value
+    return out
 
 
 def _member_pairs(a: Any, b: Any) -> list[tuple[Any, Any]] | None:

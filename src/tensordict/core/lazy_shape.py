@@ -22,7 +22,7 @@ from tensordict.core.collection import TensorCollection as TensorDictBaseLike
 from tensordict.core.lazy_views import lazy_shape_view
 from tensordict.core.options import lazy_legacy
 from tensordict.core.shape import normalize_dim
-from tensordict.errors import BatchSizeError, ShapeMismatchError
+from tensordict.errors import BatchSizeError, InplaceNotSupportedError, ShapeMismatchError
 
 __all__ = ["LazyShapeMixin", "cat_lazy", "maybe_dense_stack", "stack_lazy"]
 
@@ -101,6 +101,14 @@ class LazyShapeMixin:
         member_order = [o - (o > sd) for o in order if o != sd]
         return _new_stack(self._members_op("permute", member_order), order.index(sd), self)
 
+    def repeat(self, *repeats: Any, inplace: bool = False) -> Any:
+        _refuse_inplace("repeat", inplace)
+        return super().repeat(*repeats)  # type: ignore[misc]
+
+    def gather(self, dim: int, index: torch.Tensor, *, inplace: bool = False, **kw: Any) -> Any:
+        _refuse_inplace("gather", inplace)
+        return super().gather(dim, index, **kw)  # type: ignore[misc]
+
     # ------------------------------------------------------------------ any shape function
     def _transform(self, leaf_fn: Any, batch_size: Any = None, names: Any = None) -> Any:
         """Apply a batch-dims shape function (see ``ShapeMixin._transform``), keeping the stack.
@@ -170,8 +178,9 @@ class LazyShapeMixin:
             return dense
         return out
 
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Any:
+    def flatten(self, start_dim: int = 0, end_dim: int = -1, *, inplace: bool = False) -> Any:
         """Merge the batch dims ``start_dim..end_dim`` (the elements become the members)."""
+        _refuse_inplace("flatten", inplace)
         bs = self.batch_size
         s = normalize_dim(start_dim, len(bs), bs, "flatten")
         e = normalize_dim(end_dim, len(bs), bs, "flatten")
@@ -181,8 +190,9 @@ class LazyShapeMixin:
             return self
         return self.reshape(*bs[:s], math.prod(bs[s : e + 1]), *bs[e + 1 :])
 
-    def unflatten(self, dim: int, unflattened_size: Sequence[int]) -> Any:
+    def unflatten(self, dim: int, unflattened_size: Sequence[int], *, inplace: bool = False) -> Any:
         """Split batch dim ``dim`` into ``unflattened_size`` (nested stacks of slices)."""
+        _refuse_inplace("unflatten", inplace)
         bs = self.batch_size
         d = normalize_dim(dim, len(bs), bs, "unflatten")
         try:
@@ -237,6 +247,15 @@ class LazyShapeMixin:
             step = out.batch_size[d] // size
             out = _new_stack(out.split(step, d), d, self)
         return out
+
+
+def _refuse_inplace(op: str, inplace: bool) -> None:
+    if inplace:
+        raise InplaceNotSupportedError(
+            f"{op}(..., inplace=True) is not supported on a LazyStackedTensorDict: its batch "
+            f"size follows its members. Call {op}(...) without inplace (a new lazy stack), or "
+            "make it dense first (to_tensordict())."
+        )
 
 
 def _single_varying_dim(moved: torch.Tensor) -> int | None:

@@ -36,6 +36,7 @@ from tensordict.core.unbatched import is_unbatched, stack_unbatched
 from tensordict.errors import (
     BatchSizeError,
     DeviceMismatchError,
+    InplaceNotSupportedError,
     LockedError,
     NotATensorDictError,
     ShapeMismatchError,
@@ -463,7 +464,13 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
             source[key] = value
         return self._new_dense(source, self.batch_size)
 
-    def contiguous(self) -> Any:
+    def contiguous(self, *, inplace: bool = False) -> Any:
+        """A dense copy (see :meth:`to_tensordict`)."""
+        if inplace:
+            raise InplaceNotSupportedError(
+                "contiguous(inplace=True) is not supported on a LazyStackedTensorDict: it keeps "
+                "its members apart. Use td.contiguous() (a dense copy)."
+            )
         return self.to_tensordict()
 
     def clone(self, recurse: bool = True, **kwargs: Any) -> Any:
@@ -547,10 +554,17 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         )
 
     def update(
-        self, input_dict_or_td: Any, clone: bool = False, inplace: bool = False, **kwargs: Any
+        self,
+        input_dict_or_td: Any = None,
+        clone: bool = False,
+        inplace: bool = False,
+        **kwargs: Any,
     ) -> Any:
         """Like :meth:`TensorDict.update`; a lazy stack along the same dim is written member
-        by member (members keep their own keys and shapes)."""
+        by member (members keep their own keys and shapes). Entries may also be given as
+        keyword arguments."""
+        if input_dict_or_td is None:
+            input_dict_or_td = _entries_from(kwargs)
         if (
             kwargs.pop("update_batch_size", False)
             and input_dict_or_td.batch_size != self.batch_size
@@ -564,8 +578,10 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
             return self
         return super().update(input_dict_or_td, clone, inplace, **kwargs)
 
-    def update_(self, input_dict_or_td: Any, clone: bool = False, **kwargs: Any) -> Any:
+    def update_(self, input_dict_or_td: Any = None, clone: bool = False, **kwargs: Any) -> Any:
         """Like :meth:`TensorDict.update_`; member by member from a lazy stack like this one."""
+        if input_dict_or_td is None:
+            input_dict_or_td = _entries_from(kwargs)
         if self._same_stack(input_dict_or_td):
             for member, other in zip(self.tensordicts, input_dict_or_td.tensordicts):
                 member.update_(other, clone=clone, **kwargs)
@@ -624,6 +640,21 @@ def _first_leaf(values: Any) -> Any:
     while isinstance(values, list) and values:
         values = values[0]
     return values
+
+
+_UPDATE_OPTIONS = {
+    "keys_to_update",
+    "non_blocking",
+    "is_leaf",
+    "update_batch_size",
+    "ignore_lock",
+}
+
+
+def _entries_from(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``update(a=..., b=...)``: the keyword arguments that are entries (moved out of kwargs)."""
+    entries = {k: kwargs.pop(k) for k in list(kwargs) if k not in _UPDATE_OPTIONS}
+    return entries
 
 
 def _deprecated(message: str) -> None:

@@ -248,6 +248,18 @@ class _ViewBase(TensorDictBase):
             )
         return super().select(*keys, strict=strict)
 
+    def split_keys(self, *key_sets: Any, inplace: bool = False, **kwargs: Any) -> tuple[Any, ...]:
+        """Like :meth:`TensorDict.split_keys`; in place, the selected keys are deleted from the
+        source."""
+        parts = super().split_keys(*key_sets, inplace=False, **kwargs)
+        if not inplace:
+            return parts  # type: ignore[no-any-return]
+        for part in parts[:-1]:
+            for key in part._own_keys():
+                if key in self._source._own_keys():
+                    self._source._del_str(key)
+        return (*parts[:-1], self)
+
     def _replace_contents(self, other: Any) -> Any:
         raise LazyViewError(
             f"Cannot call exclude inplace on a lazy tensordict ({type(self).__name__}) (nor "
@@ -299,6 +311,22 @@ class _CustomOpTensorDict(_ViewBase):
 
     def _view_of(self, source: Any) -> Any:
         return type(self)(source, self.custom_op_kwargs, self._bd)
+
+    def memmap_(self, prefix: Any = None, copy_existing: bool = False, **kwargs: Any) -> Any:
+        """Write the view's entries (as the view shows them) to memory-mapped files, and make
+        the source use them (through the inverse op): the source is memory-mapped too."""
+        mapped = self._materialize().memmap_(prefix, copy_existing=copy_existing, **kwargs)
+        source = self._source
+        was_locked = source.is_locked
+        if was_locked:
+            source._set_locked(False)
+        for key, value in mapped._own_items():
+            self._write(key, value)
+        if hasattr(source, "_is_memmap"):
+            source._is_memmap = True
+            source._memmap_prefix = mapped.saved_path
+        source._set_locked(True)  # memory-mapped tensordicts are locked
+        return self
 
     _rewrap = _view_of
 
@@ -504,10 +532,45 @@ class _SubTensorDict(_ViewBase):
             )
         if existing is _MISSING and is_td:
             # a new nested tensordict keeps the value's own extra batch dims
-            extra = value.batch_size[len(self._bs) :]
-            empty = value.empty(recurse=True, batch_size=self._source.batch_size + extra)
+            empty = _empty_in_source(value, self._bs, self._source.batch_size)
             self._source._set_str(key, empty, validated=True)
         setitem_index(self._source, self.idx, {key: value})
+
+    def get_parent_tensordict(self) -> Any:
+        """The tensordict this one views (as upstream)."""
+        return self._source
+
+    def set(self, key: Any, item: Any, inplace: bool = False, **kwargs: Any) -> Any:
+        """Set an entry: a new key is created in the parent (zero elsewhere); an existing
+        tensor must be written with ``set_`` (or ``inplace=True``), as upstream."""
+        existing = self.get(key, _MISSING) if not inplace else _MISSING
+        if isinstance(existing, torch.Tensor):
+            raise LazyViewError(
+                f"Calling `_SubTensorDict.set(key, value, inplace=False)` is prohibited for "
+                f"existing tensors ({key!r}): it would replace the parent's whole entry. Call "
+                "_SubTensorDict.set_(...) (or td[key] = value) to write at the sub-tensordict's "
+                "index, or clone the tensordict first."
+            )
+        return super().set(key, item, inplace, **kwargs)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        if index.__class__ is str or (
+            index.__class__ is tuple and index and index[0].__class__ is str
+        ):
+            # written at the index, as upstream (a tensordict value is merged in)
+            self.set(index, value, inplace=not isinstance(value, TensorDictBase))
+            return
+        super().__setitem__(index, value)
+
+    def _write_leaf_inplace(self, path: tuple[str, ...], existing: Any, item: Any) -> None:
+        if isinstance(existing, torch.Tensor):
+            self._write(path[-1], item)  # ``existing`` may be a copy (an index tensor)
+            return
+        super()._write_leaf_inplace(path, existing, item)
+
+    def _write_leaf_at(self, path: tuple[str, ...], existing: Any, value: Any, index: Any) -> None:
+        for write in self._stage_setitem_index(index, {path[-1]: value}):
+            write()
 
     def lock_(self) -> Any:
         raise LockedError(
@@ -558,6 +621,17 @@ class _SubTensorDict(_ViewBase):
 
     def _rewrap(self, source: Any) -> Any:
         return _SubTensorDict(source, self.idx)
+
+
+def _empty_in_source(value: Any, view_bs: torch.Size, source_bs: torch.Size) -> Any:
+    """An empty tensordict shaped like ``value`` (nested ones included) in the source: the
+    view's batch dims replaced by the source's, the value's extra batch dims kept."""
+    inner = value._tensordict if getattr(type(value), "_is_tensorclass", False) else value
+    out = inner.empty(batch_size=source_bs + inner.batch_size[len(view_bs) :])
+    for key, nested in inner._own_items():
+        if isinstance(nested, TensorDictBase) or getattr(type(nested), "_is_tensorclass", False):
+            out._set_str(key, _empty_in_source(nested, view_bs, source_bs), validated=True)
+    return out
 
 
 def get_sub_tensordict(td: Any, index: Any) -> _SubTensorDict:
