@@ -279,3 +279,14 @@ def test_assert_close_compares_ragged_lazy_stacks_member_by_member() -> None:
     other["lazy"].tensordicts[1]["a"] += 1
     with pytest.raises(AssertionError, match="<1>"):
         assert_close(holder, other)
+
+
+def test_tensorclass_from_a_ragged_lazy_stack() -> None:
+    from tensordict import TensorClass
+
+    class Ragged(TensorClass):
+        a: torch.Tensor
+
+    inner = LazyStackedTensorDict(TensorDict(a=torch.randn(3)), TensorDict(a=torch.randn(5)))
+    tc = Ragged.from_tensordict(inner)
+    assert list(tc.keys()) == ["a"] and tc[1].a.shape == torch.Size([5])
