@@ -37,6 +37,7 @@ from tensordict.core.shape import ShapeMixin, normalize_dim
 from tensordict.core.structure import StructureMixin
 from tensordict.core.tensor_methods import TensorMethodsMixin
 from tensordict.core.unbatched import is_unbatched
+from tensordict.core.upstream_private import UpstreamPrivateMixin
 from tensordict.errors import (
     BatchSizeError,
     KeyTypeError,
@@ -96,6 +97,7 @@ class TensorDictBase(
     TensorMethodsMixin,
     RaggedMixin,
     ConversionMixin,
+    UpstreamPrivateMixin,
 ):
     """The behaviour shared by every tensordict class.
 
@@ -112,6 +114,21 @@ class TensorDictBase(
     def shape(self) -> torch.Size:
         """Alias of :attr:`batch_size`."""
         return self.batch_size
+
+    def _has_names(self) -> bool:
+        """Whether any batch dimension is named (upstream's helper, called by client code).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict(a=torch.zeros(2, 3), batch_size=[2, 3])
+            >>> td._has_names()
+            False
+            >>> td.names = ["x", None]
+            >>> td._has_names()
+            True
+        """
+        names = self._names_or_none()
+        return names is not None and any(n is not None for n in names)
 
     @property
     def batch_dims(self) -> int:
@@ -433,6 +450,19 @@ class TensorDictBase(
         """A shallow copy (same as ``clone(recurse=False)``)."""
         return self.clone(recurse=False)
 
+    def to_pytree(self) -> Any:
+        """The pytree this tensordict stands for (see :func:`~tensordict.from_pytree`); a
+        tensordict that :func:`~tensordict.from_pytree` did not make is returned as it is.
+
+        Examples:
+            >>> from tensordict import from_pytree
+            >>> from_pytree({"a": (torch.zeros(1), torch.ones(1))}).to_pytree()
+            {'a': (tensor([0.]), tensor([1.]))}
+        """
+        from tensordict.core.convert import to_pytree  # conversions build on the base
+
+        return to_pytree(self)
+
     def to_dict(self, *, retain_none: bool = True, convert_tensors: bool = False) -> dict[str, Any]:
         """A nested ``dict`` of the entries (non-tensor data as the stored objects)."""
         out: dict[str, Any] = {}
@@ -493,6 +523,8 @@ class TensorDictBase(
         non_blocking = kwargs.pop("non_blocking", False)
         batch_size = kwargs.pop("batch_size", None)
         for arg in args:
+            if arg is None:  # td.to(None) keeps the device (TorchRL calls it; as upstream)
+                continue
             if isinstance(arg, torch.dtype):
                 dtype = arg
             elif isinstance(arg, (str, torch.device, int)):

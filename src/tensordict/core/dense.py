@@ -173,7 +173,22 @@ class TensorDict(TensorDictBase):
     def _get_str(self, key: str, default: Any) -> Any:
         return self._tensordict.get(key, default)
 
-    def _set_str(self, key: str, value: Any, *, validated: bool) -> None:
+    def _set_str(
+        self,
+        key: str,
+        value: Any,
+        *,
+        validated: bool,
+        inplace: bool = False,
+        ignore_lock: bool = False,
+        non_blocking: bool = False,
+    ) -> None:
+        # (inplace / ignore_lock / non_blocking: upstream's signature, which TorchRL calls)
+        if inplace:
+            existing = self._tensordict.get(key)
+            if isinstance(existing, torch.Tensor) and isinstance(value, torch.Tensor):
+                existing.copy_(value)
+                return
         if not validated:
             value = self._convert(key, value, self._batch_size)
         if self._is_locked:

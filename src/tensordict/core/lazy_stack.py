@@ -308,6 +308,7 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
             return self._nested_stack(values)
         return torch.stack(values, self.stack_dim)
 
+<<<<<<< HEAD
     def _nested_stack(self, values: list[Any]) -> LazyStackedTensorDict:
         """The lazy stack of the members' nested tensordicts, locked (and held) like this one."""
         out = LazyStackedTensorDict(*values, stack_dim=self.stack_dim)
@@ -316,6 +317,19 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         return out
 
     def _set_str(self, key: str, value: Any, *, validated: bool) -> None:
+=======
+    def _set_str(
+        self,
+        key: str,
+        value: Any,
+        *,
+        validated: bool,
+        inplace: bool = False,
+        ignore_lock: bool = False,
+        non_blocking: bool = False,
+    ) -> None:
+        # (inplace / ignore_lock / non_blocking: upstream's signature, which TorchRL calls)
+>>>>>>> main
         if not validated:
             value = self._convert(key, value, self.batch_size)
         if isinstance(value, NonTensorData) or is_unbatched(value):
@@ -325,7 +339,7 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         else:
             parts = value.unbind(self.stack_dim)
         for m, part in zip(self.tensordicts, parts):
-            m._set_str(key, part, validated=True)
+            m._set_str(key, part, validated=True, inplace=inplace)
 
     def _del_str(self, key: str) -> None:
         for m in self.tensordicts:

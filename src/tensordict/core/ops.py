@@ -331,6 +331,18 @@ class OpsMixin(TensorCollection):
             >>> list(td.apply(lambda x: None if x.sum() == 0 else x).keys(True, True))
             ['a']
         """
+        if kwargs:  # upstream's options (named=, call_on_nested=, out=, ...): see upstream_private
+            return self._fast_apply(  # type: ignore[attr-defined]
+                fn,
+                *others,
+                batch_size=batch_size,
+                device=device,
+                names=names,
+                inplace=inplace,
+                default=default,
+                filter_empty=filter_empty,
+                **kwargs,
+            )
         return self._apply_leaves(
             fn,
             *others,
@@ -546,6 +558,14 @@ class OpsMixin(TensorCollection):
 
     def lerp(self, end: Any, weight: Any) -> Any:
         return self + (end - self) * weight
+
+    def lerp_(self: T, end: Any, weight: Any) -> T:
+        """``self += weight * (end - self)`` on every tensor, in place (target-network updates)."""
+        if _is_collection(end):
+            self._apply_leaves(lambda x, y: x.lerp_(y, weight), end, inplace=True)
+        else:
+            self._apply_leaves(lambda x: x.lerp_(torch.as_tensor(end).to(x), weight), inplace=True)
+        return self
 
     # ================================================================== comparisons
     def _compare(self, other: Any, op: Callable[[Any, Any], Any], negate: bool = False) -> Any:

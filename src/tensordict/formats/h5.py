@@ -46,7 +46,7 @@ def _torch(array: Any) -> torch.Tensor:
     array = np.asarray(array)
     if array.dtype.byteorder == ">" or not array.flags.writeable:
         array = array.astype(array.dtype.newbyteorder("="), copy=True)
-    return torch.from_numpy(np.ascontiguousarray(array))
+    return torch.from_numpy(np.ascontiguousarray(array).reshape(array.shape))  # keeps 0-d 0-d
 
 
 class H5Group(GroupNode):

@@ -12,6 +12,7 @@ the same data.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import pickle
 import sys
@@ -47,6 +48,9 @@ from tensordict.store._utils import (
     _is_scattered_index,
     _tensor_to_bytes,
 )
+
+#: whether redis-py is installed (upstream's name; its tests skip on it)
+_has_redis = importlib.util.find_spec("redis") is not None
 
 __all__ = [
     "STORE_BACKENDS",
