@@ -308,7 +308,6 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
             return self._nested_stack(values)
         return torch.stack(values, self.stack_dim)
 
-<<<<<<< HEAD
     def _nested_stack(self, values: list[Any]) -> LazyStackedTensorDict:
         """The lazy stack of the members' nested tensordicts, locked (and held) like this one."""
         out = LazyStackedTensorDict(*values, stack_dim=self.stack_dim)
@@ -316,8 +315,6 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
             out._set_locked(True, self)
         return out
 
-    def _set_str(self, key: str, value: Any, *, validated: bool) -> None:
-=======
     def _set_str(
         self,
         key: str,
@@ -329,7 +326,6 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         non_blocking: bool = False,
     ) -> None:
         # (inplace / ignore_lock / non_blocking: upstream's signature, which TorchRL calls)
->>>>>>> main
         if not validated:
             value = self._convert(key, value, self.batch_size)
         if isinstance(value, NonTensorData) or is_unbatched(value):
