@@ -10,6 +10,7 @@ import torch
 
 from tensordict.core.keys import NestedKey, is_collection_class, key_path, pass_through
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.unbatched import is_unbatched
 from tensordict.errors import ShapeMismatchError, TensorDictPropertyError
 
 __all__ = ["assert_close", "check_recursive_properties"]
@@ -169,7 +170,7 @@ def _problems(
                 )
             continue
         cbs = child.shape if isinstance(child, torch.Tensor) else child.batch_size
-        if batch_size and tuple(cbs[: len(pbs)]) != tuple(pbs):
+        if batch_size and not is_unbatched(child) and tuple(cbs[: len(pbs)]) != tuple(pbs):
             yield f"Batch-size mismatch: parent batch_size={pbs}, child shape={cbs} at key {path}."
         cdev = getattr(child, "device", None)
         if device and parent.device is not None and cdev is not None and cdev != parent.device:

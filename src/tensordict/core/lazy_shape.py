@@ -105,9 +105,11 @@ class LazyShapeMixin:
         _refuse_inplace("repeat", inplace)
         return super().repeat(*repeats)  # type: ignore[misc]
 
-    def gather(self, dim: int, index: torch.Tensor, *, inplace: bool = False, **kw: Any) -> Any:
+    def gather(
+        self, dim: int, index: torch.Tensor, out: Any = None, *, inplace: bool = False
+    ) -> Any:
         _refuse_inplace("gather", inplace)
-        return super().gather(dim, index, **kw)  # type: ignore[misc]
+        return super().gather(dim, index, out)  # type: ignore[misc]
 
     # ------------------------------------------------------------------ any shape function
     def _transform(self, leaf_fn: Any, batch_size: Any = None, names: Any = None) -> Any:

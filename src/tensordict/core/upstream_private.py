@@ -53,23 +53,32 @@ class UpstreamPrivateMixin(TensorCollection):
         place) and ``propagate_lock`` (the result is locked like the source)."""
         if call_on_nested:
             result = self._apply_on_nested(fn, others, batch_size, default, filter_empty)
-        else:
-            kwargs: dict[str, Any] = {"default": default, "filter_empty": filter_empty}
-            if named:
-                kwargs.update(named=True, nested_keys=nested_keys)
-            if device is not _KEEP:
-                kwargs["device"] = device
-            if names is not _KEEP:
-                kwargs["names"] = names
-            result = self._apply_leaves(
-                fn, *others, batch_size=batch_size, inplace=inplace or out is self, **kwargs
+            if out is not None and out is not result:
+                out.update_(result)
+                result = out
+            if propagate_lock and getattr(self, "is_locked", False) and not inplace:
+                result.lock_()
+            return result
+        # the other options are apply's own (one implementation: OpsMixin.apply)
+        kwargs: dict[str, Any] = {"default": default, "filter_empty": filter_empty}
+        if device is not _KEEP:
+            kwargs["device"] = device
+        if names is not _KEEP:
+            kwargs["names"] = names
+        if out is not None:
+            kwargs["out"] = out
+        if propagate_lock:
+            kwargs["propagate_lock"] = True
+        if named:
+            return self.named_apply(  # type: ignore[attr-defined]
+                fn,
+                *others,
+                nested_keys=nested_keys,
+                batch_size=batch_size,
+                inplace=inplace,
+                **kwargs,
             )
-        if out is not None and out is not result:
-            out.update_(result)
-            result = out
-        if propagate_lock and getattr(self, "is_locked", False) and not inplace:
-            result.lock_()
-        return result
+        return self.apply(fn, *others, batch_size=batch_size, inplace=inplace, **kwargs)  # type: ignore[attr-defined]
 
     _apply_nest = _fast_apply
 
