@@ -290,3 +290,15 @@ def test_tensorclass_from_a_ragged_lazy_stack() -> None:
     inner = LazyStackedTensorDict(TensorDict(a=torch.randn(3)), TensorDict(a=torch.randn(5)))
     tc = Ragged.from_tensordict(inner)
     assert list(tc.keys()) == ["a"] and tc[1].a.shape == torch.Size([5])
+
+
+def test_feature_reductions_of_a_ragged_lazy_stack_go_member_by_member() -> None:
+    td = LazyStackedTensorDict(
+        TensorDict(a=torch.ones(2, 3), b=torch.zeros(2, 1), batch_size=[2]),
+        TensorDict(a=torch.ones(2, 5), b=torch.ones(2, 1), batch_size=[2]),
+        stack_dim=1,
+    )
+    assert td.sum(dim="feature", reduce=True).tolist() == [[3, 6], [3, 6]]
+    per_leaf = td.sum(dim="feature")
+    assert isinstance(per_leaf, LazyStackedTensorDict)
+    assert per_leaf["a"].tolist() == [[3, 5], [3, 5]]

@@ -527,6 +527,22 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         members = [m.filter_non_tensor_data() for m in self.tensordicts]
         return LazyStackedTensorDict(*members, stack_dim=self.stack_dim)
 
+    def _reduce_features(
+        self, name: str, fn: Any, dim: str, keepdim: bool, reduce: bool, **kw: Any
+    ) -> Any:
+        """``dim="feature"`` member by member (members may hold entries of other shapes)."""
+        if dim != "feature" or keepdim or name in ("max", "min") or not self.tensordicts:
+            return super()._reduce_features(name, fn, dim, keepdim, reduce, **kw)
+        parts = [m._reduce_features(name, fn, dim, keepdim, reduce, **kw) for m in self.tensordicts]
+        if reduce:
+            return torch.stack(parts, self.stack_dim)
+        return LazyStackedTensorDict(*parts, stack_dim=self.stack_dim)
+
+    def _feature_walk(self, leaf: Any) -> Any:
+        return LazyStackedTensorDict(
+            *[m._feature_walk(leaf) for m in self.tensordicts], stack_dim=self.stack_dim
+        )
+
     def _tensor_leaves(self) -> list[torch.Tensor]:
         return [t for m in self.tensordicts for t in m._tensor_leaves()]
 
