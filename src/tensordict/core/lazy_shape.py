@@ -24,7 +24,7 @@ from tensordict.core.options import lazy_legacy
 from tensordict.core.shape import normalize_dim
 from tensordict.errors import BatchSizeError, InplaceNotSupportedError, ShapeMismatchError
 
-__all__ = ["LazyShapeMixin", "cat_lazy", "maybe_dense_stack", "stack_lazy"]
+__all__ = ["LazyShapeMixin", "cat_lazy", "maybe_dense_stack", "pad_lazy", "stack_lazy"]
 
 
 def _sizes(args: tuple[Any, ...]) -> list[int]:
@@ -396,3 +396,55 @@ def cat_lazy(tds: Sequence[Any], dim: int) -> Any:
     member_dim = dim if dim < sd else dim - 1
     members = [cat([part[k] for part in parts], member_dim) for k in range(n)]
     return _new_stack(members, sd, None)
+
+
+# ---------------------------------------------------------------------- padding
+def pad_lazy(
+    td: Any, widths: list[tuple[int, int]], value: float, inplace: bool, pad_member: Any
+) -> Any:
+    """``pad`` of a lazy stack: its members are padded along their dims, and members filled
+    with ``value`` (``None`` for python objects) are added along the stack dim (negative widths
+    drop members). ``pad_member(member, pad_size, inplace)`` pads one member.
+
+    Raises:
+        BatchSizeError: a width would give a dim a negative size (nothing is changed).
+    """
+    bs = td.batch_size
+    for d, (n, (a, b)) in enumerate(zip(bs, widths)):
+        if n + a + b < 0:
+            raise BatchSizeError(
+                f"pad: dim {d} of batch_size={list(bs)} padded by ({a}, {b}) would have a "
+                "negative output size. Use widths that leave every dim at least 0."
+            )
+    sd = td.stack_dim
+    before, after = widths[sd]
+    member_pad = [w for d, pair in enumerate(widths) if d != sd for w in pair]
+    members = list(td.tensordicts)
+    if before < 0:
+        members = members[-before:]
+    if after < 0:
+        members = members[: len(members) + after]
+    padded = [pad_member(m, member_pad, inplace) for m in members]
+    template = padded[0] if padded else pad_member(td.tensordicts[0], member_pad, False)
+    fill = [_filled_like(template, value) for _ in range(max(before, 0) + max(after, 0))]
+    new_members = fill[: max(before, 0)] + padded + fill[max(before, 0) :]
+    if not inplace:
+        return _new_stack(new_members, sd, None)
+    td.tensordicts[:] = new_members
+    td._member_batch_size = template.batch_size
+    return td
+
+
+def _filled_like(td: Any, value: float) -> Any:
+    """A copy of ``td`` whose tensors hold ``value`` and python objects ``None``."""
+    import numpy as np
+
+    from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+
+    out = td.apply(lambda x: torch.full_like(x, value))
+    for key in td.keys(include_nested=True, leaves_only=True):
+        entry = td.get(key)
+        if isinstance(entry, (NonTensorData, NonTensorStack)):
+            empty = np.full(tuple(entry.batch_size), None, dtype=object)
+            out.set(key, NonTensorStack.from_array(empty, entry.device))
+    return out

@@ -632,6 +632,15 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
             return any(item is m for m in self.tensordicts)
         return item in self.keys(include_nested=isinstance(item, tuple))
 
+    def pad(
+        self, pad_size: Sequence[int], value: float = 0.0, inplace: bool = False, safe: bool = True
+    ) -> Any:
+        """Pad along the batch dims (see :func:`tensordict.functional.pad`): members are padded,
+        and filled members are added along the stack dim."""
+        from tensordict.core.padding import pad  # padding builds on lazy stacks
+
+        return pad(self, pad_size, value, inplace=inplace, safe=safe)
+
     def to_lazystack(self, dim: int = 0) -> Any:
         """This stack if it stacks along ``dim``, else a lazy stack of its slices along ``dim``."""
         bs = self.batch_size
