@@ -35,7 +35,7 @@ from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_ten
 from tensordict.core.ops import CastMixin, OpsMixin, keep_lock_of
 from tensordict.core.ragged import RaggedMixin
 from tensordict.core.reductions import ReductionsMixin
-from tensordict.core.shape import ShapeMixin
+from tensordict.core.shape import ShapeMixin, normalize_dim
 from tensordict.core.structure import StructureMixin
 from tensordict.core.tensor_methods import TensorMethodsMixin
 from tensordict.core.unbatched import is_unbatched
@@ -446,6 +446,15 @@ class TensorDictBase(
         if not recurse:
             return self._copy_structure(set(), ())  # type: ignore[no-any-return]
         return self._apply_leaves(lambda t: t.clone(), keep_non_tensor_copy=True)  # type: ignore[no-any-return]
+
+    def to_lazystack(self, dim: int = 0) -> Any:
+        """A :class:`~tensordict.LazyStackedTensorDict` of this tensordict's slices along
+        ``dim`` (views: writing into its members writes into this tensordict)."""
+        from tensordict.core.lazy_stack import LazyStackedTensorDict  # lazy stacks build on base
+
+        bs = self.batch_size
+        d = normalize_dim(dim, len(bs), bs, "to_lazystack")
+        return LazyStackedTensorDict(*self.unbind(d), stack_dim=d)
 
     def _get_sub_tensordict(self, index: Any) -> Any:
         """A view of ``self[index]`` whose writes (new keys included) go into this tensordict."""

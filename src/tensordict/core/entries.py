@@ -78,6 +78,26 @@ def inplace_value(path: tuple[str, ...], existing: torch.Tensor, item: Any) -> t
     return item
 
 
+class _LazyMerge:
+    """A lazy stack written into an existing nested tensordict by ``update``: the target is
+    seen as a lazy stack along the same dim and updated member by member (as upstream), so
+    the members' own keys and shapes are kept."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def merge_into(self, td: Any, path: tuple[str, ...], *, clone: bool, inplace: bool) -> None:
+        parent = td._parent_for_write(path, create=False)
+        current = parent._get_str(path[-1], None)
+        sd = self.value.stack_dim
+        if getattr(current, "stack_dim", None) != sd:
+            current = current.to_lazystack(sd)
+            parent._set_str(path[-1], current, validated=True)
+        current.update(self.value, clone=clone, inplace=inplace)
+
+
 def _grown(value: Any, batch_size: torch.Size) -> Any:
     """A tensordict with fewer batch dims than its new parent, whose leaves allow it: a shallow
     copy with the parent's batch size (as upstream). Anything else is returned as is."""
@@ -297,8 +317,9 @@ class EntriesMixin(TensorCollection):
                     raise self._missing_key(path[: i + 1])
                 if node.is_locked:
                     raise LockedError(locked_message(f"create the nested key {path[: i + 1]!r}"))
-                child = node._new_dense({}, node.batch_size)
-                node._set_str(part, child, validated=True)
+                node._set_str(part, node._new_dense({}, node.batch_size), validated=True)
+                # read it back: a view (lazy view, sub-tensordict) stores it in its source
+                child = node._get_str(part, None)
             elif getattr(type(child), "_is_tensorclass", False):
                 child = child._tensordict
             elif not isinstance(child, TensorCollection):
@@ -433,7 +454,10 @@ class EntriesMixin(TensorCollection):
             nested = isinstance(value, (Mapping, TensorCollection))
             current = self._get_path(path, None) if nested else None
             if nested and isinstance(current, TensorCollection):
-                out.extend(self._flat_updates(value, path, keys))
+                if hasattr(value, "stack_dim"):  # a lazy stack is merged member by member
+                    out.append((path, _LazyMerge(value)))
+                else:
+                    out.extend(self._flat_updates(value, path, keys))
             elif keys is None or unravel_key(path) in keys or path[0] in keys:
                 out.append((path, value))
         return out
@@ -466,8 +490,13 @@ class EntriesMixin(TensorCollection):
             input_dict_or_td = {**input_dict_or_td, **entries}
         keys = {unravel_key(k) for k in keys_to_update} if keys_to_update is not None else None
         updates = self._flat_updates(input_dict_or_td, (), keys)
-        staged = []
+        staged: list[tuple[tuple[str, ...], Any, Any, Any]] = []
         for path, value in updates:
+            if isinstance(value, _LazyMerge):
+                if self.is_locked and not inplace:
+                    raise LockedError(locked_message(f"update {unravel_key(path)!r}"))
+                staged.append((path, value, None, None))
+                continue
             if clone and hasattr(value, "clone"):
                 value = value.clone()
             existing = self._get_path(path, None) if inplace else None
@@ -480,7 +509,9 @@ class EntriesMixin(TensorCollection):
             refuse_cycle(self, path, converted)
             staged.append((path, converted, value, None))
         for path, converted, value, existing in staged:
-            if existing is not None:
+            if isinstance(converted, _LazyMerge):
+                converted.merge_into(self, path, clone=clone, inplace=inplace)
+            elif existing is not None:
                 self._write_inplace(path, existing, value)
             else:
                 self._parent_for_write(path, create=True)._set_str(
@@ -529,6 +560,8 @@ class EntriesMixin(TensorCollection):
                     )
             staged.append((path, existing, value))
         for path, existing, value in staged:
+            if isinstance(value, _LazyMerge):
+                value = value.value
             self._write_inplace(path, existing, value.clone() if clone else value)
         return self
 

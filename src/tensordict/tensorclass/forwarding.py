@@ -70,6 +70,7 @@ FORWARDED: dict[Kind, tuple[str, ...]] = {
         *("log1p", "expm1", "sin", "cos", "tanh", "floor", "ceil", "round", "trunc", "frac"),
         *("nan_to_num", "maximum", "minimum", "logical_and", "logical_or", "logical_xor"),
         *("isclose", "argmax", "argmin", "pin_memory", "reshape_as", "view_as", "separates"),
+        *("densify", "to_padded_tensor", "to_lazystack"),
         *(f"__{op}__" for op in _ARITHMETIC),
         *(f"__r{op}__" for op in ("add", "sub", "mul", "truediv", "pow")),
         *("__xor__", "__neg__", "__abs__", "__invert__"),
