@@ -25,9 +25,12 @@ __all__ = [
     "FormatValueError",
     "FrozenTensorclassError",
     "IncompleteMemmapError",
+    "IndexTypeError",
+    "InplaceNotSupportedError",
     "IndexingError",
     "KeyMismatchError",
     "KeyTypeError",
+    "LazyViewError",
     "FileNameTooLongError",
     "LockedError",
     "MappingLimitError",
@@ -118,6 +121,20 @@ class NotATensorDictError(TypeError):
 
 class IndexingError(IndexError):
     """An index that does not fit the batch dimensions (out of range, too many, wrong mask)."""
+
+
+class IndexTypeError(IndexingError, TypeError):
+    """An index of a type that cannot index a tensordict (a set, a float, ...)."""
+
+
+class InplaceNotSupportedError(NotImplementedError):
+    """``inplace=True`` asked of an operation that cannot change this tensordict in place (a
+    shape operation on a lazy stack, whose batch size follows its members)."""
+
+
+class LazyViewError(RuntimeError):
+    """An operation a lazy view (``_CustomOpTensorDict``, ``_SubTensorDict``) cannot do: make
+    it dense first (``to_tensordict()``), or act on its source."""
 
 
 class LockedError(RuntimeError):

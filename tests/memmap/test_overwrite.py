@@ -326,9 +326,12 @@ def test_leftovers_of_killed_writers_are_removed_by_the_next_save(tmp_path: Path
     # what an older version of this library left inside the prefix: temporary files
     (prefix / "k0.memmap.tmp-123-456").write_bytes(b"\0" * 4096)
     (prefix / "nested" / "meta.json.tmp-99-1").write_bytes(b"{")
+    # and what killed writers of an entry inside it (a non-tensor rewrite) left there
+    (prefix / ".label.tdstage-7-abc").mkdir()
+    (prefix / ".label.tdlock").write_bytes(b"")
     writers.version(3, rows=8).memmap(prefix)
     assert siblings(prefix) == []
-    assert not [p for p in prefix.rglob("*") if ".tmp-" in p.name]
+    assert not [p for p in prefix.rglob("*") if ".tmp-" in p.name or ".td" in p.name]
     assert writers.versions_in(TensorDict.load_memmap(prefix)) == {3}
 
 

@@ -216,7 +216,7 @@ def carry_foreign(old: str, new: str, written: set[str]) -> None:
         return
     skip = written | owned_names(old)
     for name in os.listdir(old):
-        if name in skip or _LEGACY_TMP.search(name) or name == ".tdlock":
+        if name in skip or _is_transient(name):
             continue
         src, dst = os.path.join(old, name), os.path.join(new, name)
         if os.path.isdir(src) and not os.path.islink(src):
@@ -258,6 +258,17 @@ def _link_tree(src: str, dst: str) -> None:
 class CannotStage(OSError):
     """A file to keep lies on another file system (a mount point inside the prefix): it cannot be
     linked into a staging folder, so the write must go in place."""
+
+
+def _is_transient(name: str) -> bool:
+    """Whether ``name`` is what a writer (of this folder, or of an entry inside it) uses only
+    while it runs: a temporary file, a staging folder, a lock file, a version set aside."""
+    return bool(
+        _LEGACY_TMP.search(name)
+        or name.endswith(".tdlock")
+        or ".tdstage-" in name
+        or ".tdprev-" in name
+    )
 
 
 def link_or_copy(src: str, dst: str) -> None:

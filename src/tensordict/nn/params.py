@@ -295,7 +295,11 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
         return self if out is self._param_td else out
 
     def update(
-        self, input_dict_or_td: Any, clone: bool = False, inplace: bool = False, **kwargs: Any
+        self,
+        input_dict_or_td: Any = None,
+        clone: bool = False,
+        inplace: bool = False,
+        **kwargs: Any,
     ) -> Any:
         with self._writable():
             return super().update(input_dict_or_td, clone, inplace, **kwargs)
@@ -390,7 +394,7 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
         """Fill every tensor with zeros in place (without autograd)."""
         return self._no_grad(super().zero_)  # type: ignore[no-any-return]
 
-    def update_(self, input_dict_or_td: Any, clone: bool = False, **kwargs: Any) -> Any:
+    def update_(self, input_dict_or_td: Any = None, clone: bool = False, **kwargs: Any) -> Any:
         """Write every entry in place (without autograd); every key must exist."""
         return self._no_grad(super().update_, input_dict_or_td, clone, **kwargs)
 
