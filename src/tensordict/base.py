@@ -1,6 +1,8 @@
 """``tensordict.base``: upstream's import path of ``TensorDictBase`` and its helpers; re-exports
 only, each from its home."""
 
+import torch
+
 from tensordict.core.base import TensorDictBase, is_tensor_collection
 from tensordict.core.convert import from_any, from_namedtuple, from_tuple
 from tensordict.core.entries import NO_DEFAULT
@@ -13,6 +15,7 @@ from tensordict.core.keys import (
 from tensordict.core.keys import default_is_leaf, is_leaf_nontensor
 from tensordict.core.keys import default_is_leaf as _default_is_leaf  # noqa: F401
 from tensordict.core.keys import is_leaf_nontensor as _is_leaf_nontensor  # noqa: F401
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.options import get_defaults_to_none, set_get_defaults_to_none
 from tensordict.formats import (
     from_arrow,
@@ -25,6 +28,10 @@ from tensordict.formats import (
     from_struct_array,
     from_zarr,
 )
+from tensordict.tensorclass import TensorClass
+
+# the classes TorchRL's ListStorage accepts as a batch of items (upstream's private tuple)
+_ACCEPTED_CLASSES = (torch.Tensor, TensorDictBase, NonTensorData, NonTensorStack, TensorClass)
 
 __all__ = [
     "NO_DEFAULT",

@@ -25,15 +25,19 @@ __all__ = [
     "FormatValueError",
     "FrozenTensorclassError",
     "IncompleteMemmapError",
+    "IndexTypeError",
+    "InplaceNotSupportedError",
     "IndexingError",
     "KeyMismatchError",
     "KeyTypeError",
+    "LazyViewError",
     "FileNameTooLongError",
     "LockedError",
     "MappingLimitError",
     "MemmapExistsError",
     "MetaDataTypeError",
     "MemmapFormatError",
+    "MemmapParamsError",
     "MissingDependencyError",
     "NoSpaceError",
     "NestedWorkersError",
@@ -41,6 +45,7 @@ __all__ = [
     "NotYetAvailableError",
     "NotPicklableError",
     "OutKeyNotFoundError",
+    "ParamsWriteError",
     "OutMismatchError",
     "PickleNotAllowedError",
     "ShapeMismatchError",
@@ -116,6 +121,20 @@ class NotATensorDictError(TypeError):
 
 class IndexingError(IndexError):
     """An index that does not fit the batch dimensions (out of range, too many, wrong mask)."""
+
+
+class IndexTypeError(IndexingError, TypeError):
+    """An index of a type that cannot index a tensordict (a set, a float, ...)."""
+
+
+class InplaceNotSupportedError(NotImplementedError):
+    """``inplace=True`` asked of an operation that cannot change this tensordict in place (a
+    shape operation on a lazy stack, whose batch size follows its members)."""
+
+
+class LazyViewError(RuntimeError):
+    """An operation a lazy view (``_CustomOpTensorDict``, ``_SubTensorDict``) cannot do: make
+    it dense first (``to_tensordict()``), or act on its source."""
 
 
 class LockedError(RuntimeError):
@@ -293,3 +312,12 @@ class TensorDictPropertyError(RuntimeError):
 
 class WorkerCountWarning(UserWarning):
     """``num_workers`` larger than the CPUs can serve: fewer workers are started."""
+
+
+class ParamsWriteError(ValueError, RuntimeError):
+    """A write that autograd refuses on the parameters of a ``TensorDictParams`` (an in-place
+    ``apply`` on leaves that require grad); upstream raised ``ValueError``."""
+
+
+class MemmapParamsError(RuntimeError):
+    """``memmap_`` on a ``TensorDictParams``: module parameters are not moved to disk in place."""

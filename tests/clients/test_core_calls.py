@@ -103,3 +103,12 @@ def test_lock_helpers():
     outer = TensorDict(inner=td).lock_()
     with pytest.raises(RuntimeError):
         outer["inner"]._check_unlock()
+
+
+def test_accepted_classes_cover_tensors_and_tensordicts():
+    import tensordict.base
+
+    accepted = tensordict.base._ACCEPTED_CLASSES
+    assert isinstance(torch.zeros(1), accepted)
+    assert isinstance(TensorDict(a=torch.zeros(1)), accepted)
+    assert not isinstance([1], accepted)

@@ -226,3 +226,12 @@ def test_iteration_yields_rows() -> None:
 def test_empty_mask_gives_empty_batch() -> None:
     out = make()[torch.zeros(4, dtype=torch.bool)]
     assert out.batch_size == torch.Size([0, 3]) and out["a"].shape == torch.Size([0, 3, 2])
+
+
+def test_index_of_an_unsupported_type_is_a_type_error() -> None:
+    from tensordict.errors import IndexingError
+
+    td = TensorDict(a=torch.zeros(3), batch_size=[3])
+    with pytest.raises(TypeError, match="Invalid index") as info:
+        td[{0, 1}]
+    assert isinstance(info.value, IndexingError)

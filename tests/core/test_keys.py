@@ -223,3 +223,14 @@ def test_unravel_key_list() -> None:
 def test_sorted_keys() -> None:
     td = TensorDict({"b": torch.zeros(()), "a": torch.zeros(())})
     assert td.sorted_keys() == ["a", "b"]
+
+
+def test_entries_set_inside_a_flatten_keys_block_reach_the_tensordict() -> None:
+    td = make()
+    with td.flatten_keys(",") as flat:
+        flat["new,x"] = torch.ones(3)
+        with flat.unflatten_keys(",") as nested:
+            nested["other", "y"] = torch.zeros(3)
+    assert torch.equal(td["new", "x"], torch.ones(3)) and torch.equal(
+        td["other", "y"], torch.zeros(3)
+    )

@@ -128,3 +128,177 @@ def test_deprecated_accessors_warn() -> None:
         assert td.hook_in is None
     with pytest.deprecated_call():
         assert td.hook_out is None
+
+
+# ---------------------------------------------------------------- member-wise updates
+def ragged_pair() -> LazyStackedTensorDict:
+    return LazyStackedTensorDict(
+        TensorDict({"a": torch.zeros(3, 4)}, [3]), TensorDict({"a": torch.zeros(3, 5)}, [3])
+    )
+
+
+def test_update_from_a_lazy_stack_goes_member_by_member() -> None:
+    td = ragged_pair()
+    other = ragged_pair().apply(lambda x: x + 1)
+    td.update(other)
+    assert [float(m["a"].sum()) for m in td.tensordicts] == [12, 15]
+    td.update_(other.apply(lambda x: x + 1))
+    assert [float(m["a"].sum()) for m in td.tensordicts] == [24, 30]
+
+
+def test_update_of_a_dense_entry_with_a_lazy_stack_merges_member_by_member() -> None:
+    source = TensorDict({"parent": ragged_pair().apply(lambda x: x + 1)}, [2])
+    dest = TensorDict({"parent": {"a": torch.zeros(2, 3, 4), "keep": torch.zeros(2, 3)}}, [2])
+    dest.update(source)
+    parent = dest["parent"]
+    assert isinstance(parent, LazyStackedTensorDict)
+    assert parent.tensordicts[1]["a"].shape == torch.Size([3, 5])
+    assert (parent["keep"] == 0).all()  # entries the update does not name are kept
+
+
+def test_update_with_update_batch_size_takes_the_new_members() -> None:
+    td = TensorDict(a=torch.zeros(3, 4), batch_size=[3, 4]).to_lazystack(0)
+    td.update(TensorDict(a=torch.ones(2, 4), batch_size=[2, 4]), update_batch_size=True)
+    assert td.batch_size == torch.Size([2, 4]) and (td["a"] == 1).all()
+
+
+def test_membership_of_members_and_keys() -> None:
+    a = member(0)
+    td = LazyStackedTensorDict(a, a)
+    assert a in td and a.clone() not in td
+    assert "a" in td and "missing" not in td
+
+
+def test_to_lazystack_swaps_the_stack_dim() -> None:
+    td = LazyStackedTensorDict(member(0, 3), member(1, 3), stack_dim=1)
+    assert td.to_lazystack(1) is td
+    swapped = td.to_lazystack(0)
+    assert len(swapped.tensordicts) == 3 and (swapped["a"] == td["a"]).all()
+    assert len(TensorDict(a=torch.zeros(2, 5), batch_size=[2, 5]).to_lazystack(-1).tensordicts) == 5
+
+
+def test_keys_of_a_lazy_stack_of_ragged_lazy_stacks() -> None:
+    inner = LazyStackedTensorDict(
+        TensorDict({"a": torch.zeros(2)}), TensorDict({"a": torch.zeros(3)})
+    )
+    outer = LazyStackedTensorDict(inner, inner.clone())
+    assert list(outer.keys(True, True)) == ["a"]
+    assert (outer + 1 == outer.apply(lambda x: x + 1)).all()
+
+
+# ---------------------------------------------------------------- best-intention stacking
+def test_maybe_dense_stack_keeps_dense_top_with_lazy_nested() -> None:
+    a = TensorDict({"x": torch.zeros(()), "n": {"c": torch.zeros(())}})
+    b = TensorDict({"x": torch.ones(()), "n": {"d": torch.ones(())}})
+    out = LazyStackedTensorDict.maybe_dense_stack([a, b])
+    assert type(out) is TensorDict and isinstance(out["n"], LazyStackedTensorDict)
+    assert out["x"].tolist() == [0, 1]
+
+
+def test_maybe_dense_stack_of_lazy_stacks_with_other_keys_stays_lazy_per_member() -> None:
+    a = LazyStackedTensorDict(TensorDict(x=torch.zeros(2)), TensorDict(x=torch.zeros(3)))
+    b = a.clone()
+    dense_members = TensorDict.maybe_dense_stack([a, b])
+    assert all(type(m) is TensorDict for m in dense_members.tensordicts)
+    del a.tensordicts[0]["x"]
+    a.tensordicts[0]["y"] = torch.zeros(2)
+    lazy_members = TensorDict.maybe_dense_stack([a, b])
+    assert all(isinstance(m, LazyStackedTensorDict) for m in lazy_members.tensordicts)
+
+
+def test_expand_of_a_tensordict_holding_a_ragged_lazy_stack() -> None:
+    inner = LazyStackedTensorDict(TensorDict(h=torch.zeros(2)), TensorDict(h=torch.zeros(3)))
+    outer = TensorDict({"lazy": inner, "dense": torch.zeros(2)}, []).expand(4)
+    lazy = outer["lazy"]
+    assert isinstance(lazy, LazyStackedTensorDict) and lazy.batch_size == torch.Size([4, 2])
+    assert lazy.stack_dim == 1 and type(lazy[..., 0]) is TensorDict
+    assert lazy[..., 1]["h"].shape == torch.Size([4, 3])
+
+
+def test_where_on_a_lazy_stack_splits_the_condition_along_the_stack_dim() -> None:
+    td = LazyStackedTensorDict(member(1, 3), member(2, 3), stack_dim=1)
+    mask = torch.tensor([[True, False], [False, True], [True, True]])
+    out = torch.where(mask, td, 0)
+    assert isinstance(out, LazyStackedTensorDict)
+    assert out["a"].tolist() == [[1, 0], [0, 2], [1, 2]]
+    holder = TensorDict({"lazy": td}, [3, 2])
+    assert torch.where(mask, holder, -1)["lazy", "a"].tolist() == [[1, -1], [-1, 2], [1, 2]]
+
+
+def test_nested_stack_read_from_a_locked_stack_is_locked_and_held() -> None:
+    a = TensorDict({"n": {"x": torch.zeros(3)}}, [3])
+    td = LazyStackedTensorDict(a, a.clone()).lock_()
+    nested = td.get("n")
+    assert nested.is_locked
+    with pytest.raises(LockedError):
+        nested.unlock_()
+    td.unlock_()
+    assert not td.get("n").is_locked
+
+
+def test_setting_a_list_gives_each_member_its_part() -> None:
+    td = LazyStackedTensorDict(TensorDict(), TensorDict())
+    td["s"] = ["0", "1"]
+    td["b"] = [torch.ones(2) * 2, torch.ones(1)]
+    assert td[0]["s"] == "0" and td[1]["s"] == "1"
+    assert td.get("b", as_padded_tensor=True).tolist() == [[2, 2], [1, 0]]
+
+
+def test_setting_a_nested_list_follows_the_batch_dims() -> None:
+    inner = [LazyStackedTensorDict(TensorDict(), TensorDict()) for _ in range(3)]
+    td = LazyStackedTensorDict(*inner, stack_dim=1)  # batch [2, 3]
+    td["a"] = [[torch.ones(i + 3 * j + 1) for i in range(3)] for j in range(2)]
+    assert [td[j, i]["a"].shape[0] for j in range(2) for i in range(3)] == [1, 2, 3, 4, 5, 6]
+    td["c"] = [[[2], [3], [4]], [[5], [6], [7]]]
+    assert td["c"].tolist() == [[[2], [3], [4]], [[5], [6], [7]]]
+
+
+def test_update_takes_entries_as_keyword_arguments() -> None:
+    td = LazyStackedTensorDict(*[TensorDict({"a": torch.zeros(())}) for _ in range(3)])
+    td.update(b=torch.ones(3))
+    td.update_(a=torch.ones(3))
+    assert (td["b"] == 1).all() and (td["a"] == 1).all()
+
+
+def test_inplace_shape_ops_on_a_lazy_stack_are_refused() -> None:
+    from tensordict.errors import InplaceNotSupportedError
+
+    td = LazyStackedTensorDict(member(0, 4), member(1, 4))
+    for op, args in (("flatten", (0, 1)), ("unflatten", (1, (2, 2))), ("contiguous", ())):
+        with pytest.raises(InplaceNotSupportedError, match=op):
+            getattr(td, op)(*args, inplace=True)
+
+
+def test_assert_close_compares_ragged_lazy_stacks_member_by_member() -> None:
+    from tensordict.core.checks import assert_close
+
+    inner = LazyStackedTensorDict(TensorDict(a=torch.zeros(2)), TensorDict(a=torch.zeros(3)))
+    holder = TensorDict({"lazy": inner}, [2])
+    assert assert_close(holder, holder.clone())
+    other = holder.clone()
+    other["lazy"].tensordicts[1]["a"] += 1
+    with pytest.raises(AssertionError, match="<1>"):
+        assert_close(holder, other)
+
+
+def test_tensorclass_from_a_ragged_lazy_stack() -> None:
+    from tensordict import TensorClass
+
+    class Ragged(TensorClass):
+        a: torch.Tensor
+
+    inner = LazyStackedTensorDict(TensorDict(a=torch.randn(3)), TensorDict(a=torch.randn(5)))
+    tc = Ragged.from_tensordict(inner)
+    assert list(tc.keys()) == ["a"] and tc[1].a.shape == torch.Size([5])
+
+
+def test_feature_reductions_of_a_ragged_lazy_stack_go_member_by_member() -> None:
+    td = LazyStackedTensorDict(
+        TensorDict(a=torch.ones(2, 3), b=torch.zeros(2, 1), batch_size=[2]),
+        TensorDict(a=torch.ones(2, 5), b=torch.ones(2, 1), batch_size=[2]),
+        stack_dim=1,
+    )
+    assert td.sum(dim="feature", reduce=True).tolist() == [[3, 6], [3, 6]]
+    per_leaf = td.sum(dim="feature")
+    assert isinstance(per_leaf, LazyStackedTensorDict)
+    assert per_leaf["a"].tolist() == [[3, 5], [3, 5]]

@@ -136,3 +136,25 @@ def test_cat_with_out_writes_into_the_lazy_destination() -> None:
 def test_shape_ops_keep_the_lock() -> None:
     td = stack(0).lock_()
     assert td.unsqueeze(0).is_locked and td.permute(1, 0, 2).is_locked and td.view(-1).is_locked
+
+
+def test_pad_of_a_lazy_stack_pads_members_and_adds_filled_members() -> None:
+    a = TensorDict({"x": torch.ones(4)}, [4])
+    b = TensorDict({"x": torch.ones(4) * 2}, [4])
+    td = LazyStackedTensorDict(a, b)
+    out = td.pad([1, 0, 0, 2], value=9.0)
+    assert isinstance(out, LazyStackedTensorDict) and out.batch_size == torch.Size([3, 6])
+    assert out["x"][0].tolist() == [9.0] * 6 and out["x"][1].tolist() == [1, 1, 1, 1, 9, 9]
+    assert td.batch_size == torch.Size([2, 4])  # not in place
+
+
+def test_pad_in_place_keeps_the_members_and_refuses_negative_sizes() -> None:
+    td = LazyStackedTensorDict(
+        TensorDict({"x": torch.ones(4)}, [4]), TensorDict({"x": torch.ones(4)}, [4])
+    )
+    members = list(td.tensordicts)
+    with pytest.raises(BatchSizeError, match="negative output size"):
+        td.pad([0, 0, -10, 0], inplace=True)
+    assert td.batch_size == torch.Size([2, 4])
+    out = td.pad([0, 1, 0, 1], inplace=True)
+    assert out is td and td.tensordicts[0] is members[0] and td.batch_size == torch.Size([3, 5])

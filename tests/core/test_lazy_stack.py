@@ -285,3 +285,11 @@ def test_failed_setitem_through_nested_lazy_stack_writes_nothing() -> None:
     with pytest.raises(ShapeMismatchError):
         outer[0] = {"t": torch.ones(3), "ls": {"x": torch.ones(3, 2), "y": torch.ones(3, 7)}}
     assert outer["t"].sum() == 0 and ls.tensordicts[0]["x"].sum() == 0
+
+
+def test_linked_list_of_a_non_tensor_stack_is_a_pytree_node() -> None:
+    import torch.utils._pytree as pytree
+
+    td = LazyStackedTensorDict(TensorDict({"s": "x"}), TensorDict({"s": "y"}))
+    leaves, _ = pytree.tree_flatten(td["s"])
+    assert leaves == ["x", "y"]

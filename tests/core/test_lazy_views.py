@@ -165,3 +165,112 @@ def test_str_to_index_decodes_tagged_and_legacy_indices() -> None:
     assert index[0] == slice(0, 2) and index[1].tolist() == [1, 0]
     legacy = [["slice", {"start": None, "stop": None, "step": None}], ["ellipsis"]]
     assert _str_to_index(legacy) == (slice(None), Ellipsis)
+
+
+# ---------------------------------------------------------------- upstream's legacy lazy mode
+def test_legacy_mode_shape_ops_give_views_and_stack_gives_lazy() -> None:
+    from tensordict import LazyStackedTensorDict
+    from tensordict.utils import set_lazy_legacy
+
+    td = source()
+    with set_lazy_legacy(True):
+        assert isinstance(td.permute(3, 2, 1, 0), _PermutedTensorDict)
+        assert isinstance(td.view(-1), _ViewedTensorDict)
+        assert td.view(-1).view(td.shape) is td
+        assert td.unsqueeze(0).squeeze(0) is td
+        assert isinstance(torch.stack([td, td]), LazyStackedTensorDict)
+        lazy = LazyStackedTensorDict(*td.unbind(0))
+        assert isinstance(lazy.permute(1, 0, 2, 3), _PermutedTensorDict)
+    assert type(td.permute(3, 2, 1, 0)) is TensorDict
+
+
+def test_legacy_squeeze_of_every_unit_dim_is_a_view() -> None:
+    from tensordict.utils import set_lazy_legacy
+
+    td = TensorDict(a=torch.zeros(2, 1, 3, 1), batch_size=[2, 1, 3, 1])
+    with set_lazy_legacy(True):
+        squeezed = td.squeeze()
+    assert squeezed.batch_size == torch.Size([2, 3]) and squeezed._source is td
+    squeezed.set_("a", torch.ones(2, 3))
+    assert (td["a"] == 1).all()
+
+
+@pytest.mark.parametrize("op", ["permute", "unsqueeze", "transpose", "view"])
+def test_views_refuse_shape_ops_outside_legacy_mode(op: str) -> None:
+    from tensordict.errors import LazyViewError
+
+    view = lazy_shape_view(source(), "permute", dims=[2, 0, 1])
+    args = {"permute": (1, 0, 2, 3), "unsqueeze": (0,), "transpose": (0, 1), "view": (-1,)}[op]
+    with pytest.raises(LazyViewError, match=r"Make it dense|Call `reshape`"):
+        getattr(view, op)(*args)
+    assert type(view.reshape(-1)) is TensorDict  # a dense copy is always possible
+
+
+def test_views_refuse_inplace_select_and_exclude() -> None:
+    from tensordict.errors import LazyViewError
+
+    view = lazy_shape_view(source(), "permute", dims=[2, 0, 1])
+    with pytest.raises(LazyViewError, match="Cannot call select"):
+        view.select("a", inplace=True)
+    with pytest.raises(LazyViewError, match="Cannot call exclude"):
+        view.exclude("a", inplace=True)
+    assert list(view.select("a").keys()) == ["a"]
+
+
+def test_sub_tensordict_refuses_lock_and_memmap() -> None:
+    from tensordict.errors import LazyViewError, LockedError
+
+    sub = source()._get_sub_tensordict(0)
+    with pytest.raises(LockedError, match="the parent tensordict instead"):
+        sub.lock_()
+    with pytest.raises(LazyViewError, match="memmap cannot be done"):
+        sub.memmap_()
+    assert sub.unlock_() is sub  # nothing to unlock
+
+
+def test_sub_tensordict_new_nested_entry_keeps_its_extra_batch_dims() -> None:
+    td = source()
+    sub = td._get_sub_tensordict((slice(None), 1))
+    sub.set("n2", TensorDict({"x": torch.ones(2, 4, 1, 3, 5)}, [2, 4, 1, 3]))
+    assert td["n2"].batch_size == torch.Size([2, 3, 4, 1, 3])
+    assert (td["n2", "x"][:, 1] == 1).all() and (td["n2", "x"][:, 0] == 0).all()
+
+
+def test_sub_tensordict_refuses_replacing_a_nested_tensordict_by_a_tensor() -> None:
+    from tensordict.errors import ShapeMismatchError
+
+    sub = source()._get_sub_tensordict(0)
+    with pytest.raises(ValueError, match="Tried to replace a tensordict") as info:
+        sub.update({"n": torch.zeros(3, 4, 1)})
+    assert isinstance(info.value, ShapeMismatchError)
+
+
+def test_sub_tensordict_set_of_an_existing_tensor_is_refused_but_setitem_writes() -> None:
+    from tensordict.errors import LazyViewError
+
+    td = source()
+    sub = td._get_sub_tensordict((slice(None), torch.tensor([0, 2])))
+    with pytest.raises(LazyViewError, match="prohibited for existing tensors"):
+        sub.set("a", torch.zeros(2, 2, 4, 1))
+    sub["a"] = torch.full((2, 2, 4, 1), -3.0)
+    sub.set_at_("a", -5.0, (0, 1))
+    assert (td["a"][:, 0] == -3).all() and (td["a"][0, 2] == -5).all()
+    assert sub.get_parent_tensordict() is td
+
+
+def test_split_keys_in_place_on_a_view_removes_the_keys_from_the_source() -> None:
+    td = source()
+    view = lazy_shape_view(td, "permute", dims=[2, 0, 1])
+    part, rest = view.split_keys(["a"], inplace=True)
+    assert rest is view and list(part.keys()) == ["a"] and "a" not in td._own_keys()
+
+
+def test_memmap_of_a_view_maps_its_source(tmp_path: Any) -> None:
+    td = source()
+    view = lazy_shape_view(td, "permute", dims=[2, 0, 1])
+    expected = view.to_tensordict()
+    view.memmap_(tmp_path)
+    assert view.is_memmap() and td.is_locked
+    assert (view["a"] == expected["a"]).all()
+    loaded = TensorDict.load_memmap(tmp_path)
+    assert loaded.batch_size == view.batch_size and (loaded["a"] == expected["a"]).all()

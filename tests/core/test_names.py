@@ -84,3 +84,26 @@ def test_refine_names_fills_unnamed_dims_and_refuses_to_rename() -> None:
     with pytest.raises(DimNamesError, match="cannot coerce"):
         td.refine_names("a", "z")
     assert td.names == ["a", "b"]
+
+
+def test_changing_the_batch_size_keeps_the_names_dim_by_dim() -> None:
+    td = TensorDict(batch_size=[3, 4, 1, 6], names=["a", "b", "c", "z"])
+    td.batch_size = [3, 4, 1, 6, 1]
+    assert td.names == ["a", "b", "c", "z", None]
+    td.batch_size = [3]
+    assert td.names == ["a"]
+
+
+def test_flatten_names_the_merged_dim_none() -> None:
+    td = TensorDict(batch_size=[3, 4, 1, 6], names=["a", "b", "c", "d"])
+    assert td.flatten(1, 2).names == ["a", None, "d"]
+    assert td.flatten(1, 2).unflatten(1, (4, 1)).names == ["a", None, None, "d"]
+
+
+def test_a_nested_tensordict_shares_names_with_its_parent() -> None:
+    td = TensorDict(batch_size=[3, 4], names=["a", "b"])
+    td["n"] = TensorDict(batch_size=[3, 4, 2])
+    assert td["n"].names == ["a", "b", None]
+    unnamed = TensorDict({}, [3])
+    unnamed["m"] = TensorDict({}, [3, 4], names=["x", "y"])
+    assert unnamed.names == ["x"] and unnamed["m"].names == ["x", "y"]

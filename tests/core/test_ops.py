@@ -495,3 +495,19 @@ def test_feature_reduction_with_reduce_gives_one_tensor_of_the_batch_shape() -> 
     td = make()  # leaves [4, 3, 2] and [4, 3]
     out = td.sum(dim="feature", reduce=True)
     assert torch.equal(out, td["a"].sum(-1) + td["b", "c"])
+
+
+def test_non_tensor_entries_under_comparisons_with_a_number() -> None:
+    td = TensorDict(a=torch.ones(2), s="x", batch_size=[2])
+    equal = td == 1
+    assert equal.all() and list(equal["s"].keys()) == []  # an empty tensordict: all() skips it
+    assert (td < 2)["s"] == "x"  # carried over, as upstream
+    other = td.clone()
+    other["s"] = "y"
+    assert (td == other)["s"].tolist() == [False, False]
+
+
+def test_reduce_over_a_batch_dim_joins_the_leaves_along_it() -> None:
+    td = TensorDict({"a": torch.ones(3, 4, 5), "n": {"c": torch.ones(3, 4, 5)}}, [3, 4])
+    out = td.sum(dim=1, reduce=True)
+    assert out.shape == (3, 5) and (out == 8).all()

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -543,3 +544,36 @@ def test_to_accepts_other_and_upstreams_transfer_keywords() -> None:
     td = TensorDict({"a": torch.zeros(2)}, [2])
     assert td.to(other=torch.zeros(1, dtype=torch.float64))["a"].dtype == torch.float64
     assert td.to(torch.float16, non_blocking_pin=False, num_threads=2)["a"].dtype == torch.float16
+
+
+def test_set_at_accepts_a_numpy_array_and_to_takes_a_tensordicts_dtype() -> None:
+    td = TensorDict({"a": torch.zeros(3, 2, dtype=torch.float64)}, [3])
+    td.set_at_("a", np.ones(2), 1)
+    assert td["a"][1].tolist() == [1.0, 1.0]
+    like = TensorDict({"x": torch.zeros(1, dtype=torch.float16)}, [])
+    assert td.to(like)["a"].dtype == torch.float16
+
+
+def test_lists_become_tensors_or_per_element_non_tensor_stacks_as_upstream() -> None:
+    from tensordict import NonTensorData, NonTensorStack, set_list_to_stack
+
+    td = TensorDict(batch_size=[2])
+    td["n"] = [1, 2]
+    td["t"] = [torch.zeros(3), torch.ones(3)]
+    td["s"] = ["x", "y"]
+    assert torch.equal(td["n"], torch.tensor([1, 2])) and td["t"].shape == (2, 3)
+    assert isinstance(td.get("s"), NonTensorStack) and td[1]["s"] == "y"
+    with pytest.warns(DeprecationWarning), set_list_to_stack(False):
+        td["o"] = ["x", "y"]
+    assert isinstance(td.get("o"), NonTensorData)
+
+
+def test_update_and_update_take_entries_as_keywords() -> None:
+    td = TensorDict({"a": torch.zeros(3)}, [3])
+    td.update({"a": torch.full((3,), 2.0)}, a=torch.full((3,), 7.0), b=torch.ones(3))
+    assert td["a"].tolist() == [7.0] * 3 and td["b"].tolist() == [1.0] * 3
+    ref = td["a"]
+    assert td.update_(a=torch.zeros(3)) is td and td["a"] is ref and td["a"].sum() == 0
+    with pytest.raises(KeyError, match="was not found"):
+        td.update_(c=torch.ones(3))
+    assert td.update() is td

@@ -216,3 +216,18 @@ def test_a_dict_value_with_nested_keys_writes_the_nested_entries() -> None:
     td = TensorDict({"a": torch.zeros(3), "b": {"c": torch.zeros(3)}}, [3])
     td[1] = {"a": 1.0, ("b", "c"): 2.0}  # was silently ignored for the nested key
     assert td["a"].tolist() == [0, 1, 0] and td["b", "c"].tolist() == [0, 2, 0]
+
+
+def test_setitem_of_a_new_key_in_a_nested_tensordict_with_extra_batch_dims() -> None:
+    td = TensorDict(a=torch.zeros(4, 3), batch_size=[4, 3])
+    td["n"] = TensorDict({"x": torch.zeros(4, 3, 2, 5)}, [4, 3, 2])
+    value = TensorDict(
+        {
+            "a": torch.ones(3),
+            "n": TensorDict({"x": torch.ones(3, 2, 5), "y": torch.ones(3, 2, 7)}, [3, 2]),
+        },
+        [3],
+    )
+    td[0] = value
+    assert td["n", "y"].shape == torch.Size([4, 3, 2, 7])
+    assert (td["n", "y"][0] == 1).all() and (td["n", "y"][1:] == 0).all()

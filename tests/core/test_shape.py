@@ -251,3 +251,16 @@ def test_in_place_writes_do_not_import_sympy():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_view_to_the_same_batch_size_is_the_tensordict_and_a_view_back_is_its_source() -> None:
+    td = TensorDict({"a": torch.randn(3, 4)}, [3, 4])
+    assert td.view(3, -1) is td and td.view(-1).view(-1, 4) is td
+    assert td.view(-1, 12).shape == (1, 12)
+
+
+def test_expand_as_a_tensordict_expands_each_entry_to_the_matching_entry() -> None:
+    td0 = TensorDict({"a": torch.ones(3, 1, 4), "b": {"c": torch.ones(3, 2, 1, 4)}}, [3])
+    td1 = TensorDict({"a": torch.zeros(2, 3, 5, 4), "b": {"c": torch.zeros(2, 3, 2, 6, 4)}}, [2, 3])
+    out = td0.expand_as(td1)
+    assert out.batch_size == (2, 3) and out["b", "c"].shape == (2, 3, 2, 6, 4)

@@ -184,3 +184,26 @@ def test_enclosing_module_load_state_dict_reaches_nested_parameters():
     assert (module.params["b", "c"] == 7).all()
     with pytest.raises(RuntimeError, match="Unexpected"):
         module.load_state_dict({**state, "params.zz": torch.zeros(1)})
+
+
+def test_attributes_of_the_dense_class_are_read_from_the_wrapped_tensordict():
+    params = make_params()
+    assert params._tensordict is params._param_td._tensordict
+    with pytest.raises(AttributeError):
+        _ = params.no_such_attribute
+
+
+def test_in_place_apply_with_autograd_is_refused_with_a_hint():
+    from tensordict.errors import ParamsWriteError
+
+    params = make_params()
+    with pytest.raises(ParamsWriteError, match="Failed to update"):
+        params.apply(lambda x: x + 1, inplace=True)
+    assert (params["a"] == 0).all()
+
+
+def test_memmap_in_place_is_refused(tmp_path):
+    from tensordict.errors import MemmapParamsError
+
+    with pytest.raises(MemmapParamsError, match="Cannot build a memmap TensorDict in-place"):
+        make_params().memmap_(tmp_path)

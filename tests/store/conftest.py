@@ -1,4 +1,5 @@
-"""Fixtures of the store tests: a real redis-server per session, a clean database per test."""
+"""Fixtures of the store tests: a real redis-server per test module (stopped after it, so that no
+child process outlives the module), a clean database per test."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 from .server import RedisServer, find_binary
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def redis_server():
     binary = find_binary()
     if binary is None:

@@ -340,9 +340,14 @@ class ArithmeticMixin(OpsMixin):
             other = self._new_dense({}, self.batch_size).update(other)
 
         def non_tensor(value: Any, *theirs: Any) -> Any:
-            other_v = theirs[0] if theirs else other
+            # as upstream: against a tensor or a number, == / != give an empty tensordict (which
+            # all() / any() skip) and the other comparisons carry the data over
+            if not theirs:
+                equality = op in (operator.eq, operator.ne)
+                return self._new_dense({}, value.batch_size) if equality else value
             if op not in (operator.eq, operator.ne):
                 return None
+            other_v = theirs[0]
             if isinstance(other_v, (NonTensorData, NonTensorStack)):
                 flags = value == other_v
             else:

@@ -35,7 +35,7 @@ from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_ten
 from tensordict.core.ops import CastMixin, OpsMixin, keep_lock_of
 from tensordict.core.ragged import RaggedMixin
 from tensordict.core.reductions import ReductionsMixin
-from tensordict.core.shape import ShapeMixin
+from tensordict.core.shape import ShapeMixin, normalize_dim
 from tensordict.core.structure import StructureMixin
 from tensordict.core.tensor_methods import TensorMethodsMixin
 from tensordict.core.unbatched import is_unbatched
@@ -389,7 +389,9 @@ class TensorDictBase(
                 )
             source[flat] = value
         out = self._new_dense(source, self.batch_size, self._names_or_none())
-        return self._replace_contents(out) if inplace else out
+        if inplace:
+            return self._replace_contents(out)
+        return self._written_back_on_exit(out, lambda o: o.unflatten_keys(separator))
 
     def unflatten_keys(self: T, separator: str = ".", inplace: bool = False) -> T:
         """Split flat keys on ``separator`` into nested tensordicts (inverse of flatten_keys)."""
@@ -400,7 +402,20 @@ class TensorDictBase(
                 value = value.unflatten_keys(separator)
             parent = out._parent_for_write(parts, create=True)
             parent._set_str(parts[-1], value, validated=True)
-        return self._replace_contents(out) if inplace else out
+        if inplace:
+            return self._replace_contents(out)
+        return self._written_back_on_exit(out, lambda o: o.flatten_keys(separator))
+
+    def _written_back_on_exit(self, out: Any, inverse: Callable[[Any], Any]) -> Any:
+        """``with td.flatten_keys(",") as flat:``: the entries the block sets in ``flat`` reach
+        this tensordict on exit (as upstream); leaves are shared, so in-place writes already do."""
+
+        def write_back() -> None:
+            if not self.is_locked:
+                self.update(inverse(out))
+
+        out._last_op = ("restore", write_back)
+        return out
 
     # ================================================================== copies and conversion
     def empty(
@@ -431,6 +446,15 @@ class TensorDictBase(
         if not recurse:
             return self._copy_structure(set(), ())  # type: ignore[no-any-return]
         return self._apply_leaves(lambda t: t.clone(), keep_non_tensor_copy=True)  # type: ignore[no-any-return]
+
+    def to_lazystack(self, dim: int = 0) -> Any:
+        """A :class:`~tensordict.LazyStackedTensorDict` of this tensordict's slices along
+        ``dim`` (views: writing into its members writes into this tensordict)."""
+        from tensordict.core.lazy_stack import LazyStackedTensorDict  # lazy stacks build on base
+
+        bs = self.batch_size
+        d = normalize_dim(dim, len(bs), bs, "to_lazystack")
+        return LazyStackedTensorDict(*self.unbind(d), stack_dim=d)
 
     def _get_sub_tensordict(self, index: Any) -> Any:
         """A view of ``self[index]`` whose writes (new keys included) go into this tensordict."""

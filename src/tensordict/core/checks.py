@@ -11,7 +11,7 @@ import torch
 from tensordict.core.keys import NestedKey, is_collection_class, key_path, pass_through
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.unbatched import is_unbatched
-from tensordict.errors import TensorDictPropertyError
+from tensordict.errors import ShapeMismatchError, TensorDictPropertyError
 
 __all__ = ["assert_close", "check_recursive_properties"]
 
@@ -20,12 +20,36 @@ def _inner(td: Any) -> Any:
     return td._tensordict if getattr(type(td), "_is_tensorclass", False) else td
 
 
-def _leaves(td: Any) -> dict[NestedKey, Any]:
-    return {
-        k: v
-        for k, v in _inner(td).items(include_nested=True, leaves_only=True)
-        if isinstance(v, torch.Tensor)
-    }
+def _leaves(td: Any, prefix: tuple[str, ...] = ()) -> dict[NestedKey, Any]:
+    """The tensors under ``td`` by key; a lazy stack whose members hold an entry with different
+    shapes contributes its members' tensors under ``<i>`` path parts instead."""
+    node = _inner(td)
+    try:
+        items = list(node._own_items())
+    except ShapeMismatchError:
+        out: dict[NestedKey, Any] = {}
+        for i, member in enumerate(node.tensordicts):
+            out.update(_leaves(member, (*prefix, f"<{i}>")))
+        return out
+    out = {}
+    for key, value in items:
+        path = (*prefix, key)
+        if isinstance(value, (NonTensorData, NonTensorStack)):
+            continue
+        if is_collection_class(type(value)):
+            out.update(_leaves(value, path))
+        elif isinstance(value, torch.Tensor):
+            out[path if len(path) > 1 else key] = value
+    return out
+
+
+def _member_pairs(a: Any, b: Any) -> list[tuple[Any, Any]] | None:
+    """The pairs of members of two lazy stacks along the same dim with as many members."""
+    if not (hasattr(a, "stack_dim") and hasattr(b, "stack_dim")):
+        return None
+    if a.stack_dim != b.stack_dim or len(a.tensordicts) != len(b.tensordicts):
+        return None
+    return list(zip(a.tensordicts, b.tensordicts))
 
 
 def assert_close(
@@ -77,6 +101,11 @@ def assert_close(
                 f"assert_close compares tensordicts or tensorclasses; {name} is a "
                 f"{type(value).__name__}."
             )
+    pairs = _member_pairs(_inner(actual), _inner(expected))
+    if pairs is not None:  # lazy stacks alike: member by member (their entries may be ragged)
+        for x, y in pairs:
+            assert_close(x, y, rtol, atol, equal_nan, intersection, msg, prefix)
+        return True
     a, b = _leaves(actual), _leaves(expected)
     keys = [k for k in a if k in b] if intersection else list(a)
     if not intersection and set(a) != set(b):

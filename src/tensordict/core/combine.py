@@ -22,6 +22,7 @@ from tensordict.core.non_tensor import (
     stack_non_tensor,
 )
 from tensordict.core.ops import keep_lock_of
+from tensordict.core.options import lazy_legacy
 from tensordict.core.shape import normalize_dim
 from tensordict.core.unbatched import is_unbatched, stack_unbatched
 from tensordict.errors import BatchSizeError, DimNamesError, ShapeMismatchError
@@ -115,12 +116,21 @@ def _dense_stack_source(tds: Sequence[Any], dim: int) -> dict[str, Any] | None:
 
 
 def stack(
-    tds: Sequence[Any], dim: int = 0, *, out: Any = None, maybe_dense_stack: bool = True
+    tds: Sequence[Any],
+    dim: int = 0,
+    *,
+    out: Any = None,
+    maybe_dense_stack: bool = True,
+    contiguous: bool = False,
+    **kwargs: Any,
 ) -> Any:
     """Stack tensordicts along a new batch dimension.
 
     Identical keys and leaf shapes give a dense :class:`~tensordict.TensorDict`; otherwise a
     :class:`~tensordict.LazyStackedTensorDict`.
+
+    In upstream's legacy lazy mode (``set_lazy_legacy(True)``) the result is always lazy;
+    ``contiguous=True`` makes it dense where it would be lazy.
 
     Raises:
         ShapeMismatchError: the members have different batch sizes.
@@ -143,6 +153,13 @@ def stack(
         for i, td in enumerate(tds):
             out[(slice(None),) * d + (i,)] = td
         return out
+    if contiguous:
+        result = stack(tds, d)
+        return result.contiguous() if hasattr(result, "stack_dim") else result
+    if lazy_legacy():
+        from tensordict.core.lazy_stack import LazyStackedTensorDict  # lazy stacks build on core
+
+        return LazyStackedTensorDict(*tds, stack_dim=d)
     if any(hasattr(td, "stack_dim") for td in tds):
         from tensordict.core.lazy_shape import stack_lazy  # lazy stacks build on core
 
@@ -231,21 +248,51 @@ def where(condition: Any, input: Any, other: Any, *, out: Any = None) -> Any:
     """``torch.where`` with tensordicts: the condition has the batch shape (or is a tensordict)."""
     flip = not isinstance(input, TensorCollection)
     base, rest = (other, input) if flip else (input, other)
-
-    def leaf(x: torch.Tensor, *others: Any) -> torch.Tensor:
-        y = others[0] if rest_is_td else rest
-        c = others[-1] if cond_is_td else condition
-        c = c.reshape(*c.shape, *([1] * (x.ndim - c.ndim)))
-        return torch.where(c, y, x) if flip else torch.where(c, x, y)
-
-    rest_is_td = isinstance(rest, TensorCollection)
-    cond_is_td = isinstance(condition, TensorCollection)
-    operands = ([rest] if rest_is_td else []) + ([condition] if cond_is_td else [])
-    result = keep_lock_of(base, base._apply_leaves(leaf, *operands))
+    result = keep_lock_of(base, _where(condition, base, rest, flip))
     if out is not None:
         out.update_(result)
         return out
     return result
+
+
+def _where(condition: Any, base: Any, rest: Any, flip: bool) -> Any:
+    """``where`` entry by entry; a lazy stack splits the condition and the other operand along
+    its stack dim and answers member by member."""
+    if hasattr(base, "stack_dim") and base.tensordicts:
+        from tensordict.core.lazy_stack import LazyStackedTensorDict  # lazy stacks build on core
+
+        sd, n = base.stack_dim, len(base.tensordicts)
+        parts = zip(base.tensordicts, _split(condition, sd, n), _split(rest, sd, n))
+        members = [_where(c, m, r, flip) for m, c, r in parts]
+        return LazyStackedTensorDict(*members, stack_dim=sd)
+    if getattr(type(base), "_is_tensorclass", False):
+        return base._apply_leaves(lambda x, *o: _where_leaf(condition, x, rest, flip))
+    out: dict[str, Any] = {}
+    for key, value in base._own_items():
+        r = rest._get_str(key, None) if isinstance(rest, TensorCollection) else rest
+        c = condition._get_str(key, None) if isinstance(condition, TensorCollection) else condition
+        if isinstance(value, torch.Tensor):
+            out[key] = _where_leaf(c, value, r, flip)
+        elif isinstance(value, TensorCollection) or getattr(type(value), "_is_tensorclass", False):
+            out[key] = _where(c, value, r, flip)
+        else:
+            out[key] = value
+    return base._new_dense(out, base.batch_size, base._names_or_none())
+
+
+def _where_leaf(c: Any, x: torch.Tensor, y: Any, flip: bool) -> torch.Tensor:
+    if isinstance(c, torch.Tensor):
+        c = c.reshape(*c.shape, *([1] * (x.ndim - c.ndim)))
+    return torch.where(c, y, x) if flip else torch.where(c, x, y)
+
+
+def _split(operand: Any, dim: int, n: int) -> list[Any]:
+    """An operand of a lazy stack's ``where`` cut along its stack dim (broadcast if it lacks it)."""
+    if isinstance(operand, TensorCollection) or getattr(type(operand), "_is_tensorclass", False):
+        return list(operand.unbind(dim))
+    if isinstance(operand, torch.Tensor) and operand.ndim > dim and operand.shape[dim] == n:
+        return list(operand.unbind(dim))
+    return [operand] * n
 
 
 def _pass_lock(source: Any, pieces: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -326,8 +373,11 @@ class CombineMixin(TensorCollection):
 
     @classmethod
     def maybe_dense_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
-        """Dense stack when the members agree in keys and shapes, lazy stack otherwise."""
-        return stack(input, dim)
+        """Dense where the members agree, lazy where they differ (see
+        :func:`tensordict.core.lazy_shape.maybe_dense_stack`)."""
+        from tensordict.core.lazy_shape import maybe_dense_stack  # lazy stacks build on core
+
+        return maybe_dense_stack(input, dim)
 
     @classmethod
     def __torch_function__(

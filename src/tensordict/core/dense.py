@@ -63,6 +63,7 @@ class TensorDict(TensorDictBase):
         "_memmap_prefix",
         "_names",
         "_tensordict",
+        "_view_source",
     )
 
     def __init__(
@@ -196,7 +197,14 @@ class TensorDict(TensorDictBase):
         if len(shape) == 1 and isinstance(shape[0], torch.dtype) and batch_size is not None:
             dtype = shape[0]
             return self._transform(lambda t: t.view(dtype), as_size(batch_size))
-        return super().view(*shape)
+        result = super().view(*shape)
+        if result.batch_size == self._batch_size:  # (as upstream: the same tensordict)
+            return self
+        source = getattr(self, "_view_source", None)
+        if source is not None and result.batch_size == source.batch_size:
+            return source  # a view viewed back: the tensordict it came from
+        result._view_source = self
+        return result
 
     def flatten(
         self, start_dim: int | None = None, end_dim: int | None = None, *, inplace: bool = False
@@ -266,7 +274,20 @@ class TensorDict(TensorDictBase):
             inner = value._tensordict if getattr(type(value), "_is_tensorclass", False) else value
             if isinstance(inner, TensorDictBase):
                 inner._set_locked(True, self)
+        if value.__class__ is not torch.Tensor and isinstance(value, TensorDict):
+            self._share_names(value)
         self._tensordict[key] = value
+
+    def _share_names(self, child: TensorDict) -> None:
+        """A nested tensordict and its parent name their shared batch dims alike (as upstream):
+        the child takes the parent's names, or an unnamed parent takes the child's."""
+        n = len(self._batch_size)
+        if self._names is not None:
+            names = self._names + child.names[n:]
+            if child.names != names:
+                child.names = names
+        elif child._names is not None and any(x is not None for x in child._names[:n]):
+            self.names = child._names[:n]
 
     def _del_str(self, key: str) -> None:
         del self._tensordict[key]
@@ -403,8 +424,9 @@ class TensorDict(TensorDictBase):
                 self._tensordict[key] = value._with_batch_size(new)
             elif isinstance(value, TensorDictBase) and len(value.batch_size) < n:
                 value.batch_size = new
-        if self._names is not None and len(self._names) != n:
-            self._names = None
+        if self._names is not None and len(self._names) != n:  # (as upstream: kept per dim)
+            kept = [*self._names[:n], *[None] * (n - len(self._names))]
+            self._names = kept if any(x is not None for x in kept) else None
         self._batch_size = new
 
     @property

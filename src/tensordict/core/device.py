@@ -54,8 +54,9 @@ class DeviceMixin(TensorCollection):
                 device = torch.device(arg)
             elif isinstance(arg, torch.Tensor):
                 device, dtype = arg.device, arg.dtype
-            elif isinstance(arg, TensorCollection):
+            elif isinstance(arg, TensorCollection):  # its device, and its dtype if it has one
                 device = arg.device
+                dtype = getattr(arg, "dtype", None) or dtype
             else:
                 raise TypeError(f"to() got an unsupported argument {arg!r}")
         if kwargs:

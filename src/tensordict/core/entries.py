@@ -18,7 +18,7 @@ import torch
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import NestedKey, key_path, unravel_key
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
-from tensordict.core.options import GET_DEFAULTS_TO_NONE
+from tensordict.core.options import GET_DEFAULTS_TO_NONE, list_to_stack
 from tensordict.core.setitem import refuse_cycle
 from tensordict.core.shape import broadcasts_to
 from tensordict.core.unbatched import is_unbatched, rebatch
@@ -78,6 +78,26 @@ def inplace_value(path: tuple[str, ...], existing: torch.Tensor, item: Any) -> t
     return item
 
 
+class _LazyMerge:
+    """A lazy stack written into an existing nested tensordict by ``update``: the target is
+    seen as a lazy stack along the same dim and updated member by member (as upstream), so
+    the members' own keys and shapes are kept."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def merge_into(self, td: Any, path: tuple[str, ...], *, clone: bool, inplace: bool) -> None:
+        parent = td._parent_for_write(path, create=False)
+        current = parent._get_str(path[-1], None)
+        sd = self.value.stack_dim
+        if getattr(current, "stack_dim", None) != sd:
+            current = current.to_lazystack(sd)
+            parent._set_str(path[-1], current, validated=True)
+        current.update(self.value, clone=clone, inplace=inplace)
+
+
 def _grown(value: Any, batch_size: torch.Size) -> Any:
     """A tensordict with fewer batch dims than its new parent, whose leaves allow it: a shallow
     copy with the parent's batch size (as upstream). Anything else is returned as is."""
@@ -90,6 +110,32 @@ def _grown(value: Any, batch_size: torch.Size) -> Any:
     except (RuntimeError, ValueError):  # the leaves do not allow it: the batch check raises
         return value
     return copy
+
+
+def list_value(value: list[Any], device: torch.device | None) -> Any:
+    """What a list stored in a tensordict becomes, as upstream: numbers (or nested lists of
+    them) a tensor, tensors their stack; other objects a :class:`NonTensorStack` along the first
+    dims (one object per element) while ``list_to_stack()`` is on (the default), else one
+    :class:`NonTensorData` holding them as an array. ``None``: store the list as it is."""
+    if value and all(isinstance(v, torch.Tensor) for v in value):
+        try:
+            return torch.stack(value).to(device) if device is not None else torch.stack(value)
+        except RuntimeError:
+            return None  # tensors of different shapes: kept as one python object
+    if value and not any(isinstance(v, (str, bytes, Mapping)) for v in value):
+        try:
+            return torch.tensor(value, device=device)
+        except (TypeError, ValueError, RuntimeError):
+            pass
+    if not value:
+        return None
+    if list_to_stack():
+        return NonTensorStack.from_list(value, device)
+    return NonTensorData._new(np.array(value), torch.Size([]), device)
+
+
+#: keyword options of update() (upstream's); any other keyword is an entry to write
+_UPDATE_OPTIONS = frozenset({"is_leaf", "update_batch_size", "ignore_lock"})
 
 
 class EntriesMixin(TensorCollection):
@@ -250,6 +296,10 @@ class EntriesMixin(TensorCollection):
             t = torch.as_tensor(value, device=device)
             self._check_batch(key, t, batch_size)
             return t
+        if isinstance(value, list):
+            converted = list_value(value, device)
+            if converted is not None:
+                return self._convert(key, converted, batch_size)
         return NonTensorData._new(value, batch_size, device)
 
     def _new_nested(self, mapping: Mapping[str, Any], batch_size: torch.Size) -> Any:
@@ -267,8 +317,9 @@ class EntriesMixin(TensorCollection):
                     raise self._missing_key(path[: i + 1])
                 if node.is_locked:
                     raise LockedError(locked_message(f"create the nested key {path[: i + 1]!r}"))
-                child = node._new_dense({}, node.batch_size)
-                node._set_str(part, child, validated=True)
+                node._set_str(part, node._new_dense({}, node.batch_size), validated=True)
+                # read it back: a view (lazy view, sub-tensordict) stores it in its source
+                child = node._get_str(part, None)
             elif getattr(type(child), "_is_tensorclass", False):
                 child = child._tensordict
             elif not isinstance(child, TensorCollection):
@@ -377,6 +428,8 @@ class EntriesMixin(TensorCollection):
 
     def _write_leaf_at(self, path: tuple[str, ...], existing: Any, value: Any, index: Any) -> None:
         """``existing[index] = value`` for the entry ``path[-1]`` of this tensordict."""
+        if isinstance(existing, torch.Tensor) and isinstance(value, (np.ndarray, np.generic)):
+            value = torch.as_tensor(value, device=existing.device)
         existing[index] = value
 
     def setdefault(self, key: NestedKey, default: Any, inplace: bool = False) -> Any:
@@ -401,14 +454,17 @@ class EntriesMixin(TensorCollection):
             nested = isinstance(value, (Mapping, TensorCollection))
             current = self._get_path(path, None) if nested else None
             if nested and isinstance(current, TensorCollection):
-                out.extend(self._flat_updates(value, path, keys))
+                if hasattr(value, "stack_dim"):  # a lazy stack is merged member by member
+                    out.append((path, _LazyMerge(value)))
+                else:
+                    out.extend(self._flat_updates(value, path, keys))
             elif keys is None or unravel_key(path) in keys or path[0] in keys:
                 out.append((path, value))
         return out
 
     def update(
         self: T,
-        input_dict_or_td: Mapping[str, Any] | TensorCollection,
+        input_dict_or_td: Mapping[str, Any] | TensorCollection | None = None,
         clone: bool = False,
         inplace: bool = False,
         *,
@@ -416,15 +472,31 @@ class EntriesMixin(TensorCollection):
         non_blocking: bool = False,
         **kwargs: Any,
     ) -> T:
-        """Write every entry of a dict or tensordict (nested tensordicts are merged).
+        """Write every entry of a dict or tensordict (nested tensordicts are merged), and the
+        entries given as keywords (which win over the first argument's, as upstream).
 
         All values are validated before anything is written: a failed update leaves the
         tensordict as it was.
         """
+        entries = {k: v for k, v in kwargs.items() if k not in _UPDATE_OPTIONS}
+        if input_dict_or_td is None:
+            input_dict_or_td = {}
+        if entries:
+            if not isinstance(input_dict_or_td, Mapping) or isinstance(
+                input_dict_or_td, TensorCollection
+            ):
+                self.update(input_dict_or_td, clone, inplace, keys_to_update=keys_to_update)
+                input_dict_or_td = {}
+            input_dict_or_td = {**input_dict_or_td, **entries}
         keys = {unravel_key(k) for k in keys_to_update} if keys_to_update is not None else None
         updates = self._flat_updates(input_dict_or_td, (), keys)
-        staged = []
+        staged: list[tuple[tuple[str, ...], Any, Any, Any]] = []
         for path, value in updates:
+            if isinstance(value, _LazyMerge):
+                if self.is_locked and not inplace:
+                    raise LockedError(locked_message(f"update {unravel_key(path)!r}"))
+                staged.append((path, value, None, None))
+                continue
             if clone and hasattr(value, "clone"):
                 value = value.clone()
             existing = self._get_path(path, None) if inplace else None
@@ -437,7 +509,9 @@ class EntriesMixin(TensorCollection):
             refuse_cycle(self, path, converted)
             staged.append((path, converted, value, None))
         for path, converted, value, existing in staged:
-            if existing is not None:
+            if isinstance(converted, _LazyMerge):
+                converted.merge_into(self, path, clone=clone, inplace=inplace)
+            elif existing is not None:
                 self._write_inplace(path, existing, value)
             else:
                 self._parent_for_write(path, create=True)._set_str(
@@ -447,20 +521,35 @@ class EntriesMixin(TensorCollection):
 
     def update_(
         self: T,
-        input_dict_or_td: Mapping[str, Any] | TensorCollection,
+        input_dict_or_td: Mapping[str, Any] | TensorCollection | None = None,
         clone: bool = False,
         *,
         keys_to_update: Sequence[NestedKey] | None = None,
         **kwargs: Any,
     ) -> T:
-        """Write every entry in place; every key must exist. Validated before writing."""
+        """Write every entry in place (keywords too); every key must exist. Validated before
+        writing."""
+        entries = {k: v for k, v in kwargs.items() if k not in _UPDATE_OPTIONS | {"non_blocking"}}
+        if input_dict_or_td is None:
+            input_dict_or_td = {}
+        if entries:
+            if isinstance(input_dict_or_td, Mapping) and not isinstance(
+                input_dict_or_td, TensorCollection
+            ):
+                input_dict_or_td = {**input_dict_or_td, **entries}
+            else:
+                self.update_(input_dict_or_td, clone, keys_to_update=keys_to_update)
+                input_dict_or_td = entries
         keys = {unravel_key(k) for k in keys_to_update} if keys_to_update is not None else None
         updates = self._flat_updates(input_dict_or_td, (), keys)
         staged = []
         for path, value in updates:
             existing = self._get_path(path, None)
             if existing is None:
-                raise self._missing_key(unravel_key(path))
+                raise TensorDictKeyError(
+                    f"key {unravel_key(path)!r} was not found in {type(self).__name__}: update_ "
+                    "writes existing entries in place. Use update() to add new entries."
+                )
             if isinstance(existing, torch.Tensor):
                 v = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
                 if not broadcasts_to(v.shape, existing.shape):
@@ -471,6 +560,8 @@ class EntriesMixin(TensorCollection):
                     )
             staged.append((path, existing, value))
         for path, existing, value in staged:
+            if isinstance(value, _LazyMerge):
+                value = value.value
             self._write_inplace(path, existing, value.clone() if clone else value)
         return self
 

@@ -18,6 +18,7 @@ from tensordict.core.base import is_tensor_collection
 from tensordict.core.combine import stack
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey
+from tensordict.core.lazy_shape import maybe_dense_stack as best_intention_stack
 from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 
@@ -97,7 +98,9 @@ def maybe_dense_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None, **
     members = _members(input)
     if all(isinstance(m, torch.Tensor) for m in members):
         return torch.stack(members, dim, out=out)
-    return stack(members, dim, out=out)
+    if out is not None:
+        return stack(members, dim, out=out)
+    return best_intention_stack(members, dim)  # dense where the members agree, lazy elsewhere
 
 
 def dense_stack_tds(td_list: Sequence[Any] | LazyStackedTensorDict, dim: int | None = None) -> Any:

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from tensordict.errors import IndexingError
+from tensordict.errors import IndexingError, IndexTypeError
 
 __all__ = ["IndexPlan", "plan_index", "to_numpy_index"]
 
@@ -120,8 +120,8 @@ def _as_index_item(item: Any) -> Any:
         if t.is_floating_point():
             raise IndexingError(f"index lists must hold ints or bools, got {item!r}.")
         return t
-    raise IndexingError(
-        f"unsupported index {item!r} of type {type(item).__name__}. Use ints, slices, None, "
+    raise IndexTypeError(
+        f"Invalid index {item!r} of type {type(item).__name__}. Use ints, slices, None, "
         "Ellipsis, bool masks, integer tensors or lists, or a string key."
     )
 

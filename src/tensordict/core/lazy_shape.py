@@ -18,10 +18,13 @@ from typing import Any
 
 import torch
 
+from tensordict.core.collection import TensorCollection as TensorDictBaseLike
+from tensordict.core.lazy_views import lazy_shape_view
+from tensordict.core.options import lazy_legacy
 from tensordict.core.shape import normalize_dim
-from tensordict.errors import BatchSizeError, ShapeMismatchError
+from tensordict.errors import BatchSizeError, InplaceNotSupportedError, ShapeMismatchError
 
-__all__ = ["LazyShapeMixin", "cat_lazy", "stack_lazy"]
+__all__ = ["LazyShapeMixin", "cat_lazy", "maybe_dense_stack", "pad_lazy", "stack_lazy"]
 
 
 def _sizes(args: tuple[Any, ...]) -> list[int]:
@@ -92,9 +95,54 @@ class LazyShapeMixin:
         order = [normalize_dim(d, bd, bs, "permute") for d in order]
         if sorted(order) != list(range(bd)):
             raise BatchSizeError(f"permute: {order} is not a permutation of range({bd}).")
+        if lazy_legacy():  # upstream's legacy lazy mode: a lazy view of the stack
+            return lazy_shape_view(self, "permute", dims=order)
         sd = self.stack_dim
         member_order = [o - (o > sd) for o in order if o != sd]
         return _new_stack(self._members_op("permute", member_order), order.index(sd), self)
+
+    def repeat(self, *repeats: Any, inplace: bool = False) -> Any:
+        _refuse_inplace("repeat", inplace)
+        return super().repeat(*repeats)  # type: ignore[misc]
+
+    def gather(
+        self, dim: int, index: torch.Tensor, out: Any = None, *, inplace: bool = False
+    ) -> Any:
+        _refuse_inplace("gather", inplace)
+        return super().gather(dim, index, out)  # type: ignore[misc]
+
+    # ------------------------------------------------------------------ any shape function
+    def _transform(self, leaf_fn: Any, batch_size: Any = None, names: Any = None) -> Any:
+        """Apply a batch-dims shape function (see ``ShapeMixin._transform``), keeping the stack.
+
+        The function is first run on the stack coordinates: when the stack dim comes out as one
+        dim (possibly moved, repeated or reordered), each member is transformed on its own (as
+        a stack of copies of itself, from which its slot is taken: views stay views); otherwise
+        the stack is regrouped element by element.
+        """
+        bs = self.batch_size
+        n, sd = bs[self.stack_dim], self.stack_dim
+        coords = torch.arange(n).view([n if d == sd else 1 for d in range(len(bs))])
+        moved = leaf_fn(coords.expand(bs).contiguous())
+        dim = _single_varying_dim(moved)
+        if dim is None or n == 0:
+            return self._transform_elements(leaf_fn)
+        along = _along(moved, dim)
+        new_bs = moved.shape
+        members = []
+        for k, i in enumerate(along):
+            copies = self.tensordicts[i].unsqueeze(sd).expand(bs)
+            members.append(copies._transform(leaf_fn, new_bs)[(slice(None),) * dim + (k,)])
+        return _new_stack(members, dim, self)
+
+    def _transform_elements(self, leaf_fn: Any) -> Any:
+        if not self.batch_size.numel():
+            return self.to_tensordict()._transform(leaf_fn)  # type: ignore[attr-defined]
+        ids = leaf_fn(torch.arange(self.batch_size.numel()).view(self.batch_size))
+        out = self.reshape(-1)[ids]  # a lazy stack of the elements, nested as ``ids``
+        if self.is_locked:
+            out._set_locked(True)
+        return out
 
     # ------------------------------------------------------------------ regrouping
     def view(self, *shape: Any) -> Any:
@@ -108,6 +156,8 @@ class LazyShapeMixin:
         new_bs = self._target_shape(_sizes(shape), "view")
         if new_bs == self.batch_size:
             return self
+        if lazy_legacy():  # upstream's legacy lazy mode: a lazy view of the stack
+            return lazy_shape_view(self, "view", size=new_bs)
         out = self._regroup(new_bs) if self.batch_size.numel() else None
         if out is None:
             raise BatchSizeError(
@@ -130,8 +180,9 @@ class LazyShapeMixin:
             return dense
         return out
 
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Any:
+    def flatten(self, start_dim: int = 0, end_dim: int = -1, *, inplace: bool = False) -> Any:
         """Merge the batch dims ``start_dim..end_dim`` (the elements become the members)."""
+        _refuse_inplace("flatten", inplace)
         bs = self.batch_size
         s = normalize_dim(start_dim, len(bs), bs, "flatten")
         e = normalize_dim(end_dim, len(bs), bs, "flatten")
@@ -141,8 +192,9 @@ class LazyShapeMixin:
             return self
         return self.reshape(*bs[:s], math.prod(bs[s : e + 1]), *bs[e + 1 :])
 
-    def unflatten(self, dim: int, unflattened_size: Sequence[int]) -> Any:
+    def unflatten(self, dim: int, unflattened_size: Sequence[int], *, inplace: bool = False) -> Any:
         """Split batch dim ``dim`` into ``unflattened_size`` (nested stacks of slices)."""
+        _refuse_inplace("unflatten", inplace)
         bs = self.batch_size
         d = normalize_dim(dim, len(bs), bs, "unflatten")
         try:
@@ -170,6 +222,10 @@ class LazyShapeMixin:
         i = 0
         while i < min(len(old), len(new)) and old[i] == new[i]:
             i += 1
+        if i == min(len(old), len(new)):  # one shape extends the other with size-1 dims
+            i -= 1
+        if i < 0:
+            return None
         if len(new) < len(old):  # merge dims i..j of old into dim i of new
             for j in range(i, len(old)):
                 if math.prod(old[i : j + 1]) == new[i] and old[j + 1 :] == new[i + 1 :]:
@@ -195,6 +251,33 @@ class LazyShapeMixin:
         return out
 
 
+def _refuse_inplace(op: str, inplace: bool) -> None:
+    if inplace:
+        raise InplaceNotSupportedError(
+            f"{op}(..., inplace=True) is not supported on a LazyStackedTensorDict: its batch "
+            f"size follows its members. Call {op}(...) without inplace (a new lazy stack), or "
+            "make it dense first (to_tensordict())."
+        )
+
+
+def _single_varying_dim(moved: torch.Tensor) -> int | None:
+    """The one dim along which ``moved`` varies (the stack dim after a shape function), or
+    None when it varies along several, or along none (the stack dim was merged away, or a
+    single member's slot cannot be told apart)."""
+    varying = [
+        d
+        for d in range(moved.ndim)
+        if moved.shape[d] > 1 and not bool((moved == moved.narrow(d, 0, 1)).all())
+    ]
+    return varying[0] if len(varying) == 1 else None
+
+
+def _along(moved: torch.Tensor, dim: int) -> list[int]:
+    index = [0] * moved.ndim
+    index[dim] = slice(None)  # type: ignore[call-overload]
+    return moved[tuple(index)].tolist()  # type: ignore[no-any-return]
+
+
 # ---------------------------------------------------------------------- stack and cat
 def _is_lazy(td: Any) -> bool:
     return hasattr(td, "stack_dim") and hasattr(td, "tensordicts")
@@ -211,6 +294,79 @@ def stack_lazy(tds: Sequence[Any], dim: int) -> Any:
 
     member_dim = dim if dim <= sd else dim - 1
     members = [stack([td.tensordicts[k] for td in tds], member_dim) for k in range(n)]
+    return _new_stack(members, sd + 1 if dim <= sd else sd, None)
+
+
+def maybe_dense_stack(tds: Sequence[Any], dim: int = 0) -> Any:
+    """Stack densely what agrees and lazily what does not (upstream's "best intention" stack).
+
+    Members with the same keys and leaf shapes give a dense TensorDict; nested tensordicts
+    that differ become lazy stacks inside it; differing keys or leaf shapes at the top give a
+    lazy stack. Lazy stacks along the same dim with the same keys are stacked member by member.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> a = TensorDict({"x": torch.zeros(()), "n": {"c": torch.zeros(())}})
+        >>> b = TensorDict({"x": torch.ones(()), "n": {"d": torch.ones(())}})
+        >>> out = maybe_dense_stack([a, b])
+        >>> type(out).__name__, type(out["n"]).__name__
+        ('TensorDict', 'LazyStackedTensorDict')
+    """
+    from tensordict.core.combine import stack
+
+    tds = list(tds)
+    if getattr(type(tds[0]), "_is_tensorclass", False) or not tds:
+        return stack(tds, dim)
+    bs = tds[0].batch_size
+    d = normalize_dim(dim, len(bs), bs, "stack", extra=1)
+    if all(_is_lazy(td) for td in tds):
+        return _stack_lazy_members(tds, d, dense=_same_keys(tds))
+    keys = tds[0]._own_keys()
+    if any(set(td._own_keys()) != set(keys) for td in tds[1:]) or any(
+        td.batch_size != bs for td in tds[1:]
+    ):
+        return _new_stack(tds, d, None) if _all_same_bs(tds) else stack(tds, d)
+    source: dict[str, Any] = {}
+    for key in keys:
+        values = [td._get_str(key, None) for td in tds]
+        if all(isinstance(v, TensorDictBaseLike) for v in values) and not any(
+            getattr(type(v), "_is_tensorclass", False) for v in values
+        ):
+            source[key] = maybe_dense_stack(values, d)
+            continue
+        out = stack([td.select(key) for td in tds], d)
+        if _is_lazy(out):
+            return _new_stack(tds, d, None)
+        source[key] = out._get_str(key, None)
+    new_bs = torch.Size([*bs[:d], len(tds), *bs[d:]])
+    result = tds[0]._new_dense(source, new_bs)
+    devices = {td.device for td in tds}
+    result._device = devices.pop() if len(devices) == 1 else None
+    return result
+
+
+def _same_keys(tds: Sequence[Any]) -> bool:
+    keys = set(tds[0].keys(include_nested=True, leaves_only=True))
+    return all(set(td.keys(include_nested=True, leaves_only=True)) == keys for td in tds[1:])
+
+
+def _all_same_bs(tds: Sequence[Any]) -> bool:
+    return all(td.batch_size == tds[0].batch_size for td in tds[1:])
+
+
+def _stack_lazy_members(tds: Sequence[Any], dim: int, dense: bool) -> Any:
+    sd = tds[0].stack_dim
+    n = len(tds[0].tensordicts)
+    if not all(td.stack_dim == sd and len(td.tensordicts) == n for td in tds):
+        return _new_stack(tds, dim, None)
+    member_dim = dim if dim <= sd else dim - 1
+    members = [
+        maybe_dense_stack([td.tensordicts[k] for td in tds], member_dim)
+        if dense
+        else _new_stack([td.tensordicts[k] for td in tds], member_dim, None)
+        for k in range(n)
+    ]
     return _new_stack(members, sd + 1 if dim <= sd else sd, None)
 
 
@@ -240,3 +396,55 @@ def cat_lazy(tds: Sequence[Any], dim: int) -> Any:
     member_dim = dim if dim < sd else dim - 1
     members = [cat([part[k] for part in parts], member_dim) for k in range(n)]
     return _new_stack(members, sd, None)
+
+
+# ---------------------------------------------------------------------- padding
+def pad_lazy(
+    td: Any, widths: list[tuple[int, int]], value: float, inplace: bool, pad_member: Any
+) -> Any:
+    """``pad`` of a lazy stack: its members are padded along their dims, and members filled
+    with ``value`` (``None`` for python objects) are added along the stack dim (negative widths
+    drop members). ``pad_member(member, pad_size, inplace)`` pads one member.
+
+    Raises:
+        BatchSizeError: a width would give a dim a negative size (nothing is changed).
+    """
+    bs = td.batch_size
+    for d, (n, (a, b)) in enumerate(zip(bs, widths)):
+        if n + a + b < 0:
+            raise BatchSizeError(
+                f"pad: dim {d} of batch_size={list(bs)} padded by ({a}, {b}) would have a "
+                "negative output size. Use widths that leave every dim at least 0."
+            )
+    sd = td.stack_dim
+    before, after = widths[sd]
+    member_pad = [w for d, pair in enumerate(widths) if d != sd for w in pair]
+    members = list(td.tensordicts)
+    if before < 0:
+        members = members[-before:]
+    if after < 0:
+        members = members[: len(members) + after]
+    padded = [pad_member(m, member_pad, inplace) for m in members]
+    template = padded[0] if padded else pad_member(td.tensordicts[0], member_pad, False)
+    fill = [_filled_like(template, value) for _ in range(max(before, 0) + max(after, 0))]
+    new_members = fill[: max(before, 0)] + padded + fill[max(before, 0) :]
+    if not inplace:
+        return _new_stack(new_members, sd, None)
+    td.tensordicts[:] = new_members
+    td._member_batch_size = template.batch_size
+    return td
+
+
+def _filled_like(td: Any, value: float) -> Any:
+    """A copy of ``td`` whose tensors hold ``value`` and python objects ``None``."""
+    import numpy as np
+
+    from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+
+    out = td.apply(lambda x: torch.full_like(x, value))
+    for key in td.keys(include_nested=True, leaves_only=True):
+        entry = td.get(key)
+        if isinstance(entry, (NonTensorData, NonTensorStack)):
+            empty = np.full(tuple(entry.batch_size), None, dtype=object)
+            out.set(key, NonTensorStack.from_array(empty, entry.device))
+    return out

@@ -26,8 +26,9 @@ from tensordict.core.lazy_index import (
     first_member,
     stage_writes,
 )
-from tensordict.core.lazy_shape import LazyShapeMixin
+from tensordict.core.lazy_shape import LazyShapeMixin, maybe_dense_stack
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, stack_non_tensor
+from tensordict.core.options import list_to_stack
 from tensordict.core.ragged import LazyRaggedMixin
 from tensordict.core.setitem import stage_setitem
 from tensordict.core.shape import normalize_dim
@@ -35,9 +36,11 @@ from tensordict.core.unbatched import is_unbatched, stack_unbatched
 from tensordict.errors import (
     BatchSizeError,
     DeviceMismatchError,
+    InplaceNotSupportedError,
     LockedError,
     NotATensorDictError,
     ShapeMismatchError,
+    TensorDictKeyError,
 )
 
 __all__ = ["LazyStackedTensorDict"]
@@ -129,8 +132,9 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
 
     @classmethod
     def maybe_dense_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
-        """A dense TensorDict when the members agree in keys and shapes, else a lazy stack."""
-        return stack(input, dim)
+        """Dense where the members agree, lazy where they differ (see
+        :func:`tensordict.core.lazy_shape.maybe_dense_stack`)."""
+        return maybe_dense_stack(input, dim)
 
     # ================================================================== deprecated upstream API
     @property
@@ -267,11 +271,18 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
     def _own_key_items(self) -> Iterator[tuple[str, Any]]:
         # keys() must work when members hold a key with different shapes: no stacking here.
         for key in self._own_keys():
-            values = [m._get_str(key, None) for m in self.tensordicts]
-            if isinstance(values[0], TensorDictBase):
-                yield key, LazyStackedTensorDict(*values, stack_dim=self.stack_dim)
-            else:
-                yield key, values[0]
+            yield key, self._stand_in(key)
+
+    def _stand_in(self, key: str) -> Any:
+        """What ``keys()`` needs of the entry ``key``: its kind, without stacking leaves (a
+        member's leaf; for nested tensordicts, the lazy stack of the members' ones)."""
+        values = [
+            m._stand_in(key) if isinstance(m, LazyStackedTensorDict) else m._get_str(key, None)
+            for m in self.tensordicts
+        ]
+        if isinstance(values[0], TensorDictBase):
+            return self._nested_stack(values)
+        return values[0]
 
     def _get_str(self, key: str, default: Any) -> Any:
         values = [m._get_str(key, _MISSING) for m in self.tensordicts]
@@ -294,8 +305,15 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         if isinstance(v0, (NonTensorData, NonTensorStack)):
             return stack_non_tensor(values, self.stack_dim)
         if isinstance(v0, TensorDictBase):
-            return LazyStackedTensorDict(*values, stack_dim=self.stack_dim)
+            return self._nested_stack(values)
         return torch.stack(values, self.stack_dim)
+
+    def _nested_stack(self, values: list[Any]) -> LazyStackedTensorDict:
+        """The lazy stack of the members' nested tensordicts, locked (and held) like this one."""
+        out = LazyStackedTensorDict(*values, stack_dim=self.stack_dim)
+        if self._is_locked:
+            out._set_locked(True, self)
+        return out
 
     def _set_str(
         self,
@@ -456,7 +474,13 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
             source[key] = value
         return self._new_dense(source, self.batch_size)
 
-    def contiguous(self) -> Any:
+    def contiguous(self, *, inplace: bool = False) -> Any:
+        """A dense copy (see :meth:`to_tensordict`)."""
+        if inplace:
+            raise InplaceNotSupportedError(
+                "contiguous(inplace=True) is not supported on a LazyStackedTensorDict: it keeps "
+                "its members apart. Use td.contiguous() (a dense copy)."
+            )
         return self.to_tensordict()
 
     def clone(self, recurse: bool = True, **kwargs: Any) -> Any:
@@ -482,9 +506,6 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
             return self
         return LazyStackedTensorDict(*results, stack_dim=self.stack_dim)
 
-    def _transform(self, leaf_fn: Any, batch_size: Any = None, names: Any = None) -> Any:
-        return self.to_tensordict()._transform(leaf_fn, batch_size, names)
-
     def empty(self, recurse: bool = False, **kwargs: Any) -> Any:
         if kwargs:
             return super().empty(recurse, **kwargs)
@@ -506,16 +527,169 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         members = [m.filter_non_tensor_data() for m in self.tensordicts]
         return LazyStackedTensorDict(*members, stack_dim=self.stack_dim)
 
+    def _reduce_features(
+        self, name: str, fn: Any, dim: str, keepdim: bool, reduce: bool, **kw: Any
+    ) -> Any:
+        """``dim="feature"`` member by member (members may hold entries of other shapes)."""
+        if dim != "feature" or keepdim or name in ("max", "min") or not self.tensordicts:
+            return super()._reduce_features(name, fn, dim, keepdim, reduce, **kw)
+        parts = [m._reduce_features(name, fn, dim, keepdim, reduce, **kw) for m in self.tensordicts]
+        if reduce:
+            return torch.stack(parts, self.stack_dim)
+        return LazyStackedTensorDict(*parts, stack_dim=self.stack_dim)
+
+    def _feature_walk(self, leaf: Any) -> Any:
+        return LazyStackedTensorDict(
+            *[m._feature_walk(leaf) for m in self.tensordicts], stack_dim=self.stack_dim
+        )
+
     def _tensor_leaves(self) -> list[torch.Tensor]:
         return [t for m in self.tensordicts for t in m._tensor_leaves()]
+
+    def set_(self, key: Any, item: Any) -> Any:
+        """Overwrite an entry every member holds, in place (in each member).
+
+        Raises:
+            TensorDictKeyError: a member lacks ``key``.
+        """
+        if key not in self.keys(include_nested=True):
+            raise TensorDictKeyError(
+                f"key {key!r} not found: setting a value in-place on a stack of TensorDict is "
+                "only possible for keys every member holds. Use set() (not in place) to add it "
+                "to every member."
+            )
+        return super().set_(key, item)
 
     def set(self, key: Any, item: Any, inplace: bool = False, **kwargs: Any) -> Any:
         if self._is_locked and not inplace:
             raise LockedError(locked_message(f"set {key!r}"))
+        if isinstance(item, list) and list_to_stack() and len(item) == self.batch_size[0]:
+            # a (nested) list along the batch dims: each member takes its slice of it
+            for k, member in enumerate(self.tensordicts):
+                member.set(key, _list_part(item, self.stack_dim, k), inplace, **kwargs)
+            return self
         return super().set(key, item, inplace, **kwargs)
+
+    # ================================================================== member-wise updates
+    def _same_stack(self, other: Any) -> bool:
+        """Whether ``other`` is a lazy stack along the same dim with as many members."""
+        return (
+            isinstance(other, LazyStackedTensorDict)
+            and other.stack_dim == self.stack_dim
+            and len(other.tensordicts) == len(self.tensordicts)
+        )
+
+    def update(
+        self,
+        input_dict_or_td: Any = None,
+        clone: bool = False,
+        inplace: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """Like :meth:`TensorDict.update`; a lazy stack along the same dim is written member
+        by member (members keep their own keys and shapes). Entries may also be given as
+        keyword arguments."""
+        if input_dict_or_td is None:
+            input_dict_or_td = _entries_from(kwargs)
+        if (
+            kwargs.pop("update_batch_size", False)
+            and input_dict_or_td.batch_size != self.batch_size
+        ):
+            return self._replace_members(input_dict_or_td)
+        if self._same_stack(input_dict_or_td):
+            if self._is_locked and not inplace:
+                raise LockedError(locked_message("update the stack"))
+            for member, other in zip(self.tensordicts, input_dict_or_td.tensordicts):
+                member.update(other, clone=clone, inplace=inplace, **kwargs)
+            return self
+        return super().update(input_dict_or_td, clone, inplace, **kwargs)
+
+    def update_(self, input_dict_or_td: Any = None, clone: bool = False, **kwargs: Any) -> Any:
+        """Like :meth:`TensorDict.update_`; member by member from a lazy stack like this one."""
+        if input_dict_or_td is None:
+            input_dict_or_td = _entries_from(kwargs)
+        if self._same_stack(input_dict_or_td):
+            for member, other in zip(self.tensordicts, input_dict_or_td.tensordicts):
+                member.update_(other, clone=clone, **kwargs)
+            return self
+        return super().update_(input_dict_or_td, clone, **kwargs)
+
+    def _replace_members(self, other: Any) -> Any:
+        """``update(other, update_batch_size=True)``: take ``other``'s batch size and entries."""
+        if self._is_locked:
+            raise LockedError(locked_message("change the batch size of the stack"))
+        members = other.tensordicts if self._same_dim(other) else other.unbind(self.stack_dim)
+        self.tensordicts = [m.copy() for m in members]
+        self._member_batch_size = self.tensordicts[0].batch_size if members else torch.Size([])
+        return self
+
+    def _same_dim(self, other: Any) -> bool:
+        return isinstance(other, LazyStackedTensorDict) and other.stack_dim == self.stack_dim
+
+    def __contains__(self, item: object) -> bool:
+        """A member (by identity) or a key of every member."""
+        if isinstance(item, TensorDictBase):
+            return any(item is m for m in self.tensordicts)
+        return item in self.keys(include_nested=isinstance(item, tuple))
+
+    def pad(
+        self, pad_size: Sequence[int], value: float = 0.0, inplace: bool = False, safe: bool = True
+    ) -> Any:
+        """Pad along the batch dims (see :func:`tensordict.functional.pad`): members are padded,
+        and filled members are added along the stack dim."""
+        from tensordict.core.padding import pad  # padding builds on lazy stacks
+
+        return pad(self, pad_size, value, inplace=inplace, safe=safe)
+
+    def to_lazystack(self, dim: int = 0) -> Any:
+        """This stack if it stacks along ``dim``, else a lazy stack of its slices along ``dim``."""
+        bs = self.batch_size
+        d = normalize_dim(dim, len(bs), bs, "to_lazystack")
+        if d == self.stack_dim:
+            return self
+        return LazyStackedTensorDict(*self.unbind(d), stack_dim=d)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_lazy, (self.tensordicts, self.stack_dim, self._is_locked))
+
+
+def _list_part(values: list[Any], stack_dim: int, k: int) -> Any:
+    """Member ``k``'s part of a nested list laid out along the batch dims (the stack dim taken
+    out); a part that is a list of numbers or tensors becomes a tensor, as upstream stacks it."""
+    part = _take(values, stack_dim, k)
+    if isinstance(part, list) and part and not isinstance(_first_leaf(part), str):
+        try:
+            return torch.stack([torch.as_tensor(p) for p in part])
+        except (RuntimeError, TypeError, ValueError):
+            return part
+    return part
+
+
+def _take(values: Any, depth: int, k: int) -> Any:
+    if depth == 0:
+        return values[k]
+    return [_take(v, depth - 1, k) for v in values]
+
+
+def _first_leaf(values: Any) -> Any:
+    while isinstance(values, list) and values:
+        values = values[0]
+    return values
+
+
+_UPDATE_OPTIONS = {
+    "keys_to_update",
+    "non_blocking",
+    "is_leaf",
+    "update_batch_size",
+    "ignore_lock",
+}
+
+
+def _entries_from(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``update(a=..., b=...)``: the keyword arguments that are entries (moved out of kwargs)."""
+    entries = {k: kwargs.pop(k) for k in list(kwargs) if k not in _UPDATE_OPTIONS}
+    return entries
 
 
 def _deprecated(message: str) -> None:

@@ -24,9 +24,10 @@ import torch
 from tensordict.core.base import TensorDictBase
 from tensordict.core.indexing import plan_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
-from tensordict.core.setitem import stage_setitem
+from tensordict.core.options import lazy_legacy
+from tensordict.core.setitem import setitem_index, stage_setitem
 from tensordict.core.shape import normalize_dim
-from tensordict.errors import BatchSizeError
+from tensordict.errors import BatchSizeError, LazyViewError, LockedError, ShapeMismatchError
 
 __all__ = [
     "_CustomOpTensorDict",
@@ -187,10 +188,83 @@ class _ViewBase(TensorDictBase):
         return self.to_tensordict()
 
     def clone(self, recurse: bool = True, **kwargs: Any) -> Any:
+        """A dense copy; with ``recurse=False``, the same view of a shallow copy of the
+        source (as upstream)."""
+        if not recurse:
+            return self._rewrap(self._source.clone(recurse=False))
         return self._materialize().clone(recurse, **kwargs)
+
+    def _rewrap(self, source: Any) -> Any:
+        """This view, over another source."""
+        raise NotImplementedError
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_dense, (self.to_tensordict(),))
+
+    # ------------------------------------------------------------------ what a view refuses
+    def _dense_first(self, op: str) -> LazyViewError:
+        hint = "Call `reshape` instead" if op == "view" else "Make it dense"
+        return LazyViewError(
+            f"Cannot call `{op}` on a lazy tensordict ({type(self).__name__}). {hint} before "
+            "calling this method by calling `to_tensordict` (or use set_lazy_legacy(True) for "
+            "a lazy view of the view)."
+        )
+
+    def view(self, *shape: Any) -> Any:
+        if len(shape) == 1 and isinstance(shape[0], torch.dtype):
+            return super().view(*shape)
+        if not lazy_legacy():
+            raise self._dense_first("view")
+        return super().view(*shape)
+
+    def permute(self, *dims: Any) -> Any:
+        if not lazy_legacy():
+            raise self._dense_first("permute")
+        return super().permute(*dims)
+
+    def transpose(self, dim0: int, dim1: int) -> Any:
+        if not lazy_legacy():
+            raise self._dense_first("transpose")
+        return super().transpose(dim0, dim1)
+
+    def unsqueeze(self, dim: int) -> Any:
+        if not lazy_legacy():
+            raise self._dense_first("unsqueeze")
+        return super().unsqueeze(dim)
+
+    def squeeze(self, dim: int | None = None) -> Any:
+        if not lazy_legacy():
+            sizes = self.batch_size if dim is None else self.batch_size[dim : dim + 1 or None]
+            if 1 not in sizes:
+                return self  # nothing to squeeze
+            raise self._dense_first("squeeze")
+        return super().squeeze(dim)
+
+    def select(self, *keys: Any, inplace: bool = False, strict: bool = True) -> Any:
+        if inplace:
+            raise LazyViewError(
+                f"Cannot call select inplace on a lazy tensordict ({type(self).__name__}): "
+                "select on its source, or use inplace=False."
+            )
+        return super().select(*keys, strict=strict)
+
+    def split_keys(self, *key_sets: Any, inplace: bool = False, **kwargs: Any) -> tuple[Any, ...]:
+        """Like :meth:`TensorDict.split_keys`; in place, the selected keys are deleted from the
+        source."""
+        parts = super().split_keys(*key_sets, inplace=False, **kwargs)
+        if not inplace:
+            return parts  # type: ignore[no-any-return]
+        for part in parts[:-1]:
+            for key in part._own_keys():
+                if key in self._source._own_keys():
+                    self._source._del_str(key)
+        return (*parts[:-1], self)
+
+    def _replace_contents(self, other: Any) -> Any:
+        raise LazyViewError(
+            f"Cannot call exclude inplace on a lazy tensordict ({type(self).__name__}) (nor "
+            "flatten_keys/unflatten_keys): act on its source, or use inplace=False."
+        )
 
 
 def _rebuild_dense(td: Any) -> Any:
@@ -237,6 +311,24 @@ class _CustomOpTensorDict(_ViewBase):
 
     def _view_of(self, source: Any) -> Any:
         return type(self)(source, self.custom_op_kwargs, self._bd)
+
+    def memmap_(self, prefix: Any = None, copy_existing: bool = False, **kwargs: Any) -> Any:
+        """Write the view's entries (as the view shows them) to memory-mapped files, and make
+        the source use them (through the inverse op): the source is memory-mapped too."""
+        mapped = self._materialize().memmap_(prefix, copy_existing=copy_existing, **kwargs)
+        source = self._source
+        was_locked = source.is_locked
+        if was_locked:
+            source._set_locked(False)
+        for key, value in mapped._own_items():
+            self._write(key, value)
+        if hasattr(source, "_is_memmap"):
+            source._is_memmap = True
+            source._memmap_prefix = mapped.saved_path
+        source._set_locked(True)  # memory-mapped tensordicts are locked
+        return self
+
+    _rewrap = _view_of
 
     def _read(self, value: Any) -> Any:
         if isinstance(value, torch.Tensor):
@@ -357,7 +449,10 @@ class _SqueezedTensorDict(_CustomOpTensorDict):
         return t.squeeze(self.custom_op_kwargs["dim"])
 
     def _backward(self, t: torch.Tensor) -> torch.Tensor:
-        return t.unsqueeze(self.custom_op_kwargs["dim"])
+        dims = self.custom_op_kwargs["dim"]
+        for d in sorted(dims) if isinstance(dims, tuple) else (dims,):
+            t = t.unsqueeze(d)
+        return t
 
 
 class _ViewedTensorDict(_CustomOpTensorDict):
@@ -428,13 +523,86 @@ class _SubTensorDict(_ViewBase):
 
     def _write(self, key: str, value: Any) -> None:
         existing = self._source._get_str(key, _MISSING)
-        if existing is _MISSING:
-            existing = _zeros_like_source(self._source, value, self._bs)
-            self._source._set_str(key, existing, validated=True)
-        if isinstance(existing, TensorDictBase):
-            existing[self.idx] = value
+        is_td = isinstance(value, TensorDictBase) or getattr(type(value), "_is_tensorclass", False)
+        if isinstance(existing, TensorDictBase) and not is_td:
+            raise ShapeMismatchError(
+                f"Tried to replace a tensordict with a {type(value).__name__} under {key!r} "
+                "through a sub-tensordict, which can only write into the existing entries at "
+                "its index. Delete the entry from the parent tensordict first."
+            )
+        if existing is _MISSING and is_td:
+            # a new nested tensordict keeps the value's own extra batch dims
+            empty = _empty_in_source(value, self._bs, self._source.batch_size)
+            self._source._set_str(key, empty, validated=True)
+        setitem_index(self._source, self.idx, {key: value})
+
+    def get_parent_tensordict(self) -> Any:
+        """The tensordict this one views (as upstream)."""
+        return self._source
+
+    def set(self, key: Any, item: Any, inplace: bool = False, **kwargs: Any) -> Any:
+        """Set an entry: a new key is created in the parent (zero elsewhere); an existing
+        tensor must be written with ``set_`` (or ``inplace=True``), as upstream."""
+        existing = self.get(key, _MISSING) if not inplace else _MISSING
+        if isinstance(existing, torch.Tensor):
+            raise LazyViewError(
+                f"Calling `_SubTensorDict.set(key, value, inplace=False)` is prohibited for "
+                f"existing tensors ({key!r}): it would replace the parent's whole entry. Call "
+                "_SubTensorDict.set_(...) (or td[key] = value) to write at the sub-tensordict's "
+                "index, or clone the tensordict first."
+            )
+        return super().set(key, item, inplace, **kwargs)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        if index.__class__ is str or (
+            index.__class__ is tuple and index and index[0].__class__ is str
+        ):
+            # written at the index, as upstream (a tensordict value is merged in)
+            self.set(index, value, inplace=not isinstance(value, TensorDictBase))
+            return
+        super().__setitem__(index, value)
+
+    def _write_leaf_inplace(self, path: tuple[str, ...], existing: Any, item: Any) -> None:
+        if isinstance(existing, torch.Tensor):
+            self._write(path[-1], item)  # ``existing`` may be a copy (an index tensor)
+            return
+        super()._write_leaf_inplace(path, existing, item)
+
+    def _write_leaf_at(self, path: tuple[str, ...], existing: Any, value: Any, index: Any) -> None:
+        for write in self._stage_setitem_index(index, {path[-1]: value}):
+            write()
+
+    def lock_(self) -> Any:
+        raise LockedError(
+            "Cannot lock a _SubTensorDict. Lock the parent tensordict instead (a "
+            "sub-tensordict reads the lock of its parent)."
+        )
+
+    def unlock_(self) -> Any:
+        """Nothing to do while the parent is unlocked; else unlock the parent instead."""
+        if self._source.is_locked:
+            raise LockedError(
+                "Cannot unlock a _SubTensorDict. Unlock the parent tensordict instead."
+            )
+        self._last_op = ("unlock_", False)
+        return self
+
+    @property
+    def is_locked(self) -> bool:
+        return self._source.is_locked  # type: ignore[no-any-return]
+
+    @is_locked.setter
+    def is_locked(self, value: bool) -> None:
+        if value:
+            self.lock_()
         else:
-            self._source._write_leaf_at((key,), existing, value, self.idx)
+            self.unlock_()
+
+    def memmap_(self, prefix: Any = None, copy_existing: bool = False, **kwargs: Any) -> Any:
+        raise LazyViewError(
+            "Converting a sub-tensordict values to memmap cannot be done: memory-map the parent "
+            "tensordict (parent.memmap_()), or a copy (sub.to_tensordict().memmap_())."
+        )
 
     def _stage_setitem_index(self, index: Any, value: Any) -> list[Any]:
         """``self[index] = value``: written into the materialised view, then every entry is
@@ -451,19 +619,19 @@ class _SubTensorDict(_ViewBase):
     def _get_sub_tensordict(self, index: Any) -> Any:
         return _SubTensorDict(self, index)
 
+    def _rewrap(self, source: Any) -> Any:
+        return _SubTensorDict(source, self.idx)
 
-def _zeros_like_source(source: Any, value: Any, view_bs: torch.Size) -> Any:
-    """A zero-filled entry of the source's batch size for a new key written through a view."""
-    if isinstance(value, torch.Tensor):
-        feature = value.shape[len(view_bs) :]
-        return torch.zeros(
-            (*source.batch_size, *feature), dtype=value.dtype, device=source.device or value.device
-        )
-    return (
-        value.empty(recurse=True, batch_size=source.batch_size)
-        if hasattr(value, "empty")
-        else value
-    )
+
+def _empty_in_source(value: Any, view_bs: torch.Size, source_bs: torch.Size) -> Any:
+    """An empty tensordict shaped like ``value`` (nested ones included) in the source: the
+    view's batch dims replaced by the source's, the value's extra batch dims kept."""
+    inner = value._tensordict if getattr(type(value), "_is_tensorclass", False) else value
+    out = inner.empty(batch_size=source_bs + inner.batch_size[len(view_bs) :])
+    for key, nested in inner._own_items():
+        if isinstance(nested, TensorDictBase) or getattr(type(nested), "_is_tensorclass", False):
+            out._set_str(key, _empty_in_source(nested, view_bs, source_bs), validated=True)
+    return out
 
 
 def get_sub_tensordict(td: Any, index: Any) -> _SubTensorDict:

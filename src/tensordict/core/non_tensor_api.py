@@ -399,3 +399,12 @@ class LinkedList(list):  # type: ignore[type-arg]
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (list, (list(self),))
+
+
+# LinkedList is a pytree node, as upstream: tree_map reaches the python objects of a stack
+torch.utils._pytree.register_pytree_node(
+    LinkedList,
+    lambda lst: (list(lst), None),
+    lambda values, _: LinkedList(values),
+    serialized_type_name="tensordict.utils.LinkedList",
+)

@@ -69,6 +69,13 @@ def pad(
         )
     widths = [(int(pad_size[2 * i]), int(pad_size[2 * i + 1])) for i in range(len(pad_size) // 2)]
     widths += [(0, 0)] * (ndim - len(widths))
+    if isinstance(tensordict, LazyStackedTensorDict):  # members padded, filled members added
+        from tensordict.core.lazy_shape import pad_lazy
+
+        def pad_member(member: Any, member_pad: list[int], in_place: bool) -> Any:
+            return pad(member, member_pad, value, inplace=in_place, safe=safe)
+
+        return pad_lazy(tensordict, widths, value, inplace, pad_member)
     new_bs = torch.Size(n + a + b for n, (a, b) in zip(tensordict.batch_size, widths))
 
     def pad_leaf(x: torch.Tensor) -> torch.Tensor:

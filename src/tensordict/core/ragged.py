@@ -138,7 +138,12 @@ class LazyRaggedMixin(RaggedMixin):
             "padding_value": padding_value,
             "layout": layout,
         }
-        values = [m._get_leaf_as(key, _MISSING, **options) for m in self.tensordicts]
+        if as_nested_tensor and not (as_list or as_padded_tensor):
+            # a member's entry is read stacked when it can be (a nested tensor of nested
+            # tensors cannot be built)
+            values = [_plain_or_ragged(m, key, options) for m in self.tensordicts]
+        else:
+            values = [m._get_leaf_as(key, _MISSING, **options) for m in self.tensordicts]
         if not values or any(v is _MISSING for v in values):
             return default
         if not all(isinstance(v, (torch.Tensor, list)) for v in values):
@@ -160,9 +165,10 @@ class LazyRaggedMixin(RaggedMixin):
             )
         if self.stack_dim != 0:
             raise ShapeMismatchError(
-                f"a nested tensor stacks along its first dim, but this lazy stack stacks along "
-                f"dim {self.stack_dim}: use as_padded_tensor=True or as_list=True, or "
-                "transpose the stack first."
+                "LazyStackedTensorDict.get_nestedtensor can only be called when the stack_dim "
+                f"is 0: a nested tensor stacks along its first dim, this lazy stack along dim "
+                f"{self.stack_dim}. Use as_padded_tensor=True or as_list=True, or transpose the "
+                "stack first."
             )
         return torch.nested.nested_tensor(values, layout=layout)
 
@@ -205,6 +211,13 @@ class LazyRaggedMixin(RaggedMixin):
             values = [m._get_str(key, None) for m in members]
             source[key] = _densify_entry(key, values, layout, td)
         return td._new_dense(source, td.batch_size)
+
+
+def _plain_or_ragged(member: Any, key: str, options: dict[str, Any]) -> Any:
+    try:
+        return member._get_str(key, _MISSING)
+    except ShapeMismatchError:  # a ragged lazy stack: its own nested tensor
+        return member._get_leaf_as(key, _MISSING, **options)
 
 
 def _densify_entry(key: str, values: list[Any], layout: torch.layout, td: Any) -> Any:

@@ -73,6 +73,9 @@ class ReductionsMixin(OpsMixin):
         if isinstance(dim, str):
             return self._reduce_features(name, fn, dim, keepdim, bool(reduce), **kw)
         dims = self._reduce_dims(dim)
+        if reduce:  # (as upstream: the leaves joined along the first reduced dim, then reduced)
+            joined = torch.cat(self._tensor_leaves(), dims[0])
+            return fn(joined, dim=dims, keepdim=keepdim, **kw)
         bs = list(self.batch_size)
         new_bs = (
             [1 if i in dims else s for i, s in enumerate(bs)]

@@ -182,11 +182,13 @@ def _stage_collection(
             if hasattr(target, "_stage_setitem_index"):
                 writes.extend(target._stage_setitem_index(plan.leaf_index, v))
                 continue
+            # a nested tensordict value may have batch dims of its own beyond the parent's
+            nested_bs = v.batch_size if isinstance(v, TensorCollection) else value_bs
             if target is _MISSING:
                 nested = _new_container(container, key, key_p, writes)
-                _stage_collection(nested, key_p, v, value_bs, plan, root_bd, writes)
+                _stage_collection(nested, key_p, v, nested_bs, plan, root_bd, writes)
                 continue
-            _stage_collection(target, key_p, v, value_bs, plan, root_bd, writes)
+            _stage_collection(target, key_p, v, nested_bs, plan, root_bd, writes)
         elif isinstance(v, (torch.Tensor, int, float, bool, np.ndarray, np.number)):
             t = v if isinstance(v, torch.Tensor) else torch.as_tensor(v)
             _stage_tensor(container, key, key_p, target, t, value_bs, plan, root_bd, writes)

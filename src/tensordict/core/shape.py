@@ -16,6 +16,7 @@ import torch
 
 from tensordict.core.collection import TensorCollection
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.options import lazy_legacy
 from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import BatchSizeError
 
@@ -60,6 +61,13 @@ def nested_names(
     if names is None and not any(n is not None for n in extra_names):
         return None
     return (list(names) if names else [None] * ndim) + extra_names
+
+
+def _legacy_view(td: Any, op: str, **kwargs: Any) -> Any:
+    """Upstream's legacy lazy mode: the shape op as a lazy view of ``td`` (see lazy_views)."""
+    from tensordict.core.lazy_views import lazy_shape_view  # the views build on the base class
+
+    return lazy_shape_view(td, op, **kwargs)
 
 
 def _sizes(args: tuple[Any, ...]) -> list[int]:
@@ -155,6 +163,8 @@ class ShapeMixin(TensorCollection):
             raise BatchSizeError(
                 f"cannot view batch_size={list(self.batch_size)} as {sizes}: {err}"
             ) from None
+        if new_bs != self.batch_size and lazy_legacy():
+            return _legacy_view(self, "view", size=new_bs)
         names = self._names_or_none() if new_bs == self.batch_size else None
         try:
             return self._transform(lambda t: t.view(*new_bs, *t.shape[bd:]), new_bs, names)
@@ -177,6 +187,8 @@ class ShapeMixin(TensorCollection):
         order = [normalize_dim(d, bd, self.batch_size, "permute") for d in order]
         if sorted(order) != list(range(bd)):
             raise BatchSizeError(f"permute: {order} is not a permutation of range({bd}).")
+        if lazy_legacy():
+            return _legacy_view(self, "permute", dims=order)
         names = self._names_or_none()
         new_names = [names[d] for d in order] if names else None
         return self._transform(
@@ -195,6 +207,8 @@ class ShapeMixin(TensorCollection):
                 f"[{-bd}, {bd - 1}]. Shape operations act on batch dimensions only."
             )
         d0, d1 = dim0 % bd, dim1 % bd
+        if lazy_legacy() and d0 != d1:
+            return _legacy_view(self, "transpose", dim0=min(d0, d1), dim1=max(d0, d1))
         order = list(range(bd))
         order[d0], order[d1] = order[d1], order[d0]
         return self.permute(order)
@@ -210,6 +224,8 @@ class ShapeMixin(TensorCollection):
             dims = [d] if bs[d] == 1 else []
         if not dims:
             return self._transform(lambda t: t, bs, self._names_or_none())
+        if lazy_legacy():
+            return _legacy_view(self, "squeeze", dim=dims[0] if dim is not None else tuple(dims))
         new_bs = torch.Size([s for i, s in enumerate(bs) if i not in dims])
         names = self._names_or_none()
         new_names = [n for i, n in enumerate(names) if i not in dims] if names else None
@@ -219,6 +235,8 @@ class ShapeMixin(TensorCollection):
         """Insert a batch dimension of size 1 at ``dim``."""
         bs = self.batch_size
         d = normalize_dim(dim, len(bs), bs, "unsqueeze", extra=1)
+        if lazy_legacy():
+            return _legacy_view(self, "unsqueeze", dim=d)
         new_bs = torch.Size([*bs[:d], 1, *bs[d:]])
         names = self._names_or_none()
         new_names = [*names[:d], None, *names[d:]] if names else None
@@ -243,6 +261,12 @@ class ShapeMixin(TensorCollection):
         return self._transform(lambda t: t.expand(*new_bs, *t.shape[bd:]), new_bs, new_names)
 
     def expand_as(self, other: Any) -> Any:
+        """Expand to ``other``'s batch shape; with a tensordict, every entry to the shape of
+        ``other``'s entry of the same key (as upstream)."""
+        if isinstance(other, TensorCollection):
+            return self._apply_leaves(
+                lambda x, y: x.expand_as(y), other, batch_size=other.batch_size
+            )
         return self.expand(other.batch_size if hasattr(other, "batch_size") else other.shape)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Any:
@@ -256,7 +280,9 @@ class ShapeMixin(TensorCollection):
         if e < s:
             raise BatchSizeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}.")
         new_bs = torch.Size([*bs[:s], bs[s : e + 1].numel(), *bs[e + 1 :]])
-        return self._transform(lambda t: t.flatten(s, e), new_bs)
+        names = self._names_or_none()
+        new_names = [*names[:s], None, *names[e + 1 :]] if names else None
+        return self._transform(lambda t: t.flatten(s, e), new_bs, new_names)
 
     def unflatten(self, dim: int, unflattened_size: Sequence[int]) -> Any:
         """Split batch dimension ``dim`` into ``unflattened_size``."""

@@ -24,6 +24,7 @@ from torch import nn
 from tensordict.core.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey
+from tensordict.errors import MemmapParamsError, ParamsWriteError
 
 __all__ = ["TensorDictParams"]
 
@@ -294,7 +295,11 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
         return self if out is self._param_td else out
 
     def update(
-        self, input_dict_or_td: Any, clone: bool = False, inplace: bool = False, **kwargs: Any
+        self,
+        input_dict_or_td: Any = None,
+        clone: bool = False,
+        inplace: bool = False,
+        **kwargs: Any,
     ) -> Any:
         with self._writable():
             return super().update(input_dict_or_td, clone, inplace, **kwargs)
@@ -321,6 +326,19 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
     def saved_path(self) -> str | None:
         return self._param_td.saved_path
 
+    def __getattr__(self, name: str) -> Any:
+        # nn.Module's registered tensors and submodules first, then what only the wrapped
+        # tensordict has (attributes of the dense class that core code reads)
+        try:
+            return nn.Module.__getattr__(self, name)
+        except AttributeError:
+            inner = self.__dict__.get("_param_td")
+            if inner is None or name.startswith("__") or not hasattr(inner, name):
+                raise AttributeError(
+                    f"'TensorDictParams' object has no attribute {name!r}"
+                ) from None
+            return getattr(inner, name)
+
     # ================================================================== writes convert tensors
     def _convert(self, key: Any, value: Any, batch_size: torch.Size) -> Any:
         if value is self:
@@ -336,6 +354,38 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
             out = method(*args, **kwargs)
         return self if out is self._param_td else out
 
+    def apply(
+        self, fn: Callable[..., Any], *others: Any, inplace: bool = False, **kwargs: Any
+    ) -> Any:
+        """Like :meth:`TensorDictBase.apply`. ``inplace=True`` writes with autograd on, which
+        leaf parameters refuse: use :meth:`apply_` (no autograd) to update them.
+
+        Raises:
+            ParamsWriteError: ``inplace=True`` on parameters that require grad.
+        """
+        if not inplace:
+            return super().apply(fn, *others, **kwargs)
+        try:
+            return super().apply(fn, *others, inplace=True, **kwargs)
+        except RuntimeError as err:
+            if "leaf Variable" not in str(err):
+                raise
+            raise ParamsWriteError(
+                f"Failed to update the parameters in place: {err} Use params.apply_(fn) (no "
+                "autograd) or params.data.apply(fn, inplace=True)."
+            ) from err
+
+    def memmap_(self, *args: Any, **kwargs: Any) -> Any:
+        """Refused: parameters live in memory (memory-map ``params.data`` with ``memmap``).
+
+        Raises:
+            MemmapParamsError: always.
+        """
+        raise MemmapParamsError(
+            "Cannot build a memmap TensorDict in-place from a TensorDictParams: its tensors are "
+            "the parameters of a module. Use params.data.memmap(prefix) for a memory-mapped copy."
+        )
+
     def apply_(self, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> TensorDictParams:
         """Apply ``fn`` and write each result into the parameters in place (without autograd)."""
         return self._no_grad(super().apply_, fn, *others, **kwargs)  # type: ignore[no-any-return]
@@ -344,7 +394,7 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
         """Fill every tensor with zeros in place (without autograd)."""
         return self._no_grad(super().zero_)  # type: ignore[no-any-return]
 
-    def update_(self, input_dict_or_td: Any, clone: bool = False, **kwargs: Any) -> Any:
+    def update_(self, input_dict_or_td: Any = None, clone: bool = False, **kwargs: Any) -> Any:
         """Write every entry in place (without autograd); every key must exist."""
         return self._no_grad(super().update_, input_dict_or_td, clone, **kwargs)
 

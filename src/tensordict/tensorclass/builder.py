@@ -90,8 +90,28 @@ def _written_methods() -> dict[str, Any]:
         "lazy_stack": forwarding.lazy_stack,
         "__torch_function__": forwarding.torch_function,
     }
+    for name in _READERS:  # file and table readers build a TensorDict, then the instance
+        classmethods[name] = _reader(name)
     methods.update({name: classmethod(_mark(fn)) for name, fn in classmethods.items()})
     return methods
+
+
+#: TensorDict classmethods that read data (see ``core/conversion.py``), offered by tensorclasses
+_READERS = (
+    *("from_pandas", "from_csv", "from_json", "from_parquet", "from_struct_array"),
+    *("from_h5", "from_zarr", "from_schema"),
+)
+
+
+def _reader(name: str) -> Callable[..., Any]:
+    def read(cls: type, *args: Any, **kwargs: Any) -> Any:
+        from tensordict.core.dense import TensorDict
+
+        return construct.from_tensordict(cls, getattr(TensorDict, name)(*args, **kwargs))
+
+    read.__name__ = read.__qualname__ = name
+    read.__doc__ = f"``TensorDict.{name}(...)`` as an instance of this tensorclass."
+    return read
 
 
 WRITTEN = _written_methods()

@@ -66,7 +66,8 @@ def _tensordict_protocol(cls: type, td: Any, non_tensordict: Mapping[str, Any] |
     """
     spec = spec_of(cls)
     given = non_tensordict or {}
-    kept = {k: given.get(k) for k in spec.order if td._get_str(k, None) is None}
+    present = set(td._own_keys())  # (not read: a lazy stack would stack its members' entries)
+    kept = {k: given.get(k) for k in spec.order if k not in present}
     return new_instance(cls, td, kept)
 
 
@@ -236,8 +237,10 @@ def from_tensordict(
         )
     for name in spec.order:
         sub = spec.tensorclass_of(name)
+        if sub is None:
+            continue  # (not read: a ragged entry of a lazy stack cannot be stacked)
         value = tensordict.get(name, None)
-        if sub is not None and isinstance(value, TensorDictBase):
+        if isinstance(value, TensorDictBase):
             tensordict._set_str(name, from_tensordict(sub, value), validated=True)
     return _tensordict_protocol(cls, tensordict, non_tensordict)
 

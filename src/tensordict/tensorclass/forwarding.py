@@ -58,6 +58,8 @@ FORWARDED: dict[Kind, tuple[str, ...]] = {
         *("reshape", "view", "permute", "transpose", "squeeze", "unsqueeze", "expand"),
         *("expand_as", "flatten", "unflatten", "gather", "flip", "repeat"),
         *("split", "chunk", "unbind"),
+        # copies to a file or a server, which come back as an instance (core/conversion.py)
+        *("to_h5", "to_zarr", "to_store"),
         # the tree walk, maths, comparisons, reductions
         *("apply", "named_apply", "add", "sub", "mul", "div", "pow", "lerp", "clamp"),
         *("abs", "neg", "exp", "log", "sqrt", "sign", "sigmoid", "reciprocal"),
@@ -68,6 +70,7 @@ FORWARDED: dict[Kind, tuple[str, ...]] = {
         *("log1p", "expm1", "sin", "cos", "tanh", "floor", "ceil", "round", "trunc", "frac"),
         *("nan_to_num", "maximum", "minimum", "logical_and", "logical_or", "logical_xor"),
         *("isclose", "argmax", "argmin", "pin_memory", "reshape_as", "view_as", "separates"),
+        *("densify", "to_padded_tensor", "to_lazystack"),
         *(f"__{op}__" for op in _ARITHMETIC),
         *(f"__r{op}__" for op in ("add", "sub", "mul", "truediv", "pow")),
         *("__xor__", "__neg__", "__abs__", "__invert__"),
@@ -93,6 +96,8 @@ FORWARDED: dict[Kind, tuple[str, ...]] = {
         *("entry_class", "is_contiguous", "param_count", "bytes"),
         *("popitem", "get_non_tensor", "non_tensor_items", "tolist", "numpy"),
         *("allclose", "is_floating_point", "to_module"),
+        # file formats whose result is not a tensordict (core/conversion.py)
+        *("to_pandas", "to_csv", "to_json", "to_parquet", "to_struct_array"),
         "__exit__",
     ),
     Kind.BORROW: (
