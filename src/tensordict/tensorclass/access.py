@@ -47,8 +47,9 @@ def _is_tc(value: Any) -> bool:
     return getattr(type(value), "_is_tensorclass", False) is True
 
 
-def field_property(name: str, doc: str | None = None) -> property:
-    """The attribute of field ``name``: tensors as stored, non-tensor data unwrapped."""
+def field_property(name: str, doc: str | None = None, raw: bool = False) -> property:
+    """The attribute of field ``name``: tensors as stored, non-tensor data unwrapped (kept as
+    stored with ``raw``, as ``tensor_only`` classes read a ``NonTensorData`` field)."""
 
     def fget(self: Any) -> Any:
         try:  # a TensorDict keeps its entries in the dict `_tensordict`
@@ -57,7 +58,9 @@ def field_property(name: str, doc: str | None = None) -> property:
             value = self._tensordict._get_str(name, _MISSING)
             if value is _MISSING:
                 return self._non_tensordict.get(name)
-        return value if value.__class__ is _Tensor else _unwrap_non_tensor(value)
+        if raw or value.__class__ is _Tensor:
+            return value
+        return _unwrap_non_tensor(value)
 
     def fset(self: Any, value: Any) -> None:
         set_field(self, name, value)
@@ -206,7 +209,33 @@ def setitem(self: Any, index: Any, value: Any) -> None:
     if index.__class__ is str or (index.__class__ is tuple and index and index[0].__class__ is str):
         set_(self, index, value)
         return
-    self._tensordict[index] = value._tensordict if _is_tc(value) else value
+    if _is_tc(value):
+        if type(value) is not type(self) and set(spec_of(type(value)).names) != set(
+            spec_of(type(self)).names
+        ):
+            raise ValueError(
+                "__setitem__ is only allowed for same-class or compatible class (i.e. same "
+                f"members) assignment: {type(self).__name__} has fields "
+                f"{sorted(spec_of(type(self)).names)}, {type(value).__name__} has "
+                f"{sorted(spec_of(type(value)).names)}."
+            )
+        value = value._tensordict
+    self._tensordict[index] = value
+
+
+def rxor(self: Any, other: Any) -> Any:
+    """``other ^ instance`` (exclusive or is symmetric)."""
+    return self.__xor__(other)
+
+
+def ror(self: Any, other: Any) -> Any:
+    """``other | instance`` (or is symmetric)."""
+    return self.__or__(other)
+
+
+def rand(self: Any, other: Any) -> Any:
+    """``other & instance`` (and is symmetric)."""
+    return self.__and__(other)
 
 
 def get(self: Any, key: Any, default: Any = None) -> Any:
@@ -257,6 +286,9 @@ ACCESS: dict[str, Callable[..., Any]] = {
     "__getattr__": getattr_fallback,
     "__getitem__": getitem,
     "__setitem__": setitem,
+    "__rxor__": rxor,
+    "__rand__": rand,
+    "__ror__": ror,
     "get": get,
     "set": set_,
 }

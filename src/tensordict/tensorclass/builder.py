@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from tensordict.core.dense import TensorDict
+from tensordict.core.non_tensor import NonTensorData
 from tensordict.errors import TensorclassDefinitionError
 from tensordict.memmap.format import register_class
 from tensordict.tensorclass import access, construct, forwarding
@@ -186,7 +187,7 @@ class ClassBuilder:
     def _check_names(self, spec: ClassSpec) -> None:
         cls = self.cls
         for name in spec.order:
-            if name in RESERVED:
+            if name in RESERVED and not (spec.shadow and name in construct.CONTROL_KEYWORDS):
                 raise TensorclassDefinitionError(
                     f"{cls.__name__}: {name!r} cannot be a field name: it is reserved for the "
                     f"constructor keywords {list(construct.CONTROL_KEYWORDS)}, the storage "
@@ -196,7 +197,8 @@ class ClassBuilder:
             hidden = name in API_NAMES or hasattr(TensorDict, name)
             if not spec.shadow and name != "data" and hidden:
                 raise TensorclassDefinitionError(
-                    f"{cls.__name__}: the field {name!r} would hide the tensordict attribute "
+                    f"Attribute name {name} can't be used with @tensorclass: in "
+                    f"{cls.__name__}, the field {name!r} would hide the tensordict attribute "
                     f"{name!r}. Rename the field, or pass @tensorclass(shadow=True) to let the "
                     "field win (that method is then unavailable on instances)."
                 )
@@ -204,7 +206,11 @@ class ClassBuilder:
     # -------------------------------------------------------------------- add
     def _add_fields(self, spec: ClassSpec) -> None:
         for name in spec.order:
-            setattr(self.cls, name, access.field_property(name))
+            raw = spec.tensor_only and any(
+                isinstance(c, type) and issubclass(c, NonTensorData)
+                for c in spec.classes(name) or ()
+            )
+            setattr(self.cls, name, access.field_property(name, raw=raw))
 
     def _add(self, spec: ClassSpec, name: str, value: Any) -> None:
         if name in spec.names or _user_defined(self.cls, name):
@@ -213,6 +219,7 @@ class ClassBuilder:
 
     def _add_methods(self, spec: ClassSpec) -> None:
         cls = self.cls
+        spec.user_setattr = _user_defined(cls, "__setattr__")
         user_init = cls.__dict__.get("__init__")
         if user_init is not None and not _is_generated(user_init):
             init = construct.wrap_user_init(user_init, spec)
@@ -246,6 +253,7 @@ class ClassBuilder:
         cls._shadow = spec.shadow
         cls._tensor_only = spec.tensor_only
         cls.__tensorclass_spec__ = spec
+        cls.__expected_keys__ = frozenset(spec.order)
         register_class(cls)
         return cls  # type: ignore[no-any-return]
 

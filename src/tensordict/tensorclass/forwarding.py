@@ -192,6 +192,12 @@ def property_forwarder(name: str, settable: bool) -> property:
         return getattr(self._tensordict, name)
 
     def fset(self: Any, value: Any) -> None:
+        if name == "device":
+            raise RuntimeError(
+                "device cannot be set using tensorclass.device = device, because the tensors "
+                "would stay where they are. Use instance.to(device) to move them, or "
+                "instance.clear_device_() to forget the device."
+            )
         setattr(self._tensordict, name, value)
 
     fget.__tensorclass_generated__ = True  # type: ignore[attr-defined]
@@ -285,7 +291,9 @@ def _names(kinds: tuple[Kind, ...], extra: tuple[str, ...] = ()) -> list[str]:
 #: Upstream's names for the forwarded API, derived from :data:`FORWARDED` (sorted, disjoint):
 #: comparisons that always run on the inner tensordict ...
 _FALLBACK_METHOD_FROM_TD_FORCE = sorted(
-    n for n in FORWARDED[Kind.WRAP] if n in ("__ge__", "__gt__", "__le__", "__lt__", "__ror__")
+    n
+    for n in (*FORWARDED[Kind.WRAP], "__ror__")
+    if n in ("__ge__", "__gt__", "__le__", "__lt__", "__ror__")
 )
 #: ... methods whose tensordict result comes back as the tensorclass (or that return it) ...
 _FALLBACK_METHOD_FROM_TD = sorted(
