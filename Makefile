@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 TORCH  ?= torch==2.13.0
-EXTRAS ?= dev,progress,ray
+EXTRAS ?= dev,progress,ray,io
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 

@@ -141,7 +141,8 @@ def test_data_files_are_never_mapped(capsys, saved, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("info mapped a data file")
 
-    import tensordict.memmap.tensor as mmt
+    # `tensordict.memmap` is also upstream's top-level function: import the module by path
+    from tensordict.memmap import tensor as mmt
 
     monkeypatch.setattr(mmt, "_map_file", refuse)
     monkeypatch.setattr(torch, "from_file", refuse)

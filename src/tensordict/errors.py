@@ -17,25 +17,36 @@ __all__ = [
     "BatchSizeError",
     "ChunkError",
     "CycleError",
+    "DimNamesError",
     "DTypeCastError",
+    "DeviceMismatchError",
     "FieldTypeError",
+    "FormatValueError",
     "FrozenTensorclassError",
     "IncompleteMemmapError",
     "IndexingError",
+    "KeyMismatchError",
     "KeyTypeError",
     "LockedError",
     "MetaDataTypeError",
     "MemmapFormatError",
     "MissingDependencyError",
+    "NotATensorDictError",
+    "NotYetAvailableError",
     "NotPicklableError",
+    "OutKeyNotFoundError",
     "OutMismatchError",
     "PickleNotAllowedError",
     "ShapeMismatchError",
+    "StoreConnectionError",
+    "StoreDataError",
+    "StoreKeyError",
     "TensorclassArgumentError",
     "TensorclassDefinitionError",
     "TensorDictKeyError",
     "TypedFieldError",
     "UnbatchedMemmapError",
+    "TensorDictPropertyError",
     "UndeclaredFieldError",
     "UnsafeKeyError",
     "WorkerDiedError",
@@ -50,8 +61,15 @@ class TensorDictKeyError(KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class KeyTypeError(TypeError):
-    """A key that is neither a ``str`` nor a tuple of ``str``."""
+class KeyTypeError(TypeError, KeyError, RuntimeError):
+    """A key that is neither a ``str`` nor a tuple of ``str``.
+
+    Subclasses ``KeyError`` and ``RuntimeError`` too: upstream raises those for the same mistake
+    (``td.get(1)``, ``1 in td``).
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class BatchSizeError(RuntimeError, ValueError):
@@ -65,8 +83,28 @@ class ShapeMismatchError(RuntimeError, ValueError):
     """Tensordicts or tensors whose shapes or keys cannot be combined (stack, cat, arithmetic)."""
 
 
+class KeyMismatchError(ShapeMismatchError, TensorDictKeyError):
+    """Tensordicts combined entry by entry (arithmetic, comparisons) whose keys differ.
+
+    Subclasses ``KeyError`` too, which upstream raises for this mistake.
+    """
+
+
+class DimNamesError(RuntimeError, ValueError):
+    """Dimension names that conflict: renaming a named dimension in ``refine_names``, or
+    tensordicts that name the same dimension differently in ``cat`` / ``stack``."""
+
+
 class DTypeCastError(RuntimeError, TypeError):
     """An in-place operation whose result dtype cannot be stored in the tensor it writes to."""
+
+
+class DeviceMismatchError(ValueError):
+    """Tensordicts on different devices where one device is required (members of a lazy stack)."""
+
+
+class NotATensorDictError(TypeError):
+    """A value given where a tensordict is required (a member added to a lazy stack)."""
 
 
 class IndexingError(IndexError):
@@ -161,6 +199,29 @@ class FieldTypeError(TypeError, ValueError):
     instance of the field's annotation; under ``autocast``, a value the annotation cannot cast."""
 
 
+class FormatValueError(TypeError, ValueError):
+    """A value a file format cannot hold (bfloat16 in HDF5, a 2-d tensor in a table column, a
+    python object where only tensors are stored), or a file whose content does not fit a
+    tensordict."""
+
+
+class StoreKeyError(TensorDictKeyError):
+    """A tensordict id or entry that the key-value store does not hold."""
+
+
+class StoreConnectionError(ConnectionError, RuntimeError):
+    """The key-value server of a store-backed tensordict cannot be reached or went away."""
+
+
+class StoreDataError(RuntimeError, ValueError):
+    """An entry on a key-value server whose bytes do not match its metadata (incomplete, or
+    changed by another program): it is never read back as valid data."""
+
+
+class OutKeyNotFoundError(ValueError, RuntimeError):
+    """``select_out_keys`` with a key the module does not write (upstream raised either builtin)."""
+
+
 class UnbatchedMemmapError(NotImplementedError):
     """Memory-mapping an ``UnbatchedTensor`` entry (no on-disk layout exists for it, upstream
     either)."""
@@ -172,3 +233,16 @@ class TypedFieldError(TypeError):
 
 class MetaDataTypeError(TypeError):
     """A value given to ``MetaData[cls]`` that is not an instance of ``cls``."""
+
+
+class NotYetAvailableError(NotImplementedError):
+    """A name that upstream tensordict offers and this package will offer, but does not yet.
+
+    Its import path exists so that code importing it still loads; using it raises this error,
+    which names the coming feature and the issue that tracks it.
+    """
+
+
+class TensorDictPropertyError(RuntimeError):
+    """A tensordict tree whose metadata is inconsistent: a child whose batch size, device, lock
+    state or dimension names disagree with its parent's (raised by the checks for tests)."""

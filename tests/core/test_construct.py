@@ -1,6 +1,6 @@
 """Construction of a TensorDict and its size, device and names properties."""
 
-# `key in td` is refused by design: membership tests go through td.keys().
+# Some tests spell membership as `key in td.keys()` on purpose (the view under test).
 # ruff: noqa: SIM118
 
 from __future__ import annotations
@@ -24,9 +24,25 @@ def test_keyword_arguments_are_entries() -> None:
     assert list(td.keys()) == ["a", "b"]
 
 
-def test_source_and_keyword_arguments_are_merged() -> None:
-    td = TensorDict({"a": torch.zeros(2)}, [2], b=torch.ones(2))
-    assert set(td.keys()) == {"a", "b"}
+def test_source_and_keyword_entries_together_raise_as_upstream() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        TensorDict({"a": torch.zeros(2)}, [2], b=torch.ones(2))
+    with pytest.raises(ValueError, match="not both"):
+        TensorDict(a=1, source={"b": 1})
+    assert list(TensorDict(None, a=1).keys()) == ["a"]
+
+
+def test_from_dict_batch_dims_also_bound_nested_tensordicts() -> None:
+    data = {
+        "a": torch.zeros(3, 4, 5),
+        "n": {"b": torch.zeros(3, 4, 5), "m": {"c": torch.zeros(3, 4, 5, 6)}},
+    }
+    td = TensorDict.from_dict(data, batch_dims=1, auto_batch_size=True)
+    assert td.batch_size == (3,) and td["n"].batch_size == (3,) and td["n", "m"].batch_size == (3,)
+    td = TensorDict.from_dict(data, batch_dims=2)
+    assert td["n", "m"].batch_size == (3, 4)
+    td = TensorDict.from_dict(data, auto_batch_size=True)
+    assert td.batch_size == (3, 4, 5) and td["n", "m"].batch_size == (3, 4, 5, 6)
 
 
 def test_nested_dict_becomes_nested_tensordict_with_parent_batch_size() -> None:

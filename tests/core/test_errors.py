@@ -19,6 +19,9 @@ from tensordict import TensorDict, errors
         (errors.ShapeMismatchError, RuntimeError),
         (errors.IndexingError, IndexError),
         (errors.LockedError, RuntimeError),
+        (errors.KeyMismatchError, KeyError),
+        (errors.KeyMismatchError, errors.ShapeMismatchError),
+        (errors.DimNamesError, RuntimeError),
     ],
 )
 def test_error_subclasses_matching_builtin(error: type, builtin: type) -> None:

@@ -1,6 +1,6 @@
 """Indexing over batch dimensions: results, views vs copies, errors."""
 
-# `key in td` is refused by design: membership tests go through td.keys().
+# Some tests spell membership as `key in td.keys()` on purpose (the view under test).
 # ruff: noqa: SIM118
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Nested keys, key views, flatten_keys / unflatten_keys."""
 
-# `key in td` is refused by design: membership tests go through td.keys().
+# Some tests spell membership as `key in td.keys()` on purpose (the view under test).
 # ruff: noqa: SIM118
 
 from __future__ import annotations
@@ -142,9 +142,19 @@ def test_items_pairs_keys_and_values() -> None:
     assert items["b", "d", "e"] is td["b", "d", "e"]
 
 
-def test_in_on_tensordict_itself_is_refused() -> None:
-    with pytest.raises(NotImplementedError, match="keys"):
-        "a" in make()  # noqa: B015
+@pytest.mark.parametrize(
+    ("key", "present"),
+    [("a", True), ("b", True), (("b", "c"), True), (("b", ("d", "e")), True), (("b",), True)]
+    + [("z", False), (("b", "z"), False), (("a", "x"), False)],
+)
+def test_in_answers_key_membership_with_nested_keys(key: object, present: bool) -> None:
+    assert (key in make()) is present
+
+
+@pytest.mark.parametrize("key", [1, None, (), ("b", 1), torch.zeros(2)])
+def test_in_with_something_that_is_not_a_key_raises(key: object) -> None:
+    with pytest.raises(RuntimeError, match="NestedKey"):
+        key in make()  # noqa: B015
 
 
 # ---------------------------------------------------------------------- flatten / unflatten

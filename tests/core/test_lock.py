@@ -1,11 +1,12 @@
 """Locking: which writes a locked tensordict refuses, and which it allows."""
 
-# `key in td` is refused by design: membership tests go through td.keys().
+# Some tests spell membership as `key in td.keys()` on purpose (the view under test).
 # ruff: noqa: SIM118
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -289,3 +290,44 @@ def test_tensorclass_fields_are_held_after_a_pickle_round_trip() -> None:
     assert copy.is_locked
     with pytest.raises(LockedError):
         copy["tc"].unlock_()
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda t: t + 1,
+        lambda t: t * t,
+        lambda t: -t,
+        lambda t: t.exp(),
+        lambda t: t.sin(),
+        lambda t: t.isfinite(),
+        lambda t: t.maximum(t),
+        lambda t: t.lerp(t, 0.5),
+        lambda t: t.to(torch.float64),
+        lambda t: t.detach(),
+        lambda t: torch.zeros_like(t),
+        lambda t: t.where(torch.ones(3, dtype=torch.bool), 0.0),
+    ],
+)
+def test_elementwise_results_of_a_locked_tensordict_are_locked(op: Callable[..., Any]) -> None:
+    td = TensorDict({"a": torch.ones(3), "n": {"b": torch.ones(3)}}, [3]).lock_()
+    out = op(td)
+    assert out.is_locked and out["n"].is_locked
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda t: t.clone(),
+        lambda t: t.apply(lambda x: x),
+        lambda t: t == 1,
+        lambda t: t.sum(0),
+        lambda t: t.clamp(0, 1),
+        lambda t: t + torch.ones(3),  # (upstream's broadcasting path drops the lock)
+        lambda t: t.gather(0, torch.zeros(3, dtype=torch.long)),
+        lambda t: torch.cat([t, t]),
+    ],
+)
+def test_results_upstream_leaves_unlocked_are_unlocked(op: Callable[..., Any]) -> None:
+    td = TensorDict({"a": torch.ones(3)}, [3]).lock_()
+    assert not op(td).is_locked

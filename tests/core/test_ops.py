@@ -1,6 +1,6 @@
 """apply / named_apply, arithmetic, comparisons, reductions and casts."""
 
-# `key in td` is refused by design: membership tests go through td.keys().
+# Some tests spell membership as `key in td.keys()` on purpose (the view under test).
 # ruff: noqa: SIM118
 
 from __future__ import annotations
@@ -156,10 +156,12 @@ def test_reflected_binary_op_with_scalar(op: str) -> None:
         assert torch.allclose(out[key], fn(2.0, value)), key
 
 
-def test_tensor_operand_broadcasts_over_trailing_dims() -> None:
+def test_tensor_operand_lines_up_with_batch_dims_not_trailing_dims() -> None:
     td = TensorDict({"a": torch.ones(4, 3)}, [4])
-    out = td * torch.tensor([1.0, 2.0, 3.0])
-    assert out["a"][0].tolist() == [1.0, 2.0, 3.0]
+    with pytest.raises(RuntimeError, match="does not broadcast with batch_size"):
+        td * torch.tensor([1.0, 2.0, 3.0])
+    out = td * torch.tensor([1.0, 2.0, 3.0, 4.0])
+    assert out["a"][:, 0].tolist() == [1.0, 2.0, 3.0, 4.0]
 
 
 def test_neg_and_abs() -> None:
@@ -414,3 +416,42 @@ def test_to_dtype() -> None:
 def test_casts_keep_non_tensor_data() -> None:
     td = TensorDict({"a": torch.ones(2), "s": "x"}, [2])
     assert td.int()["s"] == "x"
+
+
+@pytest.mark.parametrize(
+    "op",
+    [operator.add, operator.eq, lambda a, b: a.maximum(b), lambda a, b: a.add_(b)],
+)
+def test_tensordicts_with_different_keys_raise_a_key_error(op: Callable[..., Any]) -> None:
+    td = TensorDict({"a": torch.zeros(2), "b": torch.zeros(2)}, [2])
+    other = TensorDict({"a": torch.zeros(2), "c": torch.zeros(2)}, [2])
+    with pytest.raises(KeyError, match=r"keys in tensordicts mismatch.*'b'.*'c'"):
+        op(td, other)
+    assert td["a"].eq(0).all()
+
+
+class _Sub(TensorDict):
+    pass
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda t: t + t,
+        lambda t: t * 2,
+        lambda t: -t,
+        lambda t: t.clone(),
+        lambda t: t[0],
+        lambda t: t.apply(lambda x: x),
+        lambda t: t.sum(0),
+        lambda t: torch.stack([t, t]),
+        lambda t: torch.cat([t, t]),
+        lambda t: t.unsqueeze(0),
+        lambda t: t.select("a"),
+        lambda t: t.float(),
+        lambda t: t.unbind(0)[0],
+    ],
+)
+def test_results_of_a_subclass_are_of_that_subclass(op: Callable[..., Any]) -> None:
+    t = _Sub({"a": torch.zeros(3)}, [3])
+    assert type(op(t)) is _Sub

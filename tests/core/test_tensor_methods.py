@@ -234,3 +234,15 @@ def test_requires_grad_skips_integer_entries() -> None:
     td = TensorDict({"a": torch.zeros(3), "i": torch.zeros(3, dtype=torch.long)}, [3])
     td.requires_grad_()
     assert td["a"].requires_grad and not td["i"].requires_grad
+
+
+def test_bytes_counts_jagged_tensor_components_and_gradients_once() -> None:
+    shared = torch.zeros(3)  # 12 bytes
+    with_grad = torch.ones(3, requires_grad=True)
+    (with_grad * 2).sum().backward()  # 12 bytes of data + 12 of gradient
+    offsets, lengths = torch.tensor([0, 1, 3]), torch.tensor([1, 2])  # 24 + 16 bytes
+    jagged = torch.nested.nested_tensor_from_jagged(torch.ones(3), offsets, lengths=lengths)
+    again = torch.nested.nested_tensor_from_jagged(shared, offsets, lengths=lengths)
+    td = TensorDict(shared=shared, with_grad=with_grad, n={"jagged": jagged, "again": again})
+    assert td.bytes() == 12 + 24 + (12 + 24 + 16)  # `again` holds memory counted already
+    assert td.bytes(count_duplicates=True) == 12 + 24 + 2 * (12 + 24 + 16)

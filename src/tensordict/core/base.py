@@ -18,17 +18,20 @@ from typing import Any, TypeVar
 import torch
 
 from tensordict.core.combine import CombineMixin
+from tensordict.core.conversion import ConversionMixin
 from tensordict.core.entries import EntriesMixin, locked_message
 from tensordict.core.keys import (
     ItemsView,
     KeysView,
     NestedKey,
     ValuesView,
+    is_collection_class,
     key_path,
     unravel_key,
 )
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
-from tensordict.core.ops import CastMixin, OpsMixin
+from tensordict.core.ops import CastMixin, OpsMixin, keep_lock_of
+from tensordict.core.ragged import RaggedMixin
 from tensordict.core.reductions import ReductionsMixin
 from tensordict.core.shape import ShapeMixin
 from tensordict.core.structure import StructureMixin
@@ -36,7 +39,9 @@ from tensordict.core.tensor_methods import TensorMethodsMixin
 from tensordict.core.unbatched import is_unbatched
 from tensordict.errors import (
     BatchSizeError,
+    KeyTypeError,
     LockedError,
+    ShapeMismatchError,
     TensorDictKeyError,
 )
 
@@ -46,13 +51,18 @@ T = TypeVar("T", bound="TensorDictBase")
 _MISSING: Any = object()
 
 
-def is_tensor_collection(value: Any) -> bool:
-    """Whether ``value`` is a tensordict, a tensorclass instance or stored non-tensor data."""
-    return (
-        isinstance(value, TensorDictBase)
-        or is_non_tensor(value)
-        or getattr(type(value), "_is_tensorclass", False)
-    )
+def is_tensor_collection(datatype: Any) -> bool:
+    """Whether ``datatype`` is a tensordict, a tensorclass or non-tensor data: an instance or a
+    class.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> is_tensor_collection(TensorDict()), is_tensor_collection(TensorDict)
+        (True, True)
+        >>> is_tensor_collection(torch.zeros(2)), is_tensor_collection(torch.Tensor)
+        (False, False)
+    """
+    return is_collection_class(datatype if isinstance(datatype, type) else type(datatype))
 
 
 def as_size(batch_size: Any) -> torch.Size:
@@ -84,6 +94,8 @@ class TensorDictBase(
     CombineMixin,
     CastMixin,
     TensorMethodsMixin,
+    RaggedMixin,
+    ConversionMixin,
 ):
     """The behaviour shared by every tensordict class.
 
@@ -137,10 +149,27 @@ class TensorDictBase(
         return iter(self.unbind(0))
 
     def __contains__(self, key: object) -> bool:
-        raise NotImplementedError(
-            "`key in td` is ambiguous for a tensordict. Use `key in td.keys()` "
-            "(or `td.keys(include_nested=True)` for nested keys)."
-        )
+        """Whether ``key`` (a str or a possibly nested tuple of str) names an entry, as upstream.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": {"b": torch.zeros(2)}}, [2])
+            >>> "a" in td, ("a", "b") in td, ("a", ("b",)) in td, ("a", "c") in td
+            (True, True, True, False)
+        """
+        if key.__class__ is str:
+            return self._get_str(key, _MISSING) is not _MISSING  # type: ignore[arg-type]
+        try:
+            path = key_path(key)
+        except KeyTypeError:
+            raise KeyTypeError(
+                f"key must be a NestedKey (a str or a possibly tuple of str), got "
+                f"{type(key).__name__} {key!r}. To look for a value, use `value in td.values()`."
+            ) from None
+        try:
+            return self._get_path(path, _MISSING) is not _MISSING
+        except ShapeMismatchError:
+            return True  # a lazy stack entry whose members differ in shape: it exists
 
     def __bool__(self) -> bool:
         raise RuntimeError(
@@ -166,7 +195,7 @@ class TensorDictBase(
         prefix: list[int] | None = None
         for _, value in self._own_items():
             if isinstance(value, TensorDictBase):
-                value.auto_batch_size_()
+                value.auto_batch_size_(batch_dims)  # (as upstream: nested ones get batch_dims too)
                 shape = list(value.batch_size)
             elif is_non_tensor(value) or is_unbatched(value):
                 continue
@@ -351,16 +380,34 @@ class TensorDictBase(
             return self._copy_structure(set(), ())  # type: ignore[no-any-return]
         return self._apply_leaves(lambda t: t.clone(), keep_non_tensor_copy=True)  # type: ignore[no-any-return]
 
+    def _get_sub_tensordict(self, index: Any) -> Any:
+        """A view of ``self[index]`` whose writes (new keys included) go into this tensordict."""
+        from tensordict.core.lazy_views import _SubTensorDict  # views build on the base
+
+        return _SubTensorDict(self, index)
+
     def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
-        """A regular :class:`~tensordict.TensorDict` holding copies of the data in memory."""
-        return self.clone()
+        """A regular :class:`~tensordict.TensorDict` holding copies of the data in memory.
+
+        Nested tensordicts are converted too: a nested lazy stack becomes dense (as upstream).
+        """
+        from tensordict.core.dense import TensorDict
+
+        source: dict[str, Any] = {}
+        for key, value in self._own_items():
+            if isinstance(value, TensorDictBase):
+                value = value.to_tensordict(retain_none=retain_none)
+            elif hasattr(value, "clone"):  # tensors, non-tensor data, tensorclasses
+                value = value.clone()
+            source[key] = value
+        return TensorDict._new_unsafe(source, self.batch_size, self.device, self._names_or_none())
 
     def contiguous(self: T) -> T:
         """A tensordict whose leaves are contiguous in memory (copies where needed)."""
         return self._apply_leaves(lambda t: t.contiguous())  # type: ignore[no-any-return]
 
     def detach(self: T) -> T:
-        return self._apply_leaves(lambda t: t.detach())  # type: ignore[no-any-return]
+        return keep_lock_of(self, self._apply_leaves(lambda t: t.detach()))  # type: ignore[no-any-return]
 
     def detach_(self: T) -> T:
         for value in self._tensor_leaves():
@@ -460,7 +507,7 @@ class TensorDictBase(
         if batch_size is not None:
             out = out.clone(recurse=False) if out is self else out
             out.batch_size = batch_size
-        return out  # type: ignore[no-any-return]
+        return out if out is self else keep_lock_of(self, out)  # type: ignore[no-any-return]
 
     def cpu(self: T) -> T:
         return self.to("cpu")

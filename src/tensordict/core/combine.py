@@ -21,9 +21,10 @@ from tensordict.core.non_tensor import (
     cat_non_tensor,
     stack_non_tensor,
 )
+from tensordict.core.ops import keep_lock_of
 from tensordict.core.shape import normalize_dim
 from tensordict.core.unbatched import is_unbatched, stack_unbatched
-from tensordict.errors import BatchSizeError, ShapeMismatchError
+from tensordict.errors import BatchSizeError, DimNamesError, ShapeMismatchError
 
 __all__ = ["TORCH_FUNCTIONS", "CombineMixin", "cat", "stack", "where"]
 
@@ -51,6 +52,26 @@ def _check_batch_sizes(tds: Sequence[Any], what: str, skip_dim: int | None = Non
                 f"cannot {what} tensordicts with different batch sizes{detail}: member 0 has "
                 f"batch_size={list(ref)}, member {i} has batch_size={list(bs)}."
             )
+
+
+def _common_names(tds: Sequence[Any], what: str) -> list[str | None] | None:
+    """The first member's dimension names; another member naming a dim differently raises."""
+    names = _names_of(tds[0])
+    if names is None:
+        return None
+    for td in tds[1:]:
+        theirs = _names_of(td) or ()
+        if any(a is not None and b is not None and a != b for a, b in zip(names, theirs)):
+            raise DimNamesError(
+                f"{what}: cannot coerce TensorDict names {names} with {list(theirs)}: the "
+                "tensordicts name their dimensions differently. Rename them first "
+                "(td.names = [...]) so that they agree."
+            )
+    return list(names)
+
+
+def _names_of(td: Any) -> list[str | None] | None:
+    return td._names_or_none() if hasattr(td, "_names_or_none") else None
 
 
 def _dense_stack_source(tds: Sequence[Any], dim: int) -> dict[str, Any] | None:
@@ -122,13 +143,22 @@ def stack(
         for i, td in enumerate(tds):
             out[(slice(None),) * d + (i,)] = td
         return out
+    if any(hasattr(td, "stack_dim") for td in tds):
+        from tensordict.core.lazy_shape import stack_lazy  # lazy stacks build on core
+
+        lazy = stack_lazy(tds, d)
+        if lazy is not None:  # lazy stacks of as many members: stacked member by member
+            return lazy
     source = _dense_stack_source(tds, d) if maybe_dense_stack else None
     if source is None:
         from tensordict.core.lazy_stack import LazyStackedTensorDict  # lazy stacks build on core
 
         return LazyStackedTensorDict(*tds, stack_dim=d)
     new_bs = torch.Size([*bs[:d], len(tds), *bs[d:]])
-    result = tds[0]._new_dense(source, new_bs)
+    names = _common_names(tds, "stack")
+    if names is not None:
+        names = [*names[:d], None, *names[d:]]
+    result = tds[0]._new_dense(source, new_bs, names)
     result._device = _common_device(tds)
     return result
 
@@ -154,9 +184,17 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     if not bs:
         raise BatchSizeError("cannot concatenate tensordicts without batch dimensions; use stack.")
     d = normalize_dim(dim, len(bs), bs, "cat")
-    _check_batch_sizes(tds, "concatenate", skip_dim=d)
     if any(hasattr(td, "stack_dim") for td in tds):
+        from tensordict.core.lazy_shape import cat_lazy  # lazy stacks build on core
+
+        lazy = cat_lazy(tds, d)  # a lazy stack (members checked as they are combined)
+        if lazy is not None:
+            if out is not None:
+                out.update_(lazy)
+                return out
+            return lazy
         tds = [td.to_tensordict() if hasattr(td, "stack_dim") else td for td in tds]
+    _check_batch_sizes(tds, "concatenate", skip_dim=d)
     keys = tds[0]._own_keys()
     for i, td in enumerate(tds[1:], 1):
         other = td._own_keys()
@@ -181,7 +219,7 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
             source[key] = cat(values, d)
         else:
             source[key] = torch.cat(values, d)
-    result = tds[0]._new_dense(source, torch.Size(new_bs))
+    result = tds[0]._new_dense(source, torch.Size(new_bs), _common_names(tds, "cat"))
     result._device = _common_device(tds)
     if out is not None:
         out.update_(result)
@@ -203,7 +241,7 @@ def where(condition: Any, input: Any, other: Any, *, out: Any = None) -> Any:
     rest_is_td = isinstance(rest, TensorCollection)
     cond_is_td = isinstance(condition, TensorCollection)
     operands = ([rest] if rest_is_td else []) + ([condition] if cond_is_td else [])
-    result = base._apply_leaves(leaf, *operands)
+    result = keep_lock_of(base, base._apply_leaves(leaf, *operands))
     if out is not None:
         out.update_(result)
         return out
@@ -307,7 +345,7 @@ class CombineMixin(TensorCollection):
 
 def _like(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
     def impl(td: Any, *args: Any, **kwargs: Any) -> Any:
-        return td._apply_leaves(lambda t: fn(t, *args, **kwargs))
+        return keep_lock_of(td, td._apply_leaves(lambda t: fn(t, *args, **kwargs)))
 
     return impl
 

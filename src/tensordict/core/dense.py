@@ -13,12 +13,12 @@ from typing import Any
 import torch
 
 from tensordict.core.base import TensorDictBase, as_size
-from tensordict.core.entries import locked_message
+from tensordict.core.entries import _UNSET, locked_message
 from tensordict.core.indexing import IndexPlan, plan_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.non_tensor_api import register_shell
 from tensordict.core.unbatched import is_unbatched, rebatch
-from tensordict.errors import BatchSizeError, LockedError
+from tensordict.errors import BatchSizeError, DimNamesError, LockedError
 
 __all__ = ["TensorDict"]
 
@@ -88,7 +88,11 @@ class TensorDict(TensorDictBase):
         if source is None:
             source = kwargs
         elif kwargs:
-            source = {**source, **kwargs}
+            raise ValueError(
+                "Either a dictionary or a sequence of kwargs must be provided, not both: got "
+                f"source= and the keyword entries {sorted(kwargs)}. Put every entry in the dict "
+                "(TensorDict({**source, 'key': value})), or pass them all as keywords."
+            )
         elif isinstance(source, TensorDictBase):
             source = dict(source._own_items())
         elif not isinstance(source, Mapping):
@@ -156,7 +160,8 @@ class TensorDict(TensorDictBase):
         batch_size: torch.Size,
         names: list[str | None] | None = None,
     ) -> TensorDict:
-        return TensorDict._new_unsafe(source, batch_size, self._device, names)
+        # type(self): results of a subclass are of that subclass (as upstream)
+        return type(self)._new_unsafe(source, batch_size, self._device, names)
 
     # ================================================================== primitives
     def _own_keys(self) -> list[str]:
@@ -225,10 +230,12 @@ class TensorDict(TensorDictBase):
             return self._getitem_key(index)
         return self._index(index)
 
-    def get(self, key: Any, default: Any = None) -> Any:
-        if key.__class__ is str:
-            return self._tensordict.get(key, default)
-        return super().get(key, default)
+    def get(self, key: Any, default: Any = _UNSET, **options: Any) -> Any:
+        if key.__class__ is str and not options:
+            value = self._tensordict.get(key, _MISSING)
+            if value is not _MISSING:
+                return value
+        return super().get(key, default, **options)
 
     def set(
         self,
@@ -277,7 +284,7 @@ class TensorDict(TensorDictBase):
             else:
                 source[key] = value[leaf_index]
         keeps = plan.is_view and self._is_memmap
-        out = TensorDict._new_unsafe(
+        out = type(self)._new_unsafe(
             source,
             batch_size,
             self._device,
@@ -359,13 +366,37 @@ class TensorDict(TensorDictBase):
                 child.names = prefix + child.names[len(prefix) :]
 
     def refine_names(self, *names: Any) -> TensorDict:
-        """Set the dimension names in place (``...`` stands for unnamed leading dimensions)."""
-        names_list = list(names)
-        if Ellipsis in names_list:
-            i = names_list.index(Ellipsis)
-            fill = len(self._batch_size) - (len(names_list) - 1)
-            names_list[i : i + 1] = [None] * fill
-        self.names = names_list
+        """Name the batch dimensions in place, as ``torch.Tensor.refine_names``.
+
+        ``None`` and ``...`` keep the current names of the dimensions they cover; a named
+        dimension cannot be renamed (use ``td.names = [...]``).
+
+        Raises:
+            DimNamesError: a name differs from the current name of its dimension.
+
+        Examples:
+            >>> td = TensorDict(batch_size=[2, 3, 4]).refine_names("a", ..., "c")
+            >>> td.refine_names(None, "b", None).names
+            ['a', 'b', 'c']
+        """
+        current = self.names
+        requested = list(names)
+        if Ellipsis in requested:
+            i = requested.index(Ellipsis)
+            fill = len(current) - (len(requested) - 1)
+            requested[i : i + 1] = [None] * fill
+        if len(requested) != len(current):
+            self.names = requested  # raises: one name per batch dimension
+        new: list[str | None] = []
+        for cur, req in zip(current, requested):
+            if req is not None and cur is not None and cur != req:
+                raise DimNamesError(
+                    f"refine_names: cannot coerce TensorDict names {current} with {list(names)}: "
+                    "a named dimension cannot be renamed by refine_names. Set td.names = [...] "
+                    "to rename it."
+                )
+            new.append(cur if req is None else req)
+        self.names = new
         return self
 
     @property

@@ -8,6 +8,7 @@ locked tensordict raise :class:`~tensordict.errors.LockedError`, in-place writes
 from __future__ import annotations
 
 import builtins
+import enum
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -17,22 +18,50 @@ import torch
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import NestedKey, key_path, unravel_key
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.options import GET_DEFAULTS_TO_NONE
 from tensordict.core.setitem import refuse_cycle
 from tensordict.core.shape import broadcasts_to
 from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import BatchSizeError, LockedError, ShapeMismatchError, TensorDictKeyError
 
-__all__ = ["EntriesMixin", "inplace_value", "locked_message"]
+__all__ = ["LOCK_ERROR", "NO_DEFAULT", "EntriesMixin", "inplace_value", "locked_message"]
 
 T = TypeVar("T", bound="EntriesMixin")
 _MISSING: Any = object()
 
 
+class _Unset:
+    """``get``'s default: ``None``, or a KeyError under ``set_get_defaults_to_none(False)``."""
+
+    def __repr__(self) -> str:
+        return "None"
+
+
+_UNSET: Any = _Unset()
+
+
+# The opening of every locked-write message, worded as upstream's (clients match on it).
+LOCK_ERROR = (
+    "Cannot modify locked TensorDict. For in-place modification, consider using the `set_()` "
+    "method and make sure the key is present."
+)
+
+
+class _NoDefault(enum.IntEnum):
+    """Type of :data:`NO_DEFAULT`."""
+
+    ZERO = 0
+
+
+# Passed as ``default`` to ``get``: raise a KeyError for a missing key instead of returning.
+NO_DEFAULT = _NoDefault.ZERO
+
+
 def locked_message(what: str) -> str:
     return (
-        f"cannot {what}: the tensordict is locked. In-place writes (set_, update_, td[idx] = ...) "
-        "are allowed; to change its structure, unlock it with td.unlock_() (or work on "
-        "td.clone())."
+        f"{LOCK_ERROR} Could not {what}: the tensordict is locked. In-place writes (set_, "
+        "update_, td[idx] = ...) are allowed; to change its structure, unlock it with "
+        "td.unlock_() (or work on td.clone())."
     )
 
 
@@ -74,8 +103,12 @@ class EntriesMixin(TensorCollection):
             "Check the spelling, or use td.get(key, default) for optional entries."
         )
 
-    def get(self, key: NestedKey, default: Any = None) -> Any:
+    def get(self, key: NestedKey, default: Any = _UNSET, **options: Any) -> Any:
         """The value under ``key`` (``NonTensorData`` is returned as is), or ``default``.
+
+        A ragged entry of a lazy stack is read with ``as_list=True``, ``as_padded_tensor=True``
+        (with ``padding_value``, ``padding_side``) or ``as_nested_tensor=True`` (with ``layout``);
+        see :mod:`tensordict.core.ragged`.
 
         Examples:
             >>> from tensordict import TensorDict
@@ -85,9 +118,31 @@ class EntriesMixin(TensorCollection):
             >>> td.get("missing") is None
             True
         """
+        if "default" in options:
+            default = options.pop("default")
+        if default is _UNSET:
+            if GET_DEFAULTS_TO_NONE.value is False:
+                return self._get_or_raise(key)
+            default = None
+        elif default is NO_DEFAULT:
+            return self._get_or_raise(key)
+        if options:
+            path = key_path(key)
+            holder: Any = self._get_path(path[:-1], None) if len(path) > 1 else self
+            if getattr(type(holder), "_is_tensorclass", False):
+                holder = holder._tensordict
+            if not isinstance(holder, TensorCollection):
+                return default
+            return holder._get_leaf_as(path[-1], default, **options)  # type: ignore[attr-defined]
         if key.__class__ is str:
             return self._get_str(key, default)
         return self._get_path(key_path(key), default)
+
+    def _get_or_raise(self, key: NestedKey) -> Any:
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            raise self._missing_key(unravel_key(key))
+        return value
 
     def _getitem_key(self, key: Any) -> Any:
         value = (

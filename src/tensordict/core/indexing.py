@@ -176,21 +176,41 @@ def _plan_tuple(index: tuple[Any, ...], batch_size: torch.Size) -> IndexPlan:
             dim_map.append(dim)
             dim += 1
         else:
+            start = dim
             dim, nonneg = _check_tensor_item(item, dim, batch_size)
             all_nonneg = all_nonneg and nonneg
             leaf_index.append(item)
+            dim_map.extend(_advanced_dims(item, start, dim))
+    dim_map.extend(range(dim, bd))
     if basic:
         new_shape.extend(batch_size[dim:])
-        dim_map.extend(range(dim, bd))
         return IndexPlan(tuple(leaf_index), torch.Size(new_shape), True, tuple(dim_map))
+    # one advanced index keeps its place (and names); several move to the front: names dropped
+    names_map = tuple(dim_map) if len(leaf_index) - basic_count(leaf_index) == 1 else None
     select = _as_select(leaf_index) if all_nonneg else None
     if select is not None:
         d, idx = select
         shape = torch.Size((*batch_size[:d], idx.shape[0], *batch_size[d + 1 :]))
-        return IndexPlan(tuple(leaf_index), shape, False, None, select)
+        return IndexPlan(tuple(leaf_index), shape, False, names_map, select)
     dummy = torch.empty((), dtype=torch.uint8).expand(batch_size)
     new_batch = dummy[tuple(leaf_index)].shape
-    return IndexPlan(tuple(leaf_index), new_batch, False, None)
+    if names_map is not None and len(names_map) != len(new_batch):
+        names_map = None
+    return IndexPlan(tuple(leaf_index), new_batch, False, names_map)
+
+
+def basic_count(leaf_index: list[Any]) -> int:
+    """How many items of a planned index are not tensors."""
+    return sum(1 for i in leaf_index if not isinstance(i, torch.Tensor))
+
+
+def _advanced_dims(item: torch.Tensor, start: int, end: int) -> list[int | None]:
+    """The source dims of the result dims an index tensor makes (for names, as upstream): an
+    index over one dimension keeps its name on the last dim it makes."""
+    made = 1 if item.dtype == torch.bool else item.ndim
+    if end - start == 1:
+        return [*[None] * (made - 1), start]
+    return [None] * made
 
 
 _FULL = slice(None)

@@ -9,14 +9,82 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Union
 
+import torch
+
+from tensordict.core.collection import TensorCollection
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.errors import KeyTypeError, ShapeMismatchError
 
 if TYPE_CHECKING:
     from tensordict.core.base import TensorDictBase
 
-NestedKey = Union[str, tuple[Any, ...]]  # noqa: UP007 (a runtime alias, also on 3.10)
+    NestedKey = Union[str, tuple[Any, ...]]  # noqa: UP007 (a runtime alias, also on 3.10)
+else:
 
-__all__ = ["NestedKey", "key_path", "unravel_key", "unravel_key_list"]
+    class _NestedKeyMeta(type):
+        def __instancecheck__(cls, obj: object) -> bool:
+            return is_nested_key(obj)
+
+        def __getitem__(cls, item: Any) -> Any:
+            return cls
+
+    class NestedKey(metaclass=_NestedKeyMeta):
+        """A key: a ``str`` or a non-empty, possibly nested, tuple of ``str``.
+
+        Usable in annotations and in ``isinstance(key, NestedKey)``.
+        """
+
+        def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+            raise TypeError("NestedKey is a type for annotations and isinstance(), not a class.")
+
+
+#: the separator of flattened nested keys (``flatten_keys``): ``("a", "b")`` -> ``"a.b"``
+KEY_SEPARATOR = "."
+
+#: the message of a KeyError for something that is not a key (clients match on it)
+GENERIC_NESTED_ERR = (
+    "Only NestedKeys are supported: a key must be a string or a non-empty, possibly nested tuple "
+    "of strings. Got key {!r}."
+)
+
+__all__ = [
+    "GENERIC_NESTED_ERR",
+    "KEY_SEPARATOR",
+    "NestedKey",
+    "is_nested_key",
+    "is_seq_of_nested_key",
+    "key_path",
+    "unravel_key",
+    "unravel_key_list",
+    "unravel_key_to_tuple",
+    "unravel_keys",
+]
+
+
+def is_nested_key(obj: object) -> bool:
+    """Whether ``obj`` is a key: a ``str`` or a non-empty, possibly nested, tuple of ``str``.
+
+    Examples:
+        >>> is_nested_key(("a", ("b",))), is_nested_key(("a", 1)), is_nested_key(())
+        (True, False, False)
+    """
+    if isinstance(obj, str):
+        return True
+    if isinstance(obj, tuple):
+        return bool(obj) and all(is_nested_key(part) for part in obj)
+    return False
+
+
+def is_seq_of_nested_key(seq: Any) -> bool:
+    """Whether ``seq`` is a key, or a list/tuple (possibly empty) whose items are all keys.
+
+    Examples:
+        >>> is_seq_of_nested_key(["a", ("b", "c")]), is_seq_of_nested_key([1])
+        (True, False)
+    """
+    if is_nested_key(seq):
+        return True
+    return isinstance(seq, (list, tuple)) and all(is_nested_key(k) for k in seq)
 
 
 def _flatten_tuple(key: tuple[Any, ...], out: list[str]) -> None:
@@ -80,8 +148,48 @@ def unravel_key(key: Any) -> NestedKey:
 
 
 def unravel_key_list(keys: Any) -> list[NestedKey]:
-    """Normalise a list of keys with :func:`unravel_key`."""
+    """Normalise a list (or tuple) of keys with :func:`unravel_key`.
+
+    Raises:
+        KeyTypeError: when ``keys`` is not a list or tuple, or one of its items is not a key.
+
+    Examples:
+        >>> unravel_key_list(["a", ("b",), ("c", ("d",))])
+        ['a', 'b', ('c', 'd')]
+    """
+    if not isinstance(keys, (list, tuple)):
+        raise KeyTypeError(
+            f"unravel_key_list expects a list or a tuple of keys, got {type(keys).__name__} "
+            f"{keys!r}. Wrap a single key in a list."
+        )
     return [unravel_key(k) for k in keys]
+
+
+def unravel_keys(*keys: Any) -> tuple[NestedKey, ...]:
+    """Normalise each of the given keys with :func:`unravel_key`.
+
+    Examples:
+        >>> unravel_keys("a", ("b", ("c",)))
+        ('a', ('b', 'c'))
+    """
+    return tuple(unravel_key(k) for k in keys)
+
+
+def unravel_key_to_tuple(key: Any) -> tuple[str, ...]:
+    """A key as a flat tuple of strings; ``()`` for anything that is not a key (never raises).
+
+    Examples:
+        >>> unravel_key_to_tuple(("a", ("b",)))
+        ('a', 'b')
+        >>> unravel_key_to_tuple(("a", 1))
+        ()
+    """
+    if key.__class__ is str:
+        return (key,)
+    try:
+        return key_path(key)
+    except KeyTypeError:
+        return ()
 
 
 def is_leaf_default(value: Any) -> bool:
@@ -90,6 +198,96 @@ def is_leaf_default(value: Any) -> bool:
 
     tensorclass = getattr(type(value), "_is_tensorclass", False)
     return not isinstance(value, TensorDictBase) and not tensorclass
+
+
+def is_collection_class(cls: type) -> bool:
+    """Whether instances of ``cls`` are tensor collections (tensordicts, tensorclasses, non-tensor
+    data)."""
+    return issubclass(cls, (TensorCollection, NonTensorData, NonTensorStack)) or bool(
+        getattr(cls, "_is_tensorclass", False)
+    )
+
+
+def is_non_tensor_class(cls: type) -> bool:
+    """Whether ``cls`` is a class of stored python data (``NonTensorData``, ``NonTensorStack``).
+
+    Examples:
+        >>> is_non_tensor_class(NonTensorData), is_non_tensor_class(torch.Tensor)
+        (True, False)
+    """
+    return isinstance(cls, type) and issubclass(cls, (NonTensorData, NonTensorStack))
+
+
+def is_tensorclass_class(cls: type) -> bool:
+    """Whether ``cls`` was made by ``@tensorclass`` (or inherits ``TensorClass``)."""
+    return bool(getattr(cls, "_is_tensorclass", False))
+
+
+def pass_through(data: Any) -> bool:
+    """Whether ``data`` is an entry that tensor operations keep as it is (its class sets
+    ``_pass_through = True``: metadata, unbatched tensors).
+
+    Examples:
+        >>> pass_through(torch.zeros(2))
+        False
+    """
+    return bool(getattr(type(data), "_pass_through", False))
+
+
+def default_is_leaf(cls: type) -> bool:
+    """The default leaf test of upstream's ``keys(is_leaf=...)``, called with an entry's class.
+
+    Anything but a tensor collection is a leaf; non-tensor data is not (so ``leaves_only``
+    skips it when this test is passed explicitly).
+
+    Examples:
+        >>> default_is_leaf(torch.Tensor), default_is_leaf(NonTensorData)
+        (True, False)
+    """
+    return not is_collection_class(cls)
+
+
+def is_leaf_nontensor(cls: type) -> bool:
+    """A leaf test (called with an entry's class) under which tensors and non-tensor data
+    (``NonTensorData``, ``NonTensorStack``) are leaves; other collections and types are not.
+
+    Examples:
+        >>> [is_leaf_nontensor(c) for c in (torch.Tensor, NonTensorData, int)]
+        [True, True, False]
+    """
+    return issubclass(cls, (torch.Tensor, NonTensorData, NonTensorStack))
+
+
+class _LeavesAsLists:
+    """A leaf test that also makes ``items()``/``values()`` of a lazy stack walk each member
+    (keys prefixed with the member's index as a string) instead of stacking its leaves."""
+
+    _instances: dict[type, Any] = {}
+
+    def __new__(cls) -> Any:
+        if cls not in _LeavesAsLists._instances:
+            _LeavesAsLists._instances[cls] = super().__new__(cls)
+        return _LeavesAsLists._instances[cls]
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __call__(self, cls: type) -> bool:
+        return default_is_leaf(cls)
+
+
+class _LeavesAsListsNonTensor(_LeavesAsLists):
+    def __call__(self, cls: type) -> bool:
+        return is_leaf_nontensor(cls)
+
+
+NESTED_TENSORS_AS_LISTS = _LeavesAsLists()
+NESTED_TENSORS_AS_LISTS_NONTENSOR = _LeavesAsListsNonTensor()
+
+
+def _class_leaf_test(is_leaf: Callable[[type], bool]) -> Callable[[Any], bool]:
+    """Adapt an upstream-style ``is_leaf`` (called with the entry's class) to a value test."""
+    return lambda value: bool(is_leaf(type(value)))
 
 
 class KeysView:
@@ -140,8 +338,9 @@ class KeysView:
         if value is None:
             return False
         if self._leaves_only:
-            is_leaf = self._is_leaf or is_leaf_default
-            return bool(is_leaf(value))
+            if self._is_leaf is None:
+                return is_leaf_default(value)
+            return bool(self._is_leaf(type(value)))
         return True
 
     def __repr__(self) -> str:
@@ -204,7 +403,13 @@ def _walk_items(
     """Walk the entries; ``keys_only`` lets lazy stacks yield a stand-in instead of stacking."""
     from tensordict.core.base import TensorDictBase
 
-    leaf_test = is_leaf or is_leaf_default
+    leaf_test = is_leaf_default if is_leaf is None else _class_leaf_test(is_leaf)
+    if not keys_only and isinstance(is_leaf, _LeavesAsLists) and hasattr(td, "tensordicts"):
+        for i, member in enumerate(td.tensordicts):
+            yield from _walk_items(
+                member, prefix + (str(i),), include_nested, leaves_only, is_leaf, keys_only
+            )
+        return
     items = td._own_key_items() if keys_only else td._own_items()
     for key, value in items:
         full: NestedKey = prefix + (key,) if prefix else key

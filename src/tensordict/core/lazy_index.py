@@ -90,19 +90,19 @@ def _source_dims(items: list[Any]) -> list[int | None]:
 
 
 def _layout(items: list[Any]) -> tuple[bool, int]:
-    """(whether the advanced items are adjacent, where their broadcast dims go in the result)."""
-    has_tensor = any(isinstance(i, torch.Tensor) for i in items)
-    adv = [
-        k
-        for k, i in enumerate(items)
-        if isinstance(i, torch.Tensor) or (has_tensor and i.__class__ is int)
-    ]
+    """(whether the index tensors are adjacent, where their broadcast dims go in the result).
+
+    Ints do not count (unlike numpy, torch selects them first): ``x[1, :, t]`` keeps ``t``'s
+    dims in place.
+    """
+    basic = [i for i in items if i.__class__ is not int]
+    adv = [k for k, i in enumerate(basic) if isinstance(i, torch.Tensor)]
     if not adv:
         return True, 0
     adjacent = adv == list(range(adv[0], adv[0] + len(adv)))
     if not adjacent:
         return False, 0
-    return True, sum(1 for i in items[: adv[0]] if i is None or isinstance(i, slice))
+    return True, sum(1 for i in basic[: adv[0]] if i is None or isinstance(i, slice))
 
 
 def _basic_dims_before(items: list[Any], pos: int) -> int:
@@ -164,9 +164,7 @@ def _result_pos(items: list[Any], pos: int) -> int:
     bdims = len(torch.broadcast_shapes(*[i.shape for i in items if isinstance(i, torch.Tensor)]))
     if not adjacent:
         return bdims + basic_before
-    first_adv = next(
-        k for k, i in enumerate(items) if isinstance(i, torch.Tensor) or i.__class__ is int
-    )
+    first_adv = next(k for k, i in enumerate(items) if isinstance(i, torch.Tensor))
     return basic_before + (bdims if first_adv < pos else 0)
 
 

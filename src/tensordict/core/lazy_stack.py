@@ -8,6 +8,7 @@ dense copy when the members agree.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -25,11 +26,19 @@ from tensordict.core.lazy_index import (
     first_member,
     stage_writes,
 )
+from tensordict.core.lazy_shape import LazyShapeMixin
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, stack_non_tensor
+from tensordict.core.ragged import LazyRaggedMixin
 from tensordict.core.setitem import stage_setitem
 from tensordict.core.shape import normalize_dim
 from tensordict.core.unbatched import is_unbatched, stack_unbatched
-from tensordict.errors import BatchSizeError, LockedError, ShapeMismatchError
+from tensordict.errors import (
+    BatchSizeError,
+    DeviceMismatchError,
+    LockedError,
+    NotATensorDictError,
+    ShapeMismatchError,
+)
 
 __all__ = ["LazyStackedTensorDict"]
 
@@ -49,7 +58,7 @@ class _ShapeOnly:
         )
 
 
-class LazyStackedTensorDict(TensorDictBase):
+class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
     """A lazy stack of tensordicts along ``stack_dim``.
 
     Args:
@@ -73,8 +82,10 @@ class LazyStackedTensorDict(TensorDictBase):
     __slots__ = (
         "__weakref__",
         "_context",
+        "_empty_device",  # the device of a stack with no member
         "_is_locked",
         "_last_op",
+        "_member_batch_size",  # the members' batch size when there is no member
         "_saved_path",  # set by memmap_/load_memmap; unset reads as None (see saved_path)
         "stack_dim",
         "tensordicts",
@@ -86,51 +97,106 @@ class LazyStackedTensorDict(TensorDictBase):
         stack_dim: int = 0,
         batch_size: Sequence[int] | None = None,
         device: Any = None,
+        strict_shape: bool = False,
         **kwargs: Any,
     ) -> None:
         members = list(tensordicts)
         if len(members) == 1 and isinstance(members[0], (list, tuple)):
             members = list(members[0])
-        if not members:
-            if batch_size is None:
-                raise ValueError(
-                    "a LazyStackedTensorDict needs at least one member (or an explicit batch_size)."
-                )
-            raise ValueError(
-                "an empty LazyStackedTensorDict is not supported; stack some tensordicts."
-            )
-        members = [
-            m._tensordict if getattr(type(m), "_is_tensorclass", False) else m for m in members
-        ]
-        ref = members[0].batch_size
+        members = [_as_member(m, i) for i, m in enumerate(members)]
+        ref = members[0].batch_size if members else torch.Size(batch_size or ())
         for i, m in enumerate(members[1:], 1):
-            if m.batch_size != ref:
-                raise ShapeMismatchError(
-                    f"cannot lazily stack tensordicts with different batch sizes: member 0 has "
-                    f"batch_size={list(ref)}, member {i} has batch_size={list(m.batch_size)}."
-                )
+            _check_member_batch_size(ref, m, i, _STACKING)
         self.stack_dim = normalize_dim(stack_dim, len(ref), ref, "lazy_stack", extra=1)
         self.tensordicts: list[Any] = members
+        self._member_batch_size = ref
+        self._empty_device = torch.device(device) if device is not None else None
         self._is_locked = False
+        self._lock_parents = None
         self._last_op: tuple[str, bool] | None = None
         self._context: list[tuple[str, bool] | None] | None = None
         if device is not None:
             self.tensordicts = [m.to(device) for m in members]
 
     @classmethod
-    def lazy_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
-        """Stack without copying."""
-        return cls(*input, stack_dim=dim)
+    def lazy_stack(
+        cls, input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs: Any
+    ) -> Any:
+        """Stack without copying (with ``out=``: write the members into ``out``)."""
+        if out is not None:
+            return stack(input, dim, out=out)
+        return cls(*input, stack_dim=dim, strict_shape=kwargs.get("strict_shape", False))
 
     @classmethod
     def maybe_dense_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
         """A dense TensorDict when the members agree in keys and shapes, else a lazy stack."""
         return stack(input, dim)
 
+    # ================================================================== deprecated upstream API
+    @property
+    def valid_keys(self) -> Any:
+        """Deprecated (as upstream): the keys every member holds, ``keys()``."""
+        _deprecated("LazyStackedTensorDict.valid_keys is deprecated: use keys() instead.")
+        return self.keys()
+
+    @property
+    def hook_in(self) -> None:
+        """Deprecated (as upstream): always None (a function once applied to values written)."""
+        _deprecated("LazyStackedTensorDict.hook_in is deprecated.")
+        return None
+
+    @property
+    def hook_out(self) -> None:
+        """Deprecated (as upstream): always None (a function once applied to values read)."""
+        _deprecated("LazyStackedTensorDict.hook_out is deprecated.")
+        return None
+
+    # ================================================================== members
+    def append(self, tensordict: Any) -> None:
+        """Add a member at the end of the stack (same batch size and device as the others).
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict, LazyStackedTensorDict
+            >>> td = LazyStackedTensorDict(TensorDict(a=torch.zeros(2), batch_size=[2]))
+            >>> td.append(TensorDict(a=torch.ones(2), batch_size=[2]))
+            >>> td.batch_size
+            torch.Size([2, 2])
+        """
+        self.insert(len(self.tensordicts), tensordict)
+
+    def insert(self, index: int, tensordict: Any) -> None:
+        """Insert a member before position ``index`` of the stack dim.
+
+        Raises:
+            NotATensorDictError: ``tensordict`` is not a tensordict.
+            ShapeMismatchError: its batch size differs from the members'.
+            DeviceMismatchError: its device differs from the members'.
+            LockedError: the stack is locked.
+        """
+        member = _as_member(tensordict, index)
+        if self._is_locked:
+            raise LockedError(locked_message("insert a member into the stack"))
+        if self.tensordicts and member.device != self.device:
+            raise DeviceMismatchError(
+                f"cannot insert a member on device {member.device} into a lazy stack on "
+                f"{self.device}: Devices differ. Move it with .to({self.device!r}) first."
+            )
+        _check_member_batch_size(self._member_batch_size, member, index, _ADDING)
+        self.tensordicts.insert(index, member)
+
+    def extend(self, tensordicts: Sequence[Any]) -> None:
+        """Append every tensordict of ``tensordicts`` (all checked before any is added)."""
+        members = [_as_member(td, i) for i, td in enumerate(tensordicts)]
+        for i, m in enumerate(members):
+            _check_member_batch_size(self._member_batch_size, m, i, _ADDING)
+        for m in members:
+            self.append(m)
+
     # ================================================================== primitives
     @property
     def batch_size(self) -> torch.Size:
-        bs = self.tensordicts[0].batch_size
+        bs = self._member_batch_size
         d = self.stack_dim
         return torch.Size([*bs[:d], len(self.tensordicts), *bs[d:]])
 
@@ -145,6 +211,8 @@ class LazyStackedTensorDict(TensorDictBase):
 
     @property
     def device(self) -> torch.device | None:
+        if not self.tensordicts:
+            return self._empty_device
         device = self.tensordicts[0].device
         return device if all(m.device == device for m in self.tensordicts[1:]) else None
 
@@ -186,6 +254,8 @@ class LazyStackedTensorDict(TensorDictBase):
             m._set_device(device)
 
     def _own_keys(self) -> list[str]:
+        if not self.tensordicts:
+            return []
         first = self.tensordicts[0]._own_keys()
         others = [set(m._own_keys()) for m in self.tensordicts[1:]]
         return [k for k in first if all(k in o for o in others)]
@@ -205,7 +275,7 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def _get_str(self, key: str, default: Any) -> Any:
         values = [m._get_str(key, _MISSING) for m in self.tensordicts]
-        if any(v is _MISSING for v in values):
+        if not values or any(v is _MISSING for v in values):
             return default
         v0 = values[0]
         if is_unbatched(v0):
@@ -213,10 +283,12 @@ class LazyStackedTensorDict(TensorDictBase):
         if isinstance(v0, torch.Tensor):
             shapes = {tuple(v.shape) for v in values}
             if len(shapes) > 1:
+                shown = [list(sh) for sh in sorted(shapes)]
                 raise ShapeMismatchError(
-                    f"cannot read {key!r} from a LazyStackedTensorDict: its members hold it with "
-                    f"different shapes {sorted(shapes)}. Read it member by member "
-                    f"(td.tensordicts[i][{key!r}]) or index the stack first."
+                    f"Failed to stack tensors within a tensordict under the key {key!r}: the "
+                    f"members hold it with different shapes {shown}. Read it with "
+                    "get(key, as_list=True), as_padded_tensor=True or as_nested_tensor=True, "
+                    "member by member (td.tensordicts[i]), or index the stack first."
                 )
             return torch.stack(values, self.stack_dim)
         if isinstance(v0, (NonTensorData, NonTensorStack)):
@@ -353,31 +425,26 @@ class LazyStackedTensorDict(TensorDictBase):
 
     # ================================================================== conversion and walks
     def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
-        """A dense TensorDict copy.
+        """A dense TensorDict copy of the keys every member holds (nested stacks made dense).
 
         Raises:
-            ShapeMismatchError: the members differ in keys or leaf shapes.
+            ShapeMismatchError: the members hold a shared key with different shapes.
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict, LazyStackedTensorDict
+            >>> a = TensorDict({"x": torch.zeros(3), "y": torch.zeros(1)})
+            >>> b = TensorDict({"x": torch.ones(3)})
+            >>> dense = LazyStackedTensorDict(a, b).to_tensordict()
+            >>> type(dense).__name__, list(dense.keys()), dense["x"].shape
+            ('TensorDict', ['x'], torch.Size([2, 3]))
         """
-        result = stack(self.tensordicts, self.stack_dim)
-        if isinstance(result, LazyStackedTensorDict):
-            keys = [
-                sorted(m.keys(include_nested=True, leaves_only=True), key=str)
-                for m in self.tensordicts
-            ]
-            shapes = [
-                {
-                    str(k): list(v.shape)
-                    for k, v in m.items(True, True)
-                    if isinstance(v, torch.Tensor)
-                }
-                for m in self.tensordicts
-            ]
-            raise ShapeMismatchError(
-                "cannot make a dense TensorDict from a lazy stack whose members differ in keys or "
-                f"leaf shapes (keys: {keys}; shapes: {shapes}). Select the shared keys with "
-                "td.select(*td.keys()) or pad the entries first."
-            )
-        return result
+        source: dict[str, Any] = {}
+        for key, value in self._own_items():  # tensors: stacked copies; nested: lazy stacks
+            if isinstance(value, TensorDictBase):
+                value = value.to_tensordict(retain_none=retain_none)
+            source[key] = value
+        return self._new_dense(source, self.batch_size)
 
     def contiguous(self) -> Any:
         return self.to_tensordict()
@@ -439,6 +506,33 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_lazy, (self.tensordicts, self.stack_dim, self._is_locked))
+
+
+def _deprecated(message: str) -> None:
+    warnings.warn(message, DeprecationWarning, stacklevel=3)
+
+
+def _as_member(td: Any, position: int) -> Any:
+    if getattr(type(td), "_is_tensorclass", False):
+        return td._tensordict
+    if not isinstance(td, TensorDictBase):
+        raise NotATensorDictError(
+            f"Expected new value to be TensorDictBase instance but got {type(td)} instead "
+            f"(member {position} of a lazy stack). Wrap the data in a TensorDict first."
+        )
+    return td
+
+
+def _check_member_batch_size(ref: torch.Size, member: Any, position: int, what: str) -> None:
+    if member.batch_size != ref:
+        raise ShapeMismatchError(
+            f"{what}: batch_size={list(ref)} in the stack, batch_size={list(member.batch_size)} "
+            f"for member {position}. Index or reshape the member first."
+        )
+
+
+_STACKING = "stacking tensordicts requires one batch size: the batch sizes in tensordicts differs"
+_ADDING = "Batch sizes in tensordicts differs"
 
 
 def _rebuild_lazy(members: list[Any], stack_dim: int, locked: bool) -> LazyStackedTensorDict:

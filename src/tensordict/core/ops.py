@@ -17,9 +17,14 @@ import torch
 
 from tensordict.core.collection import TensorCollection
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, same_value
-from tensordict.core.shape import broadcasts_to
+from tensordict.core.shape import broadcasts_to, nested_names
 from tensordict.core.unbatched import is_unbatched, rebatch
-from tensordict.errors import BatchSizeError, DTypeCastError, ShapeMismatchError
+from tensordict.errors import (
+    BatchSizeError,
+    DTypeCastError,
+    KeyMismatchError,
+    ShapeMismatchError,
+)
 
 __all__ = ["OpsMixin"]
 
@@ -67,8 +72,96 @@ def _rebatch_non_tensor(
     return value._with_batch_size(batch_size)
 
 
+def _nested_args(
+    value: Any,
+    batch_size: Any,
+    new_bs: torch.Size,
+    names: Any,
+    nested_extra: bool,
+    parent_dims: int,
+) -> tuple[Any, Any]:
+    """The batch size and names a nested tensordict's walk builds its result with."""
+    keeps_extra = batch_size is None or nested_extra
+    if names is _KEEP or (names is None and not keeps_extra):
+        nested_nm = names
+    elif keeps_extra:
+        nested_nm = nested_names(names, len(new_bs), value, parent_dims)
+    else:
+        nested_nm = list(names)
+    if batch_size is None:
+        return None, nested_nm
+    if nested_extra:
+        return new_bs + value.batch_size[parent_dims:], nested_nm
+    return new_bs, nested_nm
+
+
 def _leaf_keys(td: Any) -> set[Any]:
     return set(td.keys(include_nested=True, leaves_only=True))
+
+
+def _check_same_keys(td: Any, other: Any) -> None:
+    mine, theirs = _leaf_keys(td), _leaf_keys(other)
+    if mine == theirs:
+        return
+    only_mine, only_theirs = mine - theirs, theirs - mine
+    message = "keys in tensordicts mismatch."
+    if only_mine:
+        message += f" The first TD has keys {_key_set(only_mine)} that the second does not have."
+    if only_theirs:
+        message += f" The second TD has keys {_key_set(only_theirs)} that the first does not have."
+    raise KeyMismatchError(
+        f"{message} Both operands need the same keys: align them first with td.select(...) or "
+        "td.exclude(...)."
+    )
+
+
+def _key_set(keys: set[Any]) -> str:
+    return "{" + ", ".join(sorted(map(repr, keys))) + "}"
+
+
+def broadcast_batch(batch_size: Sequence[int], shape: Sequence[int]) -> torch.Size:
+    """The batch size that ``batch_size`` and an operand of ``shape`` broadcast to (as torch).
+
+    Examples:
+        >>> broadcast_batch((3, 4), (4,)), broadcast_batch((3, 1), (2, 1, 5))
+        (torch.Size([3, 4]), torch.Size([2, 3, 5]))
+    """
+    n = max(len(batch_size), len(shape))
+    a = (1,) * (n - len(batch_size)) + tuple(batch_size)
+    b = (1,) * (n - len(shape)) + tuple(shape)
+    out = []
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            raise ShapeMismatchError(
+                f"an operand of shape {list(shape)} does not broadcast with batch_size="
+                f"{list(batch_size)}: a tensor lines up with the batch dimensions (aligned from "
+                "the right, as torch broadcasts), not with each entry's trailing dimensions. Give "
+                "a tensor shaped like the batch size (or broadcastable to it), or use "
+                "td.apply(lambda x: x + t) to combine it with each entry as is."
+            )
+        out.append(y if x == 1 else x)
+    return torch.Size(out)
+
+
+def batch_aligned(t: torch.Tensor, batch_dims: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``t`` (broadcastable to the batch size) viewed with trailing singleton dims for a leaf."""
+    t = t.reshape((1,) * (batch_dims - t.ndim) + tuple(t.shape))
+    views: dict[int, torch.Tensor] = {}
+
+    def for_leaf(x: torch.Tensor) -> torch.Tensor:
+        view = views.get(x.ndim)
+        if view is None:
+            view = views[x.ndim] = t.reshape(tuple(t.shape) + (1,) * (x.ndim - t.ndim))
+        return view
+
+    return for_leaf
+
+
+def keep_lock_of(source: Any, result: Any) -> Any:
+    """Lock ``result`` when ``source`` is locked (upstream's elementwise ops keep the lock)."""
+    if source.is_locked:
+        result._set_locked(True)
+    return result
 
 
 def _key_str(path: tuple[str, ...]) -> str:
@@ -129,7 +222,10 @@ class OpsMixin(TensorCollection):
         prefix: tuple[str, ...] = (),
         keep_non_tensor_copy: bool = False,
         non_tensor_fn: Callable[..., Any] | None = None,
+        nested_extra: bool = False,
     ) -> Any:
+        """The walk. ``nested_extra``: with ``batch_size``, nested tensordicts keep their extra
+        batch dims after it (reductions over batch dims leave them alone)."""
         new_bs = self.batch_size if batch_size is None else torch.Size(batch_size)
         out: dict[str, Any] = {}
         for key, value in self._own_items():
@@ -161,12 +257,15 @@ class OpsMixin(TensorCollection):
                         value = _rebatch_non_tensor(prefix + (key,), value, new_bs)
                     out[key] = value.clone() if keep_non_tensor_copy else value
             elif _is_collection(value):
+                nested_bs, nested_nm = _nested_args(
+                    value, batch_size, new_bs, names, nested_extra, len(self.batch_size)
+                )
                 result = value._apply_leaves(
                     fn,
                     *theirs,
-                    batch_size=None if batch_size is None else new_bs,
+                    batch_size=nested_bs,
                     device=device,
-                    names=_KEEP if names is _KEEP else None,
+                    names=nested_nm,
                     inplace=inplace,
                     default=default,
                     filter_empty=filter_empty,
@@ -175,6 +274,7 @@ class OpsMixin(TensorCollection):
                     prefix=prefix + (key,),
                     keep_non_tensor_copy=keep_non_tensor_copy,
                     non_tensor_fn=non_tensor_fn,
+                    nested_extra=nested_extra,
                 )
                 if inplace or (filter_empty and _is_empty(result)):
                     continue
@@ -199,6 +299,8 @@ class OpsMixin(TensorCollection):
                     )
         if names is _KEEP:
             names = self._names_or_none() if batch_size is None else None
+        elif names is not None and not any(n is not None for n in names):
+            names = None
         result = self._new_dense(out, new_bs, names)
         if device is not _KEEP:
             result._device = torch.device(device) if device is not None else None
@@ -276,26 +378,78 @@ class OpsMixin(TensorCollection):
         return self._apply_leaves(fn, *others, inplace=True, **kwargs)  # type: ignore[no-any-return]
 
     # ================================================================== binary operators
-    def _binary(self, other: Any, op: Callable[[Any, Any], Any], inplace: bool = False) -> Any:
+    def _binary(
+        self,
+        other: Any,
+        op: Callable[[Any, Any], Any],
+        inplace: bool = False,
+        keep_lock: bool = True,
+        batch_align: bool = True,
+    ) -> Any:
+        """``op`` on every leaf with the matching leaf of ``other``, or with ``other`` itself.
+
+        A tensor lines up with the batch dimensions (as upstream): its shape broadcasts with the
+        batch size, and each leaf sees it with trailing singleton dims. The result is locked
+        when ``self`` is and ``keep_lock`` (upstream keeps the lock of most elementwise ops).
+        ``batch_align=False`` combines a tensor with each leaf as torch would (upstream's ``&``).
+        """
         if _is_collection(other):
-            mine, theirs = _leaf_keys(self), _leaf_keys(other)
-            if mine != theirs:
-                raise ShapeMismatchError(
-                    f"cannot combine tensordicts with different keys: only in the left operand "
-                    f"{sorted(map(str, mine - theirs))}, only in the right "
-                    f"{sorted(map(str, theirs - mine))}. Select matching keys first."
-                )
+            target, other = self._align_collection(other, inplace)
+            _check_same_keys(target, other)
             if inplace:  # every leaf is checked before the first one changes
-                self._apply_leaves(
+                target._apply_leaves(
                     _InplaceCheck(op), other, inplace=True, named=True, nested_keys=True
                 )
-            return self._apply_leaves(op, other, inplace=inplace)
+            result = target._apply_leaves(op, other, inplace=inplace)
+        elif batch_align and isinstance(other, torch.Tensor) and other.ndim:
+            target, aligned = self._align_tensor(other, inplace)
+            if inplace:
+                check = _InplaceCheck(op)
+                target._apply_leaves(
+                    lambda k, x: check(k, x, aligned(x)), inplace=True, named=True, nested_keys=True
+                )
+            result = target._apply_leaves(lambda x: op(x, aligned(x)), inplace=inplace)
+            keep_lock = False  # (upstream's broadcasting path drops the lock)
+        else:
+            if inplace:
+                check = _InplaceCheck(op)
+                self._apply_leaves(
+                    lambda k, x: check(k, x, other), inplace=True, named=True, nested_keys=True
+                )
+            result = self._apply_leaves(lambda x: op(x, other), inplace=inplace)
+        if inplace or not keep_lock:
+            return result
+        return keep_lock_of(self, result)
+
+    def _align_tensor(
+        self, other: torch.Tensor, inplace: bool
+    ) -> tuple[Any, Callable[[torch.Tensor], torch.Tensor]]:
+        """The tensordict to combine (expanded if ``other`` broadcasts it), ``other`` per leaf."""
+        target = self._expanded_for(other.shape, inplace)
+        return target, batch_aligned(other, len(target.batch_size))
+
+    def _align_collection(self, other: Any, inplace: bool) -> tuple[Any, Any]:
+        """Both operands with one batch size, when ``other`` has batch dims and they differ."""
+        other_bs = other.batch_size
+        if not other_bs or other_bs == self.batch_size:
+            return self, other
+        target = self._expanded_for(other_bs, inplace)
+        if other_bs != target.batch_size:
+            other = other.expand(target.batch_size)
+        return target, other
+
+    def _expanded_for(self, other_shape: Sequence[int], inplace: bool) -> Any:
+        bs = self.batch_size
+        shape = broadcast_batch(bs, other_shape)
+        if shape == bs:
+            return self
         if inplace:
-            check = _InplaceCheck(op)
-            self._apply_leaves(
-                lambda k, x: check(k, x, other), inplace=True, named=True, nested_keys=True
+            raise ShapeMismatchError(
+                f"an in-place operation with an operand of shape {list(other_shape)} would expand "
+                f"batch_size={list(bs)} to {list(shape)}, which cannot be written in place. Use "
+                "the out-of-place operator, or an operand that broadcasts to the batch size."
             )
-        return self._apply_leaves(lambda x: op(x, other), inplace=inplace)
+        return self.expand(shape)  # type: ignore[attr-defined]
 
     def __add__(self, other: Any) -> Any:
         return self._binary(other, operator.add)
@@ -337,13 +491,13 @@ class OpsMixin(TensorCollection):
         return self._binary(other, operator.matmul)
 
     def __and__(self, other: Any) -> Any:
-        return self._binary(other, operator.and_)
+        return self._binary(other, operator.and_, batch_align=False)
 
     def __or__(self, other: Any) -> Any:
-        return self._binary(other, operator.or_)
+        return self._binary(other, operator.or_, keep_lock=False)
 
     def __xor__(self, other: Any) -> Any:
-        return self._binary(other, operator.xor)
+        return self._binary(other, operator.xor, keep_lock=False)
 
     def __iadd__(self: T, other: Any) -> T:
         return self._binary(other, operator.iadd, inplace=True)  # type: ignore[no-any-return]
@@ -408,14 +562,12 @@ class OpsMixin(TensorCollection):
             return ~flags if op is operator.ne else flags
 
         if _is_collection(other):
-            mine, theirs = _leaf_keys(self), _leaf_keys(other)
-            if mine != theirs:
-                raise ShapeMismatchError(
-                    f"cannot compare tensordicts with different keys: only in the left operand "
-                    f"{sorted(map(str, mine - theirs))}, only in the right "
-                    f"{sorted(map(str, theirs - mine))}."
-                )
-            return self._apply_leaves(op, other, non_tensor_fn=non_tensor)
+            target, other = self._align_collection(other, False)
+            _check_same_keys(target, other)
+            return target._apply_leaves(op, other, non_tensor_fn=non_tensor)
+        if isinstance(other, torch.Tensor) and other.ndim:
+            target, aligned = self._align_tensor(other, False)
+            return target._apply_leaves(lambda x: op(x, aligned(x)), non_tensor_fn=non_tensor)
         return self._apply_leaves(lambda x: op(x, other), non_tensor_fn=non_tensor)
 
     def __eq__(self, other: object) -> Any:  # type: ignore[override]
@@ -441,54 +593,58 @@ class OpsMixin(TensorCollection):
         return self._compare(other, operator.ge)
 
     # ================================================================== unary maths
+    def _elementwise(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+        """``fn`` of every leaf; locked if ``self`` is (as upstream's elementwise maths)."""
+        return keep_lock_of(self, self._apply_leaves(fn))
+
     def __neg__(self) -> Any:
-        return self._apply_leaves(operator.neg)
+        return self._elementwise(operator.neg)
 
     def __abs__(self) -> Any:
-        return self._apply_leaves(torch.abs)
+        return self._elementwise(torch.abs)
 
     def __invert__(self) -> Any:
-        return self._apply_leaves(operator.invert)
+        return self._elementwise(operator.invert)
 
     def abs(self) -> Any:
-        return self._apply_leaves(torch.abs)
+        return self._elementwise(torch.abs)
 
     def neg(self) -> Any:
-        return self._apply_leaves(torch.neg)
+        return self._elementwise(torch.neg)
 
     def exp(self) -> Any:
-        return self._apply_leaves(torch.exp)
+        return self._elementwise(torch.exp)
 
     def log(self) -> Any:
-        return self._apply_leaves(torch.log)
+        return self._elementwise(torch.log)
 
     def sqrt(self) -> Any:
-        return self._apply_leaves(torch.sqrt)
+        return self._elementwise(torch.sqrt)
 
     def sign(self) -> Any:
-        return self._apply_leaves(torch.sign)
+        return self._elementwise(torch.sign)
 
     def sigmoid(self) -> Any:
-        return self._apply_leaves(torch.sigmoid)
+        return self._elementwise(torch.sigmoid)
 
     def reciprocal(self) -> Any:
-        return self._apply_leaves(torch.reciprocal)
+        return self._elementwise(torch.reciprocal)
 
     def clamp(self, min: Any = None, max: Any = None) -> Any:
         return self._apply_leaves(lambda x: torch.clamp(x, min, max))
 
     def isfinite(self) -> Any:
         """A tensordict of bools: which elements are finite."""
-        return self._apply_leaves(torch.isfinite)
+        return self._elementwise(torch.isfinite)
 
     def isnan(self) -> Any:
-        return self._apply_leaves(torch.isnan)
+        return self._elementwise(torch.isnan)
 
     def isinf(self) -> Any:
-        return self._apply_leaves(torch.isinf)
+        return self._elementwise(torch.isinf)
 
     def logical_not(self) -> Any:
-        return self._apply_leaves(torch.logical_not)
+        return self._elementwise(torch.logical_not)
 
     def abs_(self: T) -> T:
         return self._apply_leaves(torch.abs_, inplace=True)  # type: ignore[no-any-return]

@@ -1,8 +1,24 @@
-"""Global switches (minimal: ``capture_non_tensor_stack``; the full module comes with [compat-1]).
+"""Global switches, in one place: every module reads a switch from here.
 
-``capture_non_tensor_stack``: whether stacking non-tensor entries that hold equal values gives
-one :class:`~tensordict.NonTensorData` (True) instead of a :class:`~tensordict.NonTensorStack`
-(False, the default, as upstream 0.15). Also read from ``CAPTURE_NONTENSOR_STACK``.
+Each boolean switch has a getter (``lazy_legacy()``) and a setter class used three ways, as
+upstream tensordict offers them: a context manager (``with set_lazy_legacy(True): ...``), a
+decorator (``@set_lazy_legacy(True)``) and a program-wide setting
+(``set_lazy_legacy(True).set()``). A switch is also written to an environment variable, so that
+worker processes started afterwards (``spawn``) see the same value; that variable sets the switch
+at import.
+
+============================  ==========================  ========  ===========================
+switch                         environment variable         default   meaning
+============================  ==========================  ========  ===========================
+``lazy_legacy``                ``LAZY_LEGACY_OP``           False     shape ops return lazy views
+``list_to_stack``              ``LIST_TO_STACK``            True      ``td[k] = [..]`` stacks
+``capture_non_tensor_stack``   ``CAPTURE_NONTENSOR_STACK``  False     stacking equal non-tensor
+                                                                      data keeps one value
+``get_defaults_to_none``       ``TD_GET_DEFAULTS_TO_NONE``  True      ``get`` of a missing key
+                                                                      returns None
+============================  ==========================  ========  ===========================
+
+The print options (:class:`set_printoptions` / :func:`get_printoptions`) live here too.
 """
 
 from __future__ import annotations
@@ -13,66 +29,341 @@ from typing import Any
 
 from torch.utils._contextlib import _DecoratorContextManager
 
-__all__ = ["capture_non_tensor_stack", "set_capture_non_tensor_stack"]
+__all__ = [
+    "capture_non_tensor_stack",
+    "get_defaults_to_none",
+    "get_printoptions",
+    "lazy_legacy",
+    "list_to_stack",
+    "set_capture_non_tensor_stack",
+    "set_get_defaults_to_none",
+    "set_lazy_legacy",
+    "set_list_to_stack",
+    "set_printoptions",
+    "strtobool",
+]
 
-_ENV = "CAPTURE_NONTENSOR_STACK"
 _TRUE = ("y", "yes", "t", "true", "on", "1")
+_FALSE = ("n", "no", "f", "false", "off", "0")
 
 
-def _from_env() -> bool | None:
-    raw = os.environ.get(_ENV)
-    return None if raw is None else raw.lower() in _TRUE
+def strtobool(val: str) -> bool:
+    """Read a truth value the way environment variables spell it.
 
+    Args:
+        val: ``y/yes/t/true/on/1`` or ``n/no/f/false/off/0``, in any case.
 
-_STATE: list[bool | None] = [_from_env()]
-
-
-class set_capture_non_tensor_stack(_DecoratorContextManager):
-    """Set the switch: as a context manager, a decorator, or for good with ``.set()``.
+    Raises:
+        ValueError: for any other string.
 
     Examples:
-        >>> from tensordict.core.options import capture_non_tensor_stack
+        >>> strtobool("Yes"), strtobool("0")
+        (True, False)
+    """
+    low = val.lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise ValueError(
+        f"invalid truth value {val!r}: expected one of {', '.join(_TRUE + _FALSE)} (any case)."
+    )
+
+
+class _Switch:
+    """A boolean switch: ``value`` is None while neither set nor given by the environment."""
+
+    def __init__(self, env: str, default: bool) -> None:
+        self.env = env
+        self.default = default
+        raw = os.environ.get(env)
+        self.value: bool | None = None if raw is None else strtobool(raw)
+
+    def get(self, allow_none: bool = False) -> bool | None:
+        if self.value is None:
+            return None if allow_none else self.default
+        return self.value
+
+    def write(self, value: bool | None) -> None:
+        """Set the value and mirror it in the environment (removed when ``None``)."""
+        self.value = value
+        if value is None:
+            os.environ.pop(self.env, None)
+        else:
+            os.environ[self.env] = str(value)
+
+
+# ``get`` reads ``GET_DEFAULTS_TO_NONE.value`` directly (no call, no warning on the hot path).
+_LAZY_LEGACY = _Switch("LAZY_LEGACY_OP", False)
+_LIST_TO_STACK = _Switch("LIST_TO_STACK", True)
+_CAPTURE_NON_TENSOR_STACK = _Switch("CAPTURE_NONTENSOR_STACK", False)
+GET_DEFAULTS_TO_NONE = _Switch("TD_GET_DEFAULTS_TO_NONE", True)
+
+
+class _SetSwitch(_DecoratorContextManager):
+    """Base of the setter classes: a context manager, a decorator, or ``.set()`` for good."""
+
+    _switch: _Switch
+    _deprecated_mode: bool | None = None  # the mode that is deprecated upstream, if any
+    _deprecation: str = ""
+
+    def __init__(self, mode: bool) -> None:
+        super().__init__()
+        self.mode = bool(mode)
+        if self._deprecated_mode is not None and self.mode == self._deprecated_mode:
+            warnings.warn(self._deprecation, DeprecationWarning, stacklevel=2)
+        self._saved: list[bool | None] = []
+
+    def clone(self) -> _SetSwitch:
+        """A copy for one call of a decorated function (no second warning)."""
+        new = type(self).__new__(type(self))
+        new.mode = self.mode
+        new._saved = []
+        return new
+
+    def __enter__(self) -> None:
+        self._saved.append(self._switch.value)
+        self._switch.write(self.mode)
+
+    def __exit__(self, *exc: Any) -> None:
+        self._switch.write(self._saved.pop())
+
+    def set(self) -> None:
+        """Apply the mode for the rest of the program."""
+        self._switch.write(self.mode)
+
+
+class set_lazy_legacy(_SetSwitch):
+    """Turn the legacy lazy mode on or off (deprecated upstream when turned on).
+
+    In the legacy lazy mode, shape operations return lazy views and ``torch.stack`` returns a
+    lazy stack. Use :func:`~tensordict.lazy_stack` instead.
+
+    Args:
+        mode: ``True`` turns the legacy mode on (and warns with a ``DeprecationWarning``).
+
+    Examples:
+        >>> with set_lazy_legacy(False):
+        ...     lazy_legacy()
+        False
+    """
+
+    _switch = _LAZY_LEGACY
+    _deprecated_mode = True
+    _deprecation = (
+        "the legacy lazy mode, turned on with set_lazy_legacy(True) or LAZY_LEGACY_OP=1, is "
+        "deprecated (removed in tensordict 0.17): use lazy_stack to build a lazy stack."
+    )
+
+
+def lazy_legacy(allow_none: bool = False) -> bool | None:
+    """Whether the legacy lazy mode is on (see :class:`set_lazy_legacy`).
+
+    Args:
+        allow_none: return ``None`` instead of the default (``False``) while never set.
+
+    Examples:
+        >>> lazy_legacy()
+        False
+    """
+    return _LAZY_LEGACY.get(allow_none)
+
+
+class set_list_to_stack(_SetSwitch):
+    """Whether assigning a list (``td["a"] = [x, y]``) stacks it over the batch dimension.
+
+    ``set_list_to_stack(False)`` is deprecated upstream: use ``td.set_non_tensor(key, value)`` to
+    store a list as one value.
+
+    Examples:
+        >>> with set_list_to_stack(True):
+        ...     list_to_stack()
+        True
+    """
+
+    _switch = _LIST_TO_STACK
+    _deprecated_mode = False
+    _deprecation = (
+        "set_list_to_stack(False) is deprecated (removed in tensordict 0.17): use "
+        "td.set_non_tensor(key, value) to store a list as one value instead."
+    )
+
+
+def list_to_stack(allow_none: bool = False) -> bool | None:
+    """Whether a list assigned to a tensordict is stacked (default ``True``).
+
+    Examples:
+        >>> list_to_stack()
+        True
+    """
+    return _LIST_TO_STACK.get(allow_none)
+
+
+class set_capture_non_tensor_stack(_SetSwitch):
+    """Whether stacking identical non-tensor data keeps one ``NonTensorData`` (deprecated upstream
+    when turned on: read ``NonTensorStack.data`` instead).
+
+    Examples:
         >>> with set_capture_non_tensor_stack(False):
         ...     capture_non_tensor_stack()
         False
     """
 
-    def __init__(self, mode: bool) -> None:
-        super().__init__()
-        self.mode = bool(mode)
-        if self.mode:
-            warnings.warn(
-                "set_capture_non_tensor_stack(True) is deprecated upstream (to be removed in "
-                "0.17): read NonTensorStack.data to get the single value of a stack instead.",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-        self._saved: list[bool | None] = []
-
-    def clone(self) -> set_capture_non_tensor_stack:
-        new = type(self).__new__(type(self))
-        new.mode, new._saved = self.mode, []
-        return new
-
-    def set(self) -> None:
-        _STATE[0] = self.mode
-        os.environ[_ENV] = str(self.mode)
-
-    def __enter__(self) -> None:
-        self._saved.append(_STATE[0])
-        self.set()
-
-    def __exit__(self, *exc: Any) -> None:
-        _STATE[0] = self._saved.pop()
-        if _STATE[0] is None:
-            os.environ.pop(_ENV, None)
-        else:
-            os.environ[_ENV] = str(_STATE[0])
+    _switch = _CAPTURE_NON_TENSOR_STACK
+    _deprecated_mode = True
+    _deprecation = (
+        "set_capture_non_tensor_stack(True) is deprecated (removed in tensordict 0.17): use "
+        "NonTensorStack.data to get the single value of a stack of identical values instead."
+    )
 
 
 def capture_non_tensor_stack(allow_none: bool = False) -> bool | None:
-    """The current value of the switch (``None`` if never set and ``allow_none``)."""
-    value = _STATE[0]
-    if value is None:
-        return None if allow_none else False
-    return value
+    """Whether stacking identical non-tensor data keeps one value (default ``False``).
+
+    Examples:
+        >>> capture_non_tensor_stack()
+        False
+    """
+    return _CAPTURE_NON_TENSOR_STACK.get(allow_none)
+
+
+_GET_DEFAULTS_DEPRECATION = (
+    "{}() is deprecated (removed in tensordict 0.17): get() of a missing key returns None; use "
+    "td[key] to raise a KeyError for a missing key instead."
+)
+
+
+def set_get_defaults_to_none(set_to_none: bool = True) -> None:
+    """Set whether ``get(key)`` of a missing key returns ``None`` (``True``) or raises.
+
+    Deprecated upstream (warns with a ``DeprecationWarning``).
+
+    Examples:
+        >>> import warnings
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     set_get_defaults_to_none(True)
+        ...     get_defaults_to_none()
+        True
+    """
+    warnings.warn(
+        _GET_DEFAULTS_DEPRECATION.format("set_get_defaults_to_none"),
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    GET_DEFAULTS_TO_NONE.value = bool(set_to_none)
+
+
+def get_defaults_to_none(set_to_none: bool = True) -> bool:
+    """Whether ``get(key)`` of a missing key returns ``None`` (deprecated upstream).
+
+    Args:
+        set_to_none: ignored (kept for upstream's signature).
+    """
+    warnings.warn(
+        _GET_DEFAULTS_DEPRECATION.format("get_defaults_to_none"),
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return bool(GET_DEFAULTS_TO_NONE.get())
+
+
+# ---------------------------------------------------------------------------- print options
+_PRINT_DEFAULTS: dict[str, Any] = {
+    "show_batch_size": True,
+    "show_device": True,
+    "show_is_shared": True,
+    "show_shape": True,
+    "show_field_device": True,
+    "show_dtype": True,
+    "show_field_is_shared": True,
+    "show_grad": False,
+    "show_is_contiguous": False,
+    "show_is_view": False,
+    "show_storage_size": False,
+    "plain": False,
+    "sort_keys": "alphabetical",
+    "compact": True,
+    "html": True,
+}
+_PRINT_OPTIONS: dict[str, Any] = dict(_PRINT_DEFAULTS)
+# options only the detailed (non-compact) repr shows: setting one turns the compact form off
+_DETAILED_ONLY = frozenset(
+    {
+        "show_is_shared",
+        "show_shape",
+        "show_field_device",
+        "show_field_is_shared",
+        "show_grad",
+        "show_is_contiguous",
+        "show_is_view",
+        "show_storage_size",
+        "plain",
+    }
+)
+_NOT_VERBOSE = ("show_device", "show_is_shared", "show_field_device", "show_dtype")
+_NOT_VERBOSE_ALSO = ("show_field_is_shared",)
+
+
+class set_printoptions(_DecoratorContextManager):
+    """Set what the repr of a tensordict shows, for a block, a function, or (``.set()``) for good.
+
+    Options not passed keep their current value. An option only the detailed form shows (e.g.
+    ``show_grad``) also sets ``compact=False`` unless ``compact`` is passed.
+
+    Args:
+        verbose: ``False`` hides device, dtype and ``is_shared`` unless an option sets them.
+        **kwargs: the options, named as the keys of :func:`get_printoptions`.
+
+    Raises:
+        TypeError: for an unknown option.
+
+    Examples:
+        >>> with set_printoptions(show_grad=True):
+        ...     get_printoptions()["show_grad"], get_printoptions()["compact"]
+        (True, False)
+        >>> get_printoptions()["show_grad"]
+        False
+    """
+
+    def __init__(self, *, verbose: bool = True, **kwargs: Any) -> None:
+        super().__init__()
+        unknown = set(kwargs) - set(_PRINT_DEFAULTS)
+        if unknown:
+            raise TypeError(
+                f"Unknown printoptions: {unknown}. Valid options: {sorted(_PRINT_DEFAULTS)}"
+            )
+        if "compact" not in kwargs and not _DETAILED_ONLY.isdisjoint(kwargs):
+            kwargs["compact"] = False
+        if not verbose:
+            kwargs = {**dict.fromkeys(_NOT_VERBOSE + _NOT_VERBOSE_ALSO, False), **kwargs}
+        self._options = kwargs
+        self._saved: list[dict[str, Any]] = []
+
+    def clone(self) -> set_printoptions:
+        """A copy for one call of a decorated function."""
+        new = type(self).__new__(type(self))
+        new._options = dict(self._options)
+        new._saved = []
+        return new
+
+    def __enter__(self) -> None:
+        self._saved.append(dict(_PRINT_OPTIONS))
+        _PRINT_OPTIONS.update(self._options)
+
+    def __exit__(self, *exc: Any) -> None:
+        _PRINT_OPTIONS.update(self._saved.pop())
+
+    def set(self) -> None:
+        """Apply the options for the rest of the program."""
+        _PRINT_OPTIONS.update(self._options)
+
+
+def get_printoptions() -> dict[str, Any]:
+    """The current print options, as a new dict.
+
+    Examples:
+        >>> get_printoptions()["sort_keys"]
+        'alphabetical'
+    """
+    return dict(_PRINT_OPTIONS)

@@ -229,3 +229,17 @@ def _dense_class() -> Any:
 
         _DENSE.append(TensorDict)
     return _DENSE[0]
+
+
+def reduce_td(data: Any) -> tuple[Any, Any]:
+    """The ``(rebuild, args)`` pair pickling uses for a tensordict: ``rebuild(*args)`` is a copy.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(a=torch.arange(3), batch_size=[3])
+        >>> rebuild, args = reduce_td(td)
+        >>> (rebuild(*args) == td).all()
+        True
+    """
+    rebuild, args = data.__reduce_ex__(pickle.DEFAULT_PROTOCOL)[:2]
+    return rebuild, args

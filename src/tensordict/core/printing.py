@@ -18,11 +18,21 @@ def leaf_repr(value: Any) -> str:
     """One entry's description (``Tensor(shape=..., device=..., dtype=..., is_shared=...)``)."""
     if isinstance(value, torch.Tensor):
         shared = value.is_shared() and type(value) is torch.Tensor
+        shape = value.shape if not value.is_nested else _nested_shape(value)
         return (
-            f"{type(value).__name__}(shape={value.shape}, device={value.device}, "
+            f"{type(value).__name__}(shape={shape}, device={value.device}, "
             f"dtype={value.dtype}, is_shared={shared})"
         )
     return repr(value)  # tensordicts, NonTensorData and NonTensorStack print themselves
+
+
+def _nested_shape(value: torch.Tensor) -> torch.Size:
+    """A nested tensor's shape with -1 for its ragged dims (a strided one has no ``.shape``)."""
+    sizes = [t.shape for t in value.unbind()]
+    if not sizes:
+        return torch.Size([0])
+    merged = [s if all(sh[i] == s for sh in sizes) else -1 for i, s in enumerate(sizes[0])]
+    return torch.Size([len(sizes), *merged])
 
 
 def field_lines(items: Any, sep: str = ": ") -> list[str]:

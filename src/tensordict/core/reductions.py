@@ -75,8 +75,14 @@ class ReductionsMixin(OpsMixin):
             if keepdim
             else [s for i, s in enumerate(bs) if i not in dims]
         )
+        names = self._names_or_none()
+        if names and not keepdim:
+            names = [n for i, n in enumerate(names) if i not in dims]
         return self._apply_leaves(
-            lambda x: fn(x, dim=dims, keepdim=keepdim, **kw), batch_size=torch.Size(new_bs)
+            lambda x: fn(x, dim=dims, keepdim=keepdim, **kw),
+            batch_size=torch.Size(new_bs),
+            names=names if names and any(n is not None for n in names) else None,
+            nested_extra=True,
         )
 
     def sum(

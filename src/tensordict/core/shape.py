@@ -19,7 +19,7 @@ from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import BatchSizeError
 
-__all__ = ["ShapeMixin", "normalize_dim"]
+__all__ = ["ShapeMixin", "nested_names", "normalize_dim"]
 
 
 def normalize_dim(dim: int, ndim: int, batch_size: torch.Size, what: str, extra: int = 0) -> int:
@@ -48,6 +48,20 @@ def broadcasts_to(shape: Sequence[int], target: Sequence[int]) -> bool:
     return all(s in (1, t) for s, t in zip(reversed(shape), reversed(target)))
 
 
+def nested_names(
+    names: list[str | None] | None, ndim: int, nested: Any, parent_dims: int
+) -> list[str | None] | None:
+    """The names of a nested tensordict in a result whose batch dims are named ``names``.
+
+    ``nested`` keeps the names of its own batch dims past the parent's ``parent_dims``.
+    """
+    extra = nested._names_or_none() if hasattr(nested, "_names_or_none") else None
+    extra_names = list(extra[parent_dims:]) if extra else []
+    if names is None and not any(n is not None for n in extra_names):
+        return None
+    return (list(names) if names else [None] * ndim) + extra_names
+
+
 def _sizes(args: tuple[Any, ...]) -> list[int]:
     if len(args) == 1 and isinstance(args[0], (list, tuple, torch.Size)):
         return [int(s) for s in args[0]]
@@ -65,7 +79,11 @@ class ShapeMixin(TensorCollection):
         batch_size: torch.Size | None = None,
         names: list[str | None] | None = None,
     ) -> Any:
-        """Apply a batch-dims-only shape function to every leaf."""
+        """Apply a batch-dims-only shape function to every leaf.
+
+        ``names`` are the result's dimension names; nested tensordicts get them followed by the
+        names of their own extra batch dimensions.
+        """
         if batch_size is None:
             batch_size = leaf_fn(torch.empty(self.batch_size, device="meta")).shape
         out: dict[str, Any] = {}
@@ -79,7 +97,11 @@ class ShapeMixin(TensorCollection):
                 out[key] = value._transform(leaf_fn)
             elif isinstance(value, ShapeMixin) or getattr(type(value), "_is_tensorclass", False):
                 extra = value.batch_size[bd:]
-                out[key] = value._transform(leaf_fn, batch_size + extra if extra else batch_size)
+                out[key] = value._transform(
+                    leaf_fn,
+                    batch_size + extra if extra else batch_size,
+                    nested_names(names, len(batch_size), value, bd),
+                )
             else:
                 out[key] = leaf_fn(value)
         result = self._new_dense(out, torch.Size(batch_size), names)
@@ -104,13 +126,14 @@ class ShapeMixin(TensorCollection):
             raise BatchSizeError(
                 f"cannot reshape batch_size={list(self.batch_size)} to {sizes}: {err}"
             ) from None
-        return self._transform(lambda t: t.reshape(*new_bs, *t.shape[bd:]), new_bs)
+        names = self._names_or_none() if new_bs == self.batch_size else None
+        return self._transform(lambda t: t.reshape(*new_bs, *t.shape[bd:]), new_bs, names)
 
     def view(self, *shape: Any) -> Any:
         """View the batch dimensions with a new shape (never copies; raises where torch would)."""
         if len(shape) == 1 and isinstance(shape[0], torch.dtype):
             dtype = shape[0]
-            return self._transform(lambda t: t.view(dtype), self.batch_size)
+            return self._transform(lambda t: t.view(dtype), self.batch_size, self._names_or_none())
         sizes = _sizes(shape)
         bd = len(self.batch_size)
         try:
@@ -119,7 +142,8 @@ class ShapeMixin(TensorCollection):
             raise BatchSizeError(
                 f"cannot view batch_size={list(self.batch_size)} as {sizes}: {err}"
             ) from None
-        return self._transform(lambda t: t.view(*new_bs, *t.shape[bd:]), new_bs)
+        names = self._names_or_none() if new_bs == self.batch_size else None
+        return self._transform(lambda t: t.view(*new_bs, *t.shape[bd:]), new_bs, names)
 
     def permute(self, *dims: Any) -> Any:
         """Permute the batch dimensions."""
@@ -189,7 +213,9 @@ class ShapeMixin(TensorCollection):
         except RuntimeError as err:
             raise BatchSizeError(f"cannot expand batch_size={list(bs)} to {sizes}: {err}") from None
         bd = len(bs)
-        return self._transform(lambda t: t.expand(*new_bs, *t.shape[bd:]), new_bs)
+        names = self._names_or_none()
+        new_names = [*[None] * (len(new_bs) - bd), *names] if names else None
+        return self._transform(lambda t: t.expand(*new_bs, *t.shape[bd:]), new_bs, new_names)
 
     def expand_as(self, other: Any) -> Any:
         return self.expand(other.batch_size if hasattr(other, "batch_size") else other.shape)
@@ -218,7 +244,10 @@ class ShapeMixin(TensorCollection):
             raise BatchSizeError(
                 f"cannot unflatten dim {dim} of batch_size={list(bs)} into {sizes}: {err}"
             ) from None
-        return self._transform(lambda t: t.unflatten(d, sizes), new_bs)
+        names = self._names_or_none()
+        # (upstream keeps the dimension's name on the last of the new dims)
+        new_names = [*names[:d], *[None] * (len(sizes) - 1), *names[d:]] if names else None
+        return self._transform(lambda t: t.unflatten(d, sizes), new_bs, new_names)
 
     def gather(self, dim: int, index: torch.Tensor) -> Any:
         """Gather along a batch dimension with an index of the new batch shape (like torch)."""
@@ -235,7 +264,10 @@ class ShapeMixin(TensorCollection):
             idx = index.reshape(*index.shape, *([1] * len(extra))).expand(*index.shape, *extra)
             return torch.gather(t, d, idx)
 
-        return self._transform(leaf_fn, index.shape)
+        result = self._transform(leaf_fn, index.shape, self._names_or_none())
+        if result.is_locked:  # (gather gives an unlocked result, as upstream)
+            result._set_locked(False)
+        return result
 
     def flip(self, dims: int | Sequence[int]) -> Any:
         bs = self.batch_size
@@ -246,4 +278,5 @@ class ShapeMixin(TensorCollection):
     def repeat(self, *repeats: int) -> Any:
         reps = _sizes(repeats)
         bd = len(self.batch_size)
-        return self._transform(lambda t: t.repeat(*reps, *([1] * (t.ndim - bd))))
+        names = self._names_or_none() if len(reps) == bd else None
+        return self._transform(lambda t: t.repeat(*reps, *([1] * (t.ndim - bd))), None, names)

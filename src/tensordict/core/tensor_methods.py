@@ -8,13 +8,14 @@ tensorclasses get them too.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import torch
 
 from tensordict.core.collection import TensorCollection
-from tensordict.core.ops import _is_collection
+from tensordict.core.ops import _is_collection, keep_lock_of
 from tensordict.core.shape import normalize_dim
 from tensordict.errors import BatchSizeError, DTypeCastError
 
@@ -30,7 +31,7 @@ def _right_expand(t: torch.Tensor, leaf: torch.Tensor) -> torch.Tensor:
 
 def _unary(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return self._apply_leaves(lambda x: fn(x, *args, **kwargs))
+        return keep_lock_of(self, self._apply_leaves(lambda x: fn(x, *args, **kwargs)))
 
     method.__name__ = fn.__name__
     method.__doc__ = f"``torch.{fn.__name__}`` of every entry."
@@ -69,6 +70,28 @@ def _binary(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
         "tensordict with the same keys), or with ``other`` itself (a tensor or a number)."
     )
     return method
+
+
+def _memory_parts(t: torch.Tensor) -> list[torch.Tensor]:
+    """The tensors holding a leaf's memory: a jagged tensor's components, and its gradient."""
+    if t.is_nested and t.layout == torch.jagged:
+        jagged: Any = t  # (a NestedTensor: offsets() and lengths() are not on torch.Tensor)
+        parts = [jagged.values(), jagged.offsets()]
+        lengths = jagged.lengths()
+        if lengths is not None:
+            parts.append(lengths)
+    else:
+        parts = [t]
+    if t.grad is not None:
+        parts.append(t.grad)
+    return parts
+
+
+def _memory_key(t: torch.Tensor, nbytes: int) -> tuple[Any, ...]:
+    """Equal for two tensors viewing the same memory (identity where there is no memory)."""
+    if t.device.type == "meta" or nbytes == 0:
+        return ("id", id(t))
+    return (t.device, t.data_ptr(), nbytes)
 
 
 def _batch_shape_of(other: Any) -> tuple[int, ...]:
@@ -155,7 +178,15 @@ class TensorMethodsMixin(TensorCollection):
 
         # (batch_size: the condition spans the whole batch, so a lazy stack goes dense first)
         others = (other,) if _is_collection(other) else ()
-        result = self._apply_leaves(pick, *others, batch_size=self.batch_size)
+        result = self._apply_leaves(
+            pick,
+            *others,
+            batch_size=self.batch_size,
+            names=self._names_or_none(),
+            nested_extra=True,
+        )
+        if not others:  # (as upstream: a tensordict `other` gives an unlocked result)
+            result = keep_lock_of(self, result)
         if out is not None:
             return out.update_(result)  # type: ignore[no-any-return]
         return result  # type: ignore[no-any-return]
@@ -164,17 +195,23 @@ class TensorMethodsMixin(TensorCollection):
     def _batch_dim(self, dim: int, what: str) -> int:
         return normalize_dim(dim, len(self.batch_size), self.batch_size, what)
 
+    def _along_batch(self: T, fn: Callable[[torch.Tensor], torch.Tensor]) -> T:
+        """``fn`` (which keeps the shape) of every leaf; a lazy stack gives a dense result."""
+        return self._apply_leaves(  # type: ignore[no-any-return]
+            fn, batch_size=self.batch_size, names=self._names_or_none(), nested_extra=True
+        )
+
     def cumsum(self: T, dim: int, dtype: torch.dtype | None = None) -> T:
         """Cumulative sum of every entry along batch dimension ``dim``."""
         d = self._batch_dim(dim, "cumsum")
         fn = lambda x: torch.cumsum(x, d, dtype=dtype)  # noqa: E731
-        return self._apply_leaves(fn, batch_size=self.batch_size)  # type: ignore[no-any-return]
+        return self._along_batch(fn)
 
     def softmax(self: T, dim: int, dtype: torch.dtype | None = None) -> T:
         """Softmax of every entry along batch dimension ``dim``."""
         d = self._batch_dim(dim, "softmax")
         fn = lambda x: torch.softmax(x, d, dtype=dtype)  # noqa: E731
-        return self._apply_leaves(fn, batch_size=self.batch_size)  # type: ignore[no-any-return]
+        return self._along_batch(fn)
 
     # ------------------------------------------------------------------ element-wise maths
     log1p = _unary(torch.log1p)
@@ -228,7 +265,15 @@ class TensorMethodsMixin(TensorCollection):
         d = self._batch_dim(dim, name)
         bs = list(self.batch_size)
         bs[d : d + 1] = [1] if keepdim else []
-        return self._apply_leaves(lambda x: getattr(x, name)(d, keepdim), batch_size=bs)
+        names = self._names_or_none()
+        if names and not keepdim:
+            names = [n for i, n in enumerate(names) if i != d]
+        return self._apply_leaves(
+            lambda x: getattr(x, name)(d, keepdim),
+            batch_size=bs,
+            names=names if names and any(n is not None for n in names) else None,
+            nested_extra=True,
+        )
 
     def argmax(self: T, dim: int, keepdim: bool = False) -> T:
         """The index of the maximum of every entry along batch dimension ``dim``."""
@@ -268,7 +313,7 @@ class TensorMethodsMixin(TensorCollection):
     @property
     def data(self: T) -> T:
         """The entries' ``.data`` (detached, sharing storage)."""
-        return self._apply_leaves(lambda x: x.data)  # type: ignore[no-any-return]
+        return keep_lock_of(self, self._apply_leaves(lambda x: x.data))  # type: ignore[no-any-return]
 
     def zero_grad(self: T, set_to_none: bool = True) -> T:
         """Reset the gradients of every entry (to None, or to zeros in place)."""
@@ -294,7 +339,10 @@ class TensorMethodsMixin(TensorCollection):
                 shape, *args, dtype=dtype or x.dtype, device=device or x.device
             )
 
-        return self._apply_leaves(make, batch_size=size)
+        names = self._names_or_none()
+        if names:  # (as upstream: the names of the last dims, aligned from the right)
+            names = [*[None] * (len(size) - len(names)), *names[max(len(names) - len(size), 0) :]]
+        return self._apply_leaves(make, batch_size=size, names=names)
 
     def new_zeros(self, *size: Any, dtype: torch.dtype | None = None, device: Any = None) -> Any:
         """A tensordict of batch size ``size``, same keys and trailing shapes, filled with 0.
@@ -345,8 +393,27 @@ class TensorMethodsMixin(TensorCollection):
         return sum(t.numel() for t in self._unique_leaves(count_duplicates))
 
     def bytes(self, *, count_duplicates: bool = False) -> int:
-        """The bytes of all entries (shared tensors once unless asked)."""
-        return sum(t.numel() * t.element_size() for t in self._unique_leaves(count_duplicates))
+        """The bytes held by the entries: data, gradients, and the values, offsets and lengths of
+        nested (jagged) tensors. Memory shared by several entries counts once unless asked.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> x = torch.zeros(3)
+            >>> TensorDict(a=x, b=x).bytes(), TensorDict(a=x, b=x).bytes(count_duplicates=True)
+            (12, 24)
+        """
+        seen: builtins.set[tuple[Any, ...]] = builtins.set()
+        total = 0
+        for leaf in self._leaves():
+            for part in _memory_parts(leaf):
+                nbytes = part.numel() * part.element_size()
+                if not count_duplicates:
+                    key = _memory_key(part, nbytes)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                total += nbytes
+        return total
 
     def _unique_leaves(self, count_duplicates: bool) -> list[torch.Tensor]:
         leaves = self._leaves()

@@ -284,3 +284,17 @@ def resolve_class(type_str: str, meta_path: str) -> type:
         f"{meta_path} holds a {type_str}, which is not defined in this process. Import the module "
         "that defines this tensorclass before loading (classes are never imported from metadata)."
     )
+
+
+def is_writable(file_path: str | os.PathLike[str]) -> bool:
+    """Whether this process may write ``file_path`` (a missing file counts as writable).
+
+    Examples:
+        >>> import tempfile
+        >>> is_writable(os.path.join(tempfile.mkdtemp(), "new.memmap"))
+        True
+    """
+    path = os.fspath(file_path)
+    if os.access(path, os.W_OK):
+        return True
+    return not os.path.exists(path)

@@ -342,8 +342,8 @@ def to_module(
         >>> net = nn.Linear(2, 1)
         >>> zeros = TensorDict.from_module(net).data.clone().zero_()
         >>> with zeros.to_module(net):
-        ...     net(torch.ones(2))
-        tensor([0.])
+        ...     net(torch.ones(2)).tolist()
+        [0.0]
         >>> bool((net.weight == 0).all())
         False
     """
@@ -389,5 +389,5 @@ def _to_module_state_dict(
     def restore() -> None:
         _to_module_state_dict(swap, module, inplace, False)
 
-    swap._last_op = ("restore", restore)  # type: ignore[assignment]
+    swap._last_op = ("restore", restore)  # type: ignore[assignment,misc]
     return swap

@@ -14,6 +14,7 @@ listed in :class:`TensorDictParams`.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any
 
@@ -35,15 +36,16 @@ def _is_buffer_marked(tensor: torch.Tensor) -> bool:
 
 
 def _as_registered(value: Any, no_convert: bool) -> Any:
-    """A tensor as it is stored: floating point tensors become ``nn.Parameter`` unless
-    ``no_convert`` is set or the tensor is already a parameter or an ``nn.Buffer``."""
-    if not isinstance(value, torch.Tensor):
+    """A tensor as it is stored: a parameter stays one; a floating point tensor becomes an
+    ``nn.Parameter`` (unless ``no_convert``); any other tensor is marked as an ``nn.Buffer`` (a
+    detached alias of the same storage)."""
+    if not isinstance(value, torch.Tensor) or isinstance(value, nn.Parameter):
         return value
-    if no_convert or isinstance(value, nn.Parameter) or _is_buffer_marked(value):
+    if _is_buffer_marked(value):
         return value
-    if value.dtype not in _FLOATS:
-        return value
-    return nn.Parameter(value)
+    if not no_convert and value.dtype in _FLOATS:
+        return nn.Parameter(value)
+    return nn.Buffer(value)
 
 
 def _register_in_place(td: TensorDictBase, no_convert: bool) -> None:
@@ -179,8 +181,6 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
             parameters = TensorDict(dict(parameters))
         if not isinstance(parameters, TensorDict):
             parameters = parameters._apply_leaves(lambda t: t)  # a dense tensordict
-        elif parameters.is_locked:
-            parameters = parameters.copy()
         assert isinstance(parameters, TensorDictBase)
         _register_in_place(parameters, no_convert)
         self.__dict__["_param_td"] = parameters
@@ -189,6 +189,7 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
         self.__dict__["_buffers"] = _LeafRegistry(self, parameters=False)
         self.__dict__["_td_context"] = None
         self.__dict__["_last_op"] = None
+        self.__dict__["_locked"] = False
         self._lock_parents = None
 
     _param_td: TensorDict
@@ -219,7 +220,9 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
 
     @property
     def is_locked(self) -> bool:
-        return self._param_td.is_locked
+        # its own flag: the wrapped tensordict may stay locked (writes through the
+        # TensorDictParams unlock it for their length)
+        return bool(self.__dict__.get("_locked", False))
 
     @is_locked.setter
     def is_locked(self, value: bool) -> None:
@@ -268,7 +271,41 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
     def _set_locked(self, value: bool, parent: TensorDictBase | None = None) -> None:
         if value and parent is not None:
             self._add_lock_parent(parent)
-        self._param_td._set_locked(value)
+        self.__dict__["_locked"] = value
+        if value or not self._param_td._locked_parents():
+            self._param_td._set_locked(value)
+
+    @contextlib.contextmanager
+    def _writable(self) -> Iterator[None]:
+        """Writes through an unlocked TensorDictParams reach a locked wrapped tensordict."""
+        inner = self._param_td
+        if self.is_locked or not inner.is_locked:
+            yield
+            return
+        inner._set_locked(False)
+        try:
+            yield
+        finally:
+            inner._set_locked(True)
+
+    def set(self, key: NestedKey, item: Any, inplace: bool = False, **kwargs: Any) -> Any:
+        with self._writable():
+            out = super().set(key, item, inplace, **kwargs)
+        return self if out is self._param_td else out
+
+    def update(
+        self, input_dict_or_td: Any, clone: bool = False, inplace: bool = False, **kwargs: Any
+    ) -> Any:
+        with self._writable():
+            return super().update(input_dict_or_td, clone, inplace, **kwargs)
+
+    def del_(self, key: NestedKey) -> Any:
+        with self._writable():
+            return super().del_(key)
+
+    def rename_key_(self, old_key: NestedKey, new_key: NestedKey, safe: bool = False) -> Any:
+        with self._writable():
+            return super().rename_key_(old_key, new_key, safe)
 
     def _context_ops(self) -> list[tuple[str, bool] | None]:
         if self._td_context is None:
@@ -332,7 +369,14 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
         """A copy: new leaf parameters with copied data (``recurse=False``: shared tensors)."""
         if not recurse:
             return TensorDictParams(self._param_td.copy(), no_convert=True)
-        out = self._param_td._apply_leaves(lambda t: _clone_leaf(t))
+        memo: dict[int, torch.Tensor] = {}  # a tensor held under two keys stays shared
+
+        def clone_leaf(t: torch.Tensor) -> torch.Tensor:
+            if id(t) not in memo:
+                memo[id(t)] = _clone_leaf(t)
+            return memo[id(t)]
+
+        out = self._param_td._apply_leaves(clone_leaf)
         return TensorDictParams(out, no_convert=True)
 
     def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
@@ -471,7 +515,7 @@ def _clone_leaf(tensor: torch.Tensor) -> torch.Tensor:
     data = tensor.detach().clone()
     if isinstance(tensor, nn.Parameter):
         return nn.Parameter(data, requires_grad=tensor.requires_grad)
-    return data
+    return nn.Buffer(data) if _is_buffer_marked(tensor) else data
 
 
 def _keep_kind(new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:

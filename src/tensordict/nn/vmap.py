@@ -80,7 +80,11 @@ def _add_batch_dim_td(td: Any, in_dim: int, level: int) -> Any:
             return out.lock_() if td.is_locked else out
         dense = _add_batch_dim_td(td.to_tensordict(), in_dim, level)
         key = id(dense)
-        _FROM_LAZY[key] = weakref.ref(dense, lambda _, k=key: _FROM_LAZY.pop(k, None))  # type: ignore[misc]
+
+        def forget(_: Any) -> None:
+            _FROM_LAZY.pop(key, None)
+
+        _FROM_LAZY[key] = weakref.ref(dense, forget)
         return dense.lock_() if td.is_locked else dense
     source: dict[str, Any] = {}
     new_bs = torch.Size(_drop(td.batch_size, in_dim))
@@ -263,7 +267,7 @@ def install_vmap_support() -> None:
         >>> td = TensorDict({"a": torch.arange(6.0).reshape(3, 2)}, [3])
         >>> out = torch.vmap(lambda t: t.set("b", t["a"].sum()))(td)
         >>> out.batch_size, out["b"]
-        (torch.Size([3]), tensor([ 1.,  5.,  9.]))
+        (torch.Size([3]), tensor([1., 5., 9.]))
     """
     if _ORIGINAL:
         return

@@ -79,10 +79,24 @@ def _base_seed(generator: torch.Generator | None) -> int:
 
 def _remote_readable(td: Any) -> bool:
     """Whether workers started by spawn can read ``td`` without its data travelling per chunk."""
+    if hasattr(td, "_worker_source"):  # file- or server-backed: reopened by name in workers
+        return True
+    return _remote_writable(td)
+
+
+def _remote_writable(td: Any) -> bool:
+    """Whether workers can write their slice of ``td`` themselves (memory-mapped or shared)."""
     try:
         return bool(td.is_memmap() or td.is_shared())
     except Exception:
         return False
+
+
+def _worker_source(td: Any) -> Any:
+    """What workers index: ``td``, or what a file- or server-backed source hands them for it
+    (``td._worker_source()``: e.g. the source after its buffered writes reached the file)."""
+    hook = getattr(td, "_worker_source", None)
+    return hook() if hook is not None else td
 
 
 def _index_payload(index: Any) -> Any:
@@ -161,10 +175,10 @@ def _job_and_payload(
     reachable = own_fork or _remote_readable(td)
     if opts.kw["index_with_generator"]:
         if reachable and opts.pool is None:
-            job["source"], job["plan"] = td, plan
+            job["source"], job["plan"] = _worker_source(td), plan
             return job, _no_payload
         if reachable:  # a user's pool: every task is pickled on its own, so it names its index
-            job["source"] = td
+            job["source"] = _worker_source(td)
             return job, lambda k: ("index", _index_payload(plan.index(k)))
         return job, lambda k: ("chunk", take(td, dim, plan.index(k)))
     chunks = _split_up_front(td, plan)
@@ -372,7 +386,7 @@ def map(
     )
     if out is not None:
         check_out(td, out, opts.dim)
-        if _remote_readable(out):
+        if _remote_writable(out):
             for _ in _run(td, opts, out=out):
                 pass
             return out

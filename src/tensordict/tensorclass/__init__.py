@@ -4,7 +4,7 @@
 (default, ``autocast``, ``nocast``); ``access`` reads and writes fields; ``construct`` makes
 instances and converts them; ``forwarding`` declares the forwarded TensorDict API in one table;
 ``printing`` gives the upstream-style repr; ``inherit`` offers the same as a base class,
-``TensorClass``.
+``TensorClass``. ``tensordict.tensorclass`` is also upstream's import path of these names.
 """
 
 from tensordict.core.non_tensor import (
@@ -13,9 +13,11 @@ from tensordict.core.non_tensor import (
     NonTensorData,
     NonTensorDataBase,
     NonTensorStack,
+    is_non_tensor,
 )
 from tensordict.tensorclass.attrs import TensorAttrs
 from tensordict.tensorclass.builder import is_tensorclass, tensorclass
+from tensordict.tensorclass.coming import _from_shared_nontensor  # noqa: F401
 from tensordict.tensorclass.dataclass import from_dataclass
 from tensordict.tensorclass.forwarding import (
     _FALLBACK_METHOD_FROM_TD,
@@ -38,6 +40,7 @@ __all__ = [
     "TensorAttrs",
     "TensorClass",
     "from_dataclass",
+    "is_non_tensor",
     "is_tensorclass",
     "tensorclass",
 ]

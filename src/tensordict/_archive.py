@@ -1,0 +1,20 @@
+"""``tensordict._archive``: upstream's path of memmap archives; re-exports only."""
+
+from tensordict.core.coming import (
+    PackLayout,
+    _ArchiveReader,  # noqa: F401
+    append_memmap,
+    is_memmap_archive,
+    pack_memmap,
+    refresh_archive_checksums,
+    unpack_memmap,
+)
+
+__all__ = [
+    "PackLayout",
+    "append_memmap",
+    "is_memmap_archive",
+    "pack_memmap",
+    "refresh_archive_checksums",
+    "unpack_memmap",
+]

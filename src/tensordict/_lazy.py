@@ -1,0 +1,13 @@
+"""``tensordict._lazy``: upstream's module of lazy stacks; re-exports only, each from its home."""
+
+from tensordict.core.lazy_stack import LazyStackedTensorDict
+from tensordict.core.lazy_views import (  # noqa: F401
+    _CustomOpTensorDict,
+    _PermutedTensorDict,
+    _SqueezedTensorDict,
+    _TransposedTensorDict,
+    _UnsqueezedTensorDict,
+    _ViewedTensorDict,
+)
+
+__all__ = ["LazyStackedTensorDict"]

@@ -1,0 +1,5 @@
+"""``tensordict._reductions``: upstream's path of the pickling reductions; re-exports only."""
+
+from tensordict.core.pickling import reduce_td as _reduce_td  # noqa: F401
+
+__all__: list[str] = []

@@ -1,0 +1,28 @@
+"""``tensordict._td``: upstream's module of ``TensorDict``; re-exports only, each from its home."""
+
+from tensordict.core.base import is_tensor_collection
+from tensordict.core.combine import cat, stack
+from tensordict.core.coming import from_consolidated, from_pytree
+from tensordict.core.dense import TensorDict
+from tensordict.core.functional import fromkeys, lazy_stack, maybe_dense_stack
+from tensordict.core.lazy_views import _str_to_index, _SubTensorDict  # noqa: F401
+from tensordict.memmap.api import load, load_memmap, memmap, save
+from tensordict.nn.functional_modules import from_module, from_modules
+
+__all__ = [
+    "TensorDict",
+    "cat",
+    "from_consolidated",
+    "from_module",
+    "from_modules",
+    "from_pytree",
+    "fromkeys",
+    "is_tensor_collection",
+    "lazy_stack",
+    "load",
+    "load_memmap",
+    "maybe_dense_stack",
+    "memmap",
+    "save",
+    "stack",
+]

@@ -1,0 +1,516 @@
+"""Lazy views of a tensordict: a shape operation or an index kept as an op over a source.
+
+Upstream's legacy lazy mode (``set_lazy_legacy(True)``) makes ``permute``, ``transpose``,
+``unsqueeze``, ``squeeze`` and ``view`` return such views, and ``td._get_sub_tensordict(index)``
+returns one in every mode. A view holds no entry of its own:
+
+* reading an entry applies the op to the source's entry (a tensor view where torch gives one;
+  a nested tensordict comes back as a view of the same kind);
+* writing an entry (``set``, ``set_``, ``update``, ``td[index] = ...``, in-place maths) writes
+  into the source, through the inverse op, so new keys appear in the source too;
+* everything else (``apply``, ``clone``, arithmetic, ...) works on the materialised view and
+  gives a regular :class:`~tensordict.TensorDict`.
+
+``_CustomOpTensorDict`` is the base of the shape views; ``_SubTensorDict`` views an index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from tensordict.core.base import TensorDictBase
+from tensordict.core.indexing import plan_index
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.setitem import stage_setitem
+from tensordict.core.shape import normalize_dim
+from tensordict.errors import BatchSizeError
+
+__all__ = [
+    "_CustomOpTensorDict",
+    "_PermutedTensorDict",
+    "_SqueezedTensorDict",
+    "_SubTensorDict",
+    "_TransposedTensorDict",
+    "_UnsqueezedTensorDict",
+    "_ViewedTensorDict",
+    "_str_to_index",
+]
+
+_MISSING: Any = object()
+LeafFn = Callable[[torch.Tensor], torch.Tensor]
+
+
+class _ViewBase(TensorDictBase):
+    """What every view shares: entries, lock and device come from ``_source``."""
+
+    __slots__ = ("__weakref__", "_context", "_last_op", "_source")
+    _source: Any
+    _context: list[tuple[str, bool] | None] | None
+
+    def _init_view(self, source: Any) -> None:
+        if getattr(type(source), "_is_tensorclass", False):
+            source = source._tensordict
+        self._source = source
+        self._lock_parents = None
+        self._last_op = None
+        self._context = None
+
+    # ------------------------------------------------------------------ what a view maps
+    def _read(self, value: Any) -> Any:
+        """The source's entry as this view shows it."""
+        raise NotImplementedError
+
+    def _write(self, key: str, value: Any) -> None:
+        """Store ``value`` (shaped like this view) as the source's entry ``key``."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ primitives
+    @property
+    def batch_size(self) -> torch.Size:
+        raise NotImplementedError
+
+    @batch_size.setter
+    def batch_size(self, value: Any) -> None:
+        if torch.Size(value) != self.batch_size:
+            raise BatchSizeError(
+                f"the batch size of a {type(self).__name__} follows its source "
+                f"({list(self.batch_size)}); call .to_tensordict() first to change it."
+            )
+
+    @property
+    def device(self) -> torch.device | None:
+        return self._source.device  # type: ignore[no-any-return]
+
+    @property
+    def names(self) -> list[str | None]:
+        return [None] * len(self.batch_size)
+
+    def _names_or_none(self) -> None:
+        return None
+
+    @property
+    def is_locked(self) -> bool:
+        return self._source.is_locked  # type: ignore[no-any-return]
+
+    @is_locked.setter
+    def is_locked(self, value: bool) -> None:
+        if value:
+            self.lock_()
+        else:
+            self.unlock_()
+
+    def _set_locked(self, value: bool, parent: TensorDictBase | None = None) -> None:
+        self._source._set_locked(value, parent)  # locking a view locks its source
+
+    def _check_unlockable(self) -> None:
+        self._source._check_unlockable()
+
+    def _context_ops(self) -> list[tuple[str, bool] | None]:
+        if self._context is None:
+            self._context = []
+        return self._context
+
+    def _set_device(self, device: torch.device | None) -> None:
+        self._source._set_device(device)
+
+    def is_memmap(self) -> bool:
+        return self._source.is_memmap()  # type: ignore[no-any-return]
+
+    @property
+    def saved_path(self) -> str | None:
+        return self._source.saved_path  # type: ignore[no-any-return]
+
+    def _own_keys(self) -> list[str]:
+        return self._source._own_keys()  # type: ignore[no-any-return]
+
+    def _own_items(self) -> Iterator[tuple[str, Any]]:
+        for key, value in self._source._own_items():
+            yield key, self._read(value)
+
+    def _get_str(self, key: str, default: Any) -> Any:
+        value = self._source._get_str(key, _MISSING)
+        return default if value is _MISSING else self._read(value)
+
+    def _set_str(self, key: str, value: Any, *, validated: bool) -> None:
+        if not validated:
+            value = self._convert(key, value, self.batch_size)
+        self._write(key, value)
+
+    def _del_str(self, key: str) -> None:
+        self._source._del_str(key)
+
+    def _new_dense(self, source: dict[str, Any], batch_size: torch.Size, names: Any = None) -> Any:
+        from tensordict.core.dense import TensorDict
+
+        return TensorDict._new_unsafe(source, batch_size, self.device, names)
+
+    def _materialize(self) -> Any:
+        """A TensorDict of the entries as this view shows them (views of the source's tensors
+        where torch gives views)."""
+        return self._new_dense(dict(self._own_items()), self.batch_size)
+
+    # ------------------------------------------------------------------ derived behaviour
+    def _index(self, index: Any) -> Any:
+        return self._materialize()._index(index)
+
+    def _stage_setitem_index(self, index: Any, value: Any) -> list[Any]:
+        """``self[index] = value``: written into the materialised view, whose keys new to the
+        source are then handed to the source."""
+        target = self._materialize()
+        before = set(target._own_keys())
+        writes = stage_setitem(target, index, value)
+
+        def hand_over_new_keys() -> None:
+            for key in target._own_keys():
+                if key not in before:
+                    self._write(key, target._get_str(key, None))
+
+        return [*writes, hand_over_new_keys]
+
+    def _apply_leaves(self, fn: Any, *others: Any, **kwargs: Any) -> Any:
+        out = self._materialize()._apply_leaves(fn, *others, **kwargs)
+        return self if kwargs.get("inplace") else out
+
+    def _transform(self, leaf_fn: Any, batch_size: Any = None, names: Any = None) -> Any:
+        return self._materialize()._transform(leaf_fn, batch_size, names)
+
+    def _tensor_leaves(self) -> list[torch.Tensor]:
+        return self._materialize()._tensor_leaves()  # type: ignore[no-any-return]
+
+    def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
+        return self._materialize().to_tensordict(retain_none=retain_none)
+
+    def contiguous(self) -> Any:
+        return self.to_tensordict()
+
+    def clone(self, recurse: bool = True, **kwargs: Any) -> Any:
+        return self._materialize().clone(recurse, **kwargs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_dense, (self.to_tensordict(),))
+
+
+def _rebuild_dense(td: Any) -> Any:
+    return td
+
+
+# ====================================================================== shape views
+class _CustomOpTensorDict(_ViewBase):
+    """A lazy view of ``source`` through a shape operation on its batch dims.
+
+    Subclasses give the op (:meth:`_forward`) and its inverse (:meth:`_backward`) on a tensor
+    whose leading dims are the source's batch dims.
+    """
+
+    __slots__ = ("_bd", "custom_op_kwargs", "inv_op_kwargs")
+    custom_op: str = ""  # the op's name, and its inverse's (class attributes, as upstream)
+    inv_op: str = ""
+
+    def __init__(self, source: Any, custom_op_kwargs: dict[str, Any], bd: int | None = None):
+        self._init_view(source)
+        # the number of leading dims the op acts on (a nested tensordict may have more)
+        self._bd = len(self._source.batch_size) if bd is None else bd
+        self.custom_op_kwargs = dict(custom_op_kwargs)
+        self.inv_op_kwargs = self._inverse_kwargs()
+
+    def _inverse_kwargs(self) -> dict[str, Any]:
+        return {}
+
+    def _forward(self, t: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _backward(self, t: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    @property
+    def batch_size(self) -> torch.Size:
+        bs = self._source.batch_size
+        head = self._forward(torch.empty(bs[: self._bd], device="meta")).shape
+        return torch.Size([*head, *bs[self._bd :]])
+
+    @batch_size.setter
+    def batch_size(self, value: Any) -> None:
+        _ViewBase.batch_size.fset(self, value)  # type: ignore[attr-defined]
+
+    def _view_of(self, source: Any) -> Any:
+        return type(self)(source, self.custom_op_kwargs, self._bd)
+
+    def _read(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return self._forward(value)
+        if isinstance(value, TensorDictBase):
+            return self._view_of(value)
+        if isinstance(value, NonTensorData):
+            return value._with_batch_size(self.batch_size)
+        if isinstance(value, NonTensorStack):
+            return value._transform(self._forward)
+        if getattr(type(value), "_is_tensorclass", False):
+            return value._transform(self._forward, self._forward_shape(value.batch_size))
+        return value
+
+    def _forward_shape(self, batch_size: torch.Size) -> torch.Size:
+        return self._forward(torch.empty(batch_size, device="meta")).shape
+
+    def _write(self, key: str, value: Any) -> None:
+        source_bs = self._source.batch_size
+        if isinstance(value, torch.Tensor):
+            value = self._backward(value)
+        elif isinstance(value, NonTensorData):
+            value = value._with_batch_size(source_bs)
+        elif isinstance(value, NonTensorStack):
+            value = value._transform(self._backward)
+        elif isinstance(value, TensorDictBase) or getattr(type(value), "_is_tensorclass", False):
+            value = value._transform(self._backward, self._backward_shape(value.batch_size))
+        self._source._set_str(key, value, validated=True)
+
+    def _backward_shape(self, batch_size: torch.Size) -> torch.Size:
+        return self._backward(torch.empty(batch_size, device="meta")).shape
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(\n\tsource={self._source!r}, \n\top={self.custom_op}("
+            + ", ".join(f"{k}={v}" for k, v in self.custom_op_kwargs.items())
+            + "))"
+        )
+
+    def _undoes(self, op: str, kwargs: dict[str, Any]) -> bool:
+        """Whether applying ``op(**kwargs)`` to this view gives back its source."""
+        return op == self.inv_op and kwargs == self.inv_op_kwargs
+
+
+def _trail(t: torch.Tensor, bd: int) -> list[int]:
+    return list(range(bd, t.ndim))
+
+
+class _PermutedTensorDict(_CustomOpTensorDict):
+    """``source.permute(dims)`` as a lazy view (legacy lazy mode)."""
+
+    __slots__ = ()
+    custom_op = "permute"
+    inv_op = "permute"
+
+    def _inverse_kwargs(self) -> dict[str, Any]:
+        dims = self.custom_op_kwargs["dims"]
+        return {"dims": sorted(range(len(dims)), key=dims.__getitem__)}
+
+    def _forward(self, t: torch.Tensor) -> torch.Tensor:
+        dims = self.custom_op_kwargs["dims"]
+        return t.permute(*dims, *_trail(t, len(dims)))
+
+    def _backward(self, t: torch.Tensor) -> torch.Tensor:
+        dims = self.inv_op_kwargs["dims"]
+        return t.permute(*dims, *_trail(t, len(dims)))
+
+
+class _TransposedTensorDict(_CustomOpTensorDict):
+    """``source.transpose(dim0, dim1)`` as a lazy view (legacy lazy mode)."""
+
+    __slots__ = ()
+    custom_op = "transpose"
+    inv_op = "transpose"
+
+    def _inverse_kwargs(self) -> dict[str, Any]:
+        return dict(self.custom_op_kwargs)
+
+    def _forward(self, t: torch.Tensor) -> torch.Tensor:
+        return t.transpose(self.custom_op_kwargs["dim0"], self.custom_op_kwargs["dim1"])
+
+    _backward = _forward
+
+    def _undoes(self, op: str, kwargs: dict[str, Any]) -> bool:
+        pair = {kwargs.get("dim0"), kwargs.get("dim1")}
+        mine = {self.custom_op_kwargs["dim0"], self.custom_op_kwargs["dim1"]}
+        return op == "transpose" and pair == mine
+
+
+class _UnsqueezedTensorDict(_CustomOpTensorDict):
+    """``source.unsqueeze(dim)`` as a lazy view (legacy lazy mode)."""
+
+    __slots__ = ()
+    custom_op = "unsqueeze"
+    inv_op = "squeeze"
+
+    def _inverse_kwargs(self) -> dict[str, Any]:
+        return dict(self.custom_op_kwargs)
+
+    def _forward(self, t: torch.Tensor) -> torch.Tensor:
+        return t.unsqueeze(self.custom_op_kwargs["dim"])
+
+    def _backward(self, t: torch.Tensor) -> torch.Tensor:
+        return t.squeeze(self.custom_op_kwargs["dim"])
+
+
+class _SqueezedTensorDict(_CustomOpTensorDict):
+    """``source.squeeze(dim)`` as a lazy view (legacy lazy mode)."""
+
+    __slots__ = ()
+    custom_op = "squeeze"
+    inv_op = "unsqueeze"
+
+    def _inverse_kwargs(self) -> dict[str, Any]:
+        return dict(self.custom_op_kwargs)
+
+    def _forward(self, t: torch.Tensor) -> torch.Tensor:
+        return t.squeeze(self.custom_op_kwargs["dim"])
+
+    def _backward(self, t: torch.Tensor) -> torch.Tensor:
+        return t.unsqueeze(self.custom_op_kwargs["dim"])
+
+
+class _ViewedTensorDict(_CustomOpTensorDict):
+    """``source.view(size)`` as a lazy view (legacy lazy mode)."""
+
+    __slots__ = ()
+    custom_op = "view"
+    inv_op = "view"
+
+    def _inverse_kwargs(self) -> dict[str, Any]:
+        return {"size": self._source.batch_size[: self._bd]}
+
+    def _forward(self, t: torch.Tensor) -> torch.Tensor:
+        size = self.custom_op_kwargs["size"]
+        return t.view(*size, *t.shape[self._bd :])
+
+    def _backward(self, t: torch.Tensor) -> torch.Tensor:
+        size = self.inv_op_kwargs["size"]
+        n = len(self.custom_op_kwargs["size"])
+        return t.view(*size, *t.shape[n:])
+
+    def _undoes(self, op: str, kwargs: dict[str, Any]) -> bool:
+        return op == "view" and torch.Size(kwargs["size"]) == torch.Size(self.inv_op_kwargs["size"])
+
+
+def lazy_shape_view(td: Any, op: str, **kwargs: Any) -> Any:
+    """``td.<op>(**kwargs)`` as a lazy view (legacy lazy mode); the source when the op undoes
+    the view ``td`` is."""
+    if isinstance(td, _CustomOpTensorDict) and td._undoes(op, kwargs):
+        return td._source
+    cls = _VIEWS[op]
+    return cls(td, kwargs)
+
+
+_VIEWS: dict[str, type[_CustomOpTensorDict]] = {
+    "permute": _PermutedTensorDict,
+    "transpose": _TransposedTensorDict,
+    "unsqueeze": _UnsqueezedTensorDict,
+    "squeeze": _SqueezedTensorDict,
+    "view": _ViewedTensorDict,
+}
+
+
+# ====================================================================== index views
+class _SubTensorDict(_ViewBase):
+    """``source[index]`` as a view: reads index the source's entries, writes go into the source
+    at ``index`` (new keys are created in the source, zero-filled elsewhere)."""
+
+    __slots__ = ("_bs", "idx")
+
+    def __init__(self, source: Any, idx: Any, batch_size: Any = None) -> None:
+        self._init_view(source)
+        self.idx = idx
+        self._bs = plan_index(idx, self._source.batch_size).batch_size
+
+    @property
+    def batch_size(self) -> torch.Size:
+        return self._bs
+
+    @batch_size.setter
+    def batch_size(self, value: Any) -> None:
+        _ViewBase.batch_size.fset(self, value)  # type: ignore[attr-defined]
+
+    def _read(self, value: Any) -> Any:
+        if isinstance(value, TensorDictBase):
+            return _SubTensorDict(value, self.idx)
+        return value[self.idx]
+
+    def _write(self, key: str, value: Any) -> None:
+        existing = self._source._get_str(key, _MISSING)
+        if existing is _MISSING:
+            existing = _zeros_like_source(self._source, value, self._bs)
+            self._source._set_str(key, existing, validated=True)
+        if isinstance(existing, TensorDictBase):
+            existing[self.idx] = value
+        else:
+            self._source._write_leaf_at((key,), existing, value, self.idx)
+
+    def _stage_setitem_index(self, index: Any, value: Any) -> list[Any]:
+        """``self[index] = value``: written into the materialised view, then every entry is
+        written back into the source at ``self.idx`` (the view may hold copies)."""
+        target = self._materialize()
+        writes = stage_setitem(target, index, value)
+
+        def write_back() -> None:
+            for key in target._own_keys():
+                self._write(key, target._get_str(key, None))
+
+        return [*writes, write_back]
+
+    def _get_sub_tensordict(self, index: Any) -> Any:
+        return _SubTensorDict(self, index)
+
+
+def _zeros_like_source(source: Any, value: Any, view_bs: torch.Size) -> Any:
+    """A zero-filled entry of the source's batch size for a new key written through a view."""
+    if isinstance(value, torch.Tensor):
+        feature = value.shape[len(view_bs) :]
+        return torch.zeros(
+            (*source.batch_size, *feature), dtype=value.dtype, device=source.device or value.device
+        )
+    return (
+        value.empty(recurse=True, batch_size=source.batch_size)
+        if hasattr(value, "empty")
+        else value
+    )
+
+
+def get_sub_tensordict(td: Any, index: Any) -> _SubTensorDict:
+    """A :class:`_SubTensorDict` viewing ``td[index]``."""
+    return _SubTensorDict(td, index)
+
+
+def _str_to_index(index: Any) -> Any:
+    """Decode an index saved in memmap metadata (tagged lists) back to a python index.
+
+    Examples:
+        >>> _str_to_index(["tuple", [["slice", {"start": 0, "stop": 2, "step": None}], 1]])
+        (slice(0, 2, None), 1)
+    """
+    if not isinstance(index, (tuple, list)):
+        return index
+    if not index:
+        return ()
+    tag = index[0]
+    if tag == "tuple":
+        return tuple(_str_to_index(item) for item in index[1])
+    if tag == "list":
+        return [_str_to_index(item) for item in index[1]]
+    if tag in ("slice", "range"):
+        spec = index[1]
+        make = slice if tag == "slice" else range
+        return make(spec["start"], spec["stop"], spec["step"])
+    if tag == "tensor":
+        return torch.tensor(index[1], device=index[2] if len(index) > 2 else None)
+    if tag == "ellipsis":
+        return Ellipsis
+    return tuple(_str_to_index(item) for item in index)  # older, untagged tuples
+
+
+def normalized_view_kwargs(td: Any, op: str, *args: Any) -> dict[str, Any]:
+    """The keyword arguments of a shape view for ``td.<op>(*args)`` (dims made non-negative)."""
+    bs = td.batch_size
+    n = len(bs)
+    if op == "unsqueeze":
+        return {"dim": normalize_dim(args[0], n, bs, op, extra=1)}
+    if op == "squeeze":
+        return {"dim": normalize_dim(args[0], n, bs, op)}
+    if op == "transpose":
+        return {
+            "dim0": normalize_dim(args[0], n, bs, op),
+            "dim1": normalize_dim(args[1], n, bs, op),
+        }
+    if op == "permute":
+        return {"dims": [normalize_dim(d, n, bs, op) for d in args[0]]}
+    return {"size": torch.Size(args[0])}

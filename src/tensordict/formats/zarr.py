@@ -1,0 +1,286 @@
+"""Zarr (v3) groups for :class:`PersistentTensorDict`, read and written with zarr-python.
+
+The layout is upstream tensordict's: a nested tensordict is a group, a tensor an array (one chunk
+and no compression unless asked), python objects a 1-d ``uint8`` array of JSON (or, when allowed,
+pickle) bytes marked with the attribute ``__tensordict_non_tensor__``; the batch size and the
+dimension names are the group attribute ``__tensordict__``. Stores are written with consolidated
+metadata, kept fresh after every change of structure.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from tensordict.errors import FormatValueError
+from tensordict.formats.deps import require
+from tensordict.formats.node import META_ATTR, GroupNode, to_numpy
+
+__all__ = ["ZarrGroup", "consolidate", "open_zarr", "zarr"]
+
+NON_TENSOR_ATTR = "__tensordict_non_tensor__"
+
+
+def zarr() -> Any:
+    """The zarr module (version 3 or later), or an error naming the ``zarr`` extra."""
+    lib = require("zarr", "zarr", "reading and writing Zarr stores")
+    if int(lib.__version__.split(".")[0]) < 3:
+        from tensordict.errors import MissingDependencyError
+
+        raise MissingDependencyError(
+            f"tensordict's Zarr support needs zarr>=3, found zarr {lib.__version__}. Upgrade "
+            'with pip install "tensordict[zarr]".'
+        )
+    return lib
+
+
+def _store(filename: Any) -> Any:
+    return str(filename) if isinstance(filename, (str, Path)) else filename
+
+
+def open_zarr(filename: Any, mode: str) -> ZarrGroup:
+    """Open (or create, with mode ``"w"``) a Zarr store; its root group."""
+    lib = zarr()
+    mode = "w-" if mode == "x" else mode
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zarr warns about consolidated metadata formats
+        if mode == "r":
+            group = lib.open_group(_store(filename), mode="r")
+        else:  # consolidated metadata would go stale as the structure changes
+            group = lib.open_group(_store(filename), mode=mode, use_consolidated=False)
+    return ZarrGroup(group, root=None, source=filename)
+
+
+def reopen(spec: tuple[Any, ...], mode: str) -> ZarrGroup:
+    _, source, path = spec
+    root = open_zarr(source, mode)
+    return root if path in ("", "/") else ZarrGroup(root.group[path.strip("/")], root, source)
+
+
+def consolidate(node: ZarrGroup) -> None:
+    """Write the consolidated metadata of the store holding ``node`` (if it can)."""
+    root = node.root
+    store = root.group.store
+    if getattr(store, "read_only", False) or not getattr(store, "supports_deletes", True):
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr().consolidate_metadata(store)
+
+
+def _torch(array: Any) -> torch.Tensor:
+    array = np.asarray(array)
+    if array.dtype.byteorder == ">":
+        array = array.astype(array.dtype.newbyteorder("="))
+    return torch.from_numpy(np.ascontiguousarray(array))
+
+
+class ZarrGroup(GroupNode):
+    """A zarr group; ``root`` is the store's root group node (None for the root itself)."""
+
+    backend = "zarr"
+
+    def __init__(self, group: Any, root: ZarrGroup | None = None, source: Any = None) -> None:
+        self.group = group
+        self._root = root
+        self.source = source if source is not None else group.store
+
+    @property
+    def root(self) -> ZarrGroup:
+        return self._root if self._root is not None else self
+
+    def _changed(self) -> None:
+        consolidate(self)
+
+    # ------------------------------------------------------------------ structure
+    def list_keys(self) -> list[str]:
+        return list(self.group.keys())
+
+    def _get(self, key: str) -> Any:
+        try:
+            return self.group[key]
+        except KeyError:
+            return None
+
+    def kind(self, key: str) -> str | None:
+        obj = self._get(key)
+        if obj is None:
+            return None
+        if isinstance(obj, zarr().Group):
+            return "group"
+        if NON_TENSOR_ATTR in obj.attrs or np.dtype(obj.dtype).kind in "OSUTV":
+            return "non_tensor"
+        return "array"
+
+    def child(self, key: str) -> ZarrGroup:
+        return ZarrGroup(self.group[key], self.root, self.source)
+
+    def create_group(self, key: str) -> ZarrGroup:
+        child = ZarrGroup(self.group.create_group(key), self.root, self.source)
+        self._changed()
+        return child
+
+    def delete(self, key: str) -> None:
+        del self.group[key]
+        self._changed()
+
+    def move(self, old: str, new: str) -> None:
+        raise NotImplementedError  # PersistentTensorDict copies, then deletes
+
+    def meta(self) -> dict[str, Any] | None:
+        meta = self.group.attrs.get(META_ATTR)
+        return dict(meta) if isinstance(meta, dict) else None
+
+    def set_meta(self, meta: dict[str, Any]) -> None:
+        self.group.attrs[META_ATTR] = meta
+
+    # ------------------------------------------------------------------ arrays
+    def shape(self, key: str) -> tuple[int, ...]:
+        return tuple(self.group[key].shape)
+
+    def dtype(self, key: str) -> torch.dtype:
+        return _torch(np.empty(0, dtype=self.group[key].dtype)).dtype
+
+    def read(self, key: str, region: tuple[Any, ...]) -> torch.Tensor:
+        arr = self.group[key]
+        if any(isinstance(r, np.ndarray) for r in region):
+            return _torch(arr.oindex[region])
+        return _torch(arr[region] if region else arr[...])
+
+    def write(self, key: str, region: tuple[Any, ...], value: torch.Tensor) -> None:
+        arr = self.group[key]
+        data = to_numpy(key, value.to(self.dtype(key)), "Zarr")
+        if any(isinstance(r, np.ndarray) for r in region):
+            arr.oindex[region] = data
+        else:
+            arr[region if region else ...] = data
+
+    def create_array(self, key: str, value: torch.Tensor, **kwargs: Any) -> None:
+        data = to_numpy(key, value, "Zarr")
+        arr = self.group.create_array(key, **_array_options(data.shape, data.dtype, kwargs))
+        arr[...] = data
+        self._changed()
+
+    def create_zeros(self, key: str, shape: tuple[int, ...], dtype: torch.dtype) -> None:
+        np_dtype = to_numpy(key, torch.empty(0, dtype=dtype), "Zarr").dtype
+        self.group.create_array(key, **_array_options(shape, np_dtype, {}))
+        self._changed()
+
+    # ------------------------------------------------------------------ python objects
+    def read_non_tensor(self, key: str) -> tuple[Any, tuple[int, ...] | None]:
+        arr = self.group[key]
+        marker = arr.attrs.get(NON_TENSOR_ATTR)
+        if not isinstance(marker, dict):  # a string array written by another program
+            return np.asarray(arr[...], dtype=object), tuple(arr.shape)
+        payload = np.asarray(arr[...], dtype=np.uint8).tobytes()
+        value = _decode(payload, marker.get("encoding"), key)
+        shape = marker.get("per_element")
+        if shape is None:
+            return value, None
+        out = np.empty(len(value), dtype=object)
+        out[:] = value
+        return out.reshape(shape), tuple(shape)
+
+    def write_non_tensor(
+        self, key: str, value: Any, per_element: bool, allow_pickle: bool | None = None
+    ) -> None:
+        marker: dict[str, Any] = {}
+        if per_element:
+            array = np.asarray(value, dtype=object)
+            marker["per_element"] = list(array.shape)
+            value = array.reshape(-1).tolist()
+        payload, marker["encoding"] = _encode(key, value, allow_pickle)
+        data = np.frombuffer(payload, dtype=np.uint8)
+        arr = self.group.create_array(
+            key,
+            shape=data.shape,
+            dtype="uint8",
+            chunks=data.shape or (1,),
+            compressors=None,
+            attributes={NON_TENSOR_ATTR: marker},
+        )
+        if data.size:
+            arr[...] = data
+        self._changed()
+
+    # ------------------------------------------------------------------ the store
+    @property
+    def filename(self) -> str:
+        return str(self.source)
+
+    @property
+    def path(self) -> str:
+        return "/" + str(self.group.path).strip("/")
+
+    @property
+    def mode(self) -> str:
+        return "r" if self.group.store.read_only else "r+"
+
+    @property
+    def handle(self) -> Any:
+        return self.group
+
+    def spec(self) -> tuple[Any, ...]:
+        source = self.source
+        if not isinstance(source, (str, Path)):
+            root = getattr(source, "root", None)  # a LocalStore reopens by its path
+            source = str(root) if root is not None else source
+        return ("zarr", source, self.path)
+
+    def flush(self) -> None:
+        pass  # zarr writes through
+
+    def close(self) -> None:
+        store = self.group.store
+        if self.mode != "r":
+            consolidate(self)
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
+
+
+def _array_options(shape: tuple[int, ...], dtype: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Options of ``create_array``: one chunk and no compression unless asked; a ``chunks``
+    shorter than the array constrains its leading dimensions."""
+    options = dict(kwargs)
+    chunks = options.pop("chunks", None)
+    if chunks is None:
+        chunks = tuple(max(s, 1) for s in shape)
+    else:
+        chunks = tuple(chunks)[: len(shape)]
+        chunks = chunks + tuple(max(s, 1) for s in shape[len(chunks) :])
+    options.setdefault("compressors", None)
+    return {"shape": shape, "dtype": dtype, "chunks": chunks or (1,), **options}
+
+
+def _encode(key: str, value: Any, allow_pickle: bool | None) -> tuple[bytes, str]:
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", errors="surrogateescape")
+    try:
+        return json.dumps(value, allow_nan=True).encode("utf-8"), "json"
+    except (TypeError, ValueError):
+        pass
+    if allow_pickle is False:
+        raise FormatValueError(
+            f"cannot store {key!r} ({type(value).__name__}) in Zarr as JSON, and "
+            "allow_pickle=False forbids pickling it. Convert it to JSON-compatible data, or "
+            "pass allow_pickle=True (pickled data runs code when it is read)."
+        )
+    return pickle.dumps(value), "pickle"
+
+
+def _decode(payload: bytes, encoding: Any, key: str) -> Any:
+    if encoding == "json":
+        return json.loads(payload.decode("utf-8"))
+    if encoding == "pickle":
+        return pickle.loads(payload)
+    raise FormatValueError(
+        f"the Zarr array {key!r} holds non-tensor data in an unknown encoding {encoding!r} "
+        "(expected 'json' or 'pickle'). It was written by another program or a newer version."
+    )

@@ -1,0 +1,100 @@
+"""``tensordict.utils``: upstream's import path of helpers; re-exports only, each from its home."""
+
+from pyvers import implement_for
+from torch.nn import Buffer
+
+from tensordict.core.base import is_tensor_collection
+from tensordict.core.batch_shape import convert_ellipsis_to_idx, expand_as_right, expand_right
+from tensordict.core.batch_shape import getitem_batch_size as _getitem_batch_size  # noqa: F401
+from tensordict.core.batch_shape import leaf_shape as _shape  # noqa: F401
+from tensordict.core.batch_shape import maybe_correct_neg_dim as _maybe_correct_neg_dim  # noqa: F401
+from tensordict.core.cache import make_cache_key as _make_cache_key  # noqa: F401
+from tensordict.core.checks import assert_close
+from tensordict.core.checks import assert_close as assert_allclose_td
+from tensordict.core.checks import check_recursive_properties as _check_recursive_properties  # noqa: F401
+from tensordict.core.coming import TensorDictFuture
+from tensordict.core.dtypes import NUMPY_TO_TORCH_DTYPE_DICT
+from tensordict.core.entries import LOCK_ERROR as _LOCK_ERROR  # noqa: F401
+from tensordict.core.functional import (
+    is_bool,
+    is_floating,
+    is_inexact,
+    is_integer,
+    isin,
+    remove_duplicates,
+)
+from tensordict.core.functional import zip_strict as _zip_strict  # noqa: F401
+from tensordict.core.keys import (
+    KEY_SEPARATOR,
+    NestedKey,
+    is_seq_of_nested_key,
+    unravel_key,
+    unravel_key_list,
+    unravel_key_to_tuple,
+    unravel_keys,
+)
+from tensordict.core.keys import is_non_tensor_class as _is_non_tensor  # noqa: F401
+from tensordict.core.keys import is_tensorclass_class as _is_tensorclass  # noqa: F401
+from tensordict.core.keys import pass_through as _pass_through  # noqa: F401
+from tensordict.core.keys import unravel_key_to_tuple as _unravel_key_to_tuple  # noqa: F401
+from tensordict.core.log import logger
+from tensordict.core.non_tensor import LinkedList, is_non_tensor
+from tensordict.core.options import (
+    capture_non_tensor_stack,
+    get_printoptions,
+    lazy_legacy,
+    list_to_stack,
+    set_capture_non_tensor_stack,
+    set_lazy_legacy,
+    set_list_to_stack,
+    set_printoptions,
+    strtobool,
+)
+from tensordict.core.parse_repr import parse_tensor_dict_string
+from tensordict.errors import TensorDictPropertyError as _TensorDictPropertyError  # noqa: F401
+from tensordict.memmap.executor import shared_executor as _get_shared_executor  # noqa: F401
+from tensordict.memmap.tree import decode_key as _decode_key_from_filesystem  # noqa: F401
+from tensordict.memmap.tree import encode_key_for_filesystem as _encode_key_for_filesystem  # noqa: F401
+from tensordict.memmap.tree import print_directory_tree
+from tensordict.tensorclass.builder import is_tensorclass
+
+__all__ = [
+    "KEY_SEPARATOR",
+    "NUMPY_TO_TORCH_DTYPE_DICT",
+    "Buffer",
+    "LinkedList",
+    "NestedKey",
+    "TensorDictFuture",
+    "assert_allclose_td",
+    "assert_close",
+    "capture_non_tensor_stack",
+    "convert_ellipsis_to_idx",
+    "expand_as_right",
+    "expand_right",
+    "get_printoptions",
+    "implement_for",
+    "is_bool",
+    "is_floating",
+    "is_inexact",
+    "is_integer",
+    "is_non_tensor",
+    "is_seq_of_nested_key",
+    "is_tensor_collection",
+    "is_tensorclass",
+    "isin",
+    "lazy_legacy",
+    "list_to_stack",
+    "logger",
+    "parse_tensor_dict_string",
+    "print_directory_tree",
+    "remove_duplicates",
+    "set_capture_non_tensor_stack",
+    "set_lazy_legacy",
+    "set_list_to_stack",
+    "set_printoptions",
+    "strtobool",
+    "unravel_key",
+    "unravel_key_list",
+    "unravel_key_to_tuple",
+    "unravel_keys",
+]

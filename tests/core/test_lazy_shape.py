@@ -1,0 +1,138 @@
+"""Shape operations keep a lazy stack lazy (as upstream) and agree with the dense result."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from tensordict import LazyStackedTensorDict, TensorDict
+from tensordict.errors import BatchSizeError, ShapeMismatchError
+
+
+def stack(stack_dim: int) -> LazyStackedTensorDict:
+    members = [
+        TensorDict(
+            {"a": torch.arange(12.0).view(3, 4) + 100 * i, ("n", "b"): torch.randn(3, 4, 2)},
+            [3, 4],
+        )
+        for i in range(2)
+    ]
+    return LazyStackedTensorDict(*members, stack_dim=stack_dim)
+
+
+OPS: dict[str, Callable[[Any], Any]] = {
+    "unsqueeze(0)": lambda t: t.unsqueeze(0),
+    "unsqueeze(1)": lambda t: t.unsqueeze(1),
+    "unsqueeze(-1)": lambda t: t.unsqueeze(-1),
+    "squeeze()": lambda t: t.unsqueeze(1).squeeze(),
+    "squeeze(1)": lambda t: t.unsqueeze(1).squeeze(1),
+    "permute": lambda t: t.permute(2, 0, 1),
+    "transpose(0, 2)": lambda t: t.transpose(0, 2),
+    "transpose(0, 1)": lambda t: t.transpose(0, 1),
+    "view(-1)": lambda t: t.view(-1),
+    "view merging the last dims": lambda t: t.view(t.shape[0], -1),
+    "view splitting the last dim": lambda t: (
+        t.view(*t.shape[:2], t.shape[2] // 2, 2) if t.shape[2] % 2 == 0 else t.view(t.shape)
+    ),
+    "reshape(-1)": lambda t: t.reshape(-1),
+    "flatten()": lambda t: t.flatten(),
+    "flatten(0, 1)": lambda t: t.flatten(0, 1),
+    "flatten(1, 2)": lambda t: t.flatten(1, 2),
+    "unflatten(0, (1, -1))": lambda t: t.unflatten(0, (1, -1)),
+    "cat along 0": lambda t: torch.cat([t, t], 0),
+    "cat along 1": lambda t: torch.cat([t, t], 1),
+    "cat along 2": lambda t: torch.cat([t, t], 2),
+    "stack along 0": lambda t: torch.stack([t, t], 0),
+    "stack along 2": lambda t: torch.stack([t, t], 2),
+}
+
+
+@pytest.mark.parametrize("stack_dim", [0, 1, 2])
+@pytest.mark.parametrize("name", list(OPS))
+def test_shape_op_keeps_a_lazy_stack_equal_to_the_dense_result(name: str, stack_dim: int) -> None:
+    td = stack(stack_dim)
+    op = OPS[name]
+    expected = op(td.to_tensordict())
+    result = op(td)
+    assert isinstance(result, LazyStackedTensorDict)
+    assert result.batch_size == expected.batch_size
+    assert (result["a"] == expected["a"]).all()
+    assert (result["n", "b"] == expected["n", "b"]).all()
+
+
+@pytest.mark.parametrize("stack_dim", [0, 1, 2])
+@pytest.mark.parametrize(
+    "name", ["unsqueeze(0)", "permute", "transpose(0, 2)", "view(-1)", "flatten(1, 2)"]
+)
+def test_shape_op_result_writes_into_the_source(name: str, stack_dim: int) -> None:
+    td = stack(stack_dim)
+    result = OPS[name](td)
+    result.apply_(lambda x: x.zero_())
+    assert (td["a"] == 0).all() and (td["n", "b"] == 0).all()
+
+
+def test_unsqueeze_before_the_stack_dim_moves_it() -> None:
+    out = stack(0).unsqueeze(0)
+    assert out.stack_dim == 1 and out.tensordicts[0].batch_size == torch.Size([1, 3, 4])
+
+
+def test_squeeze_of_the_stack_dim_gives_the_member() -> None:
+    td = stack(0)
+    single = td[:1]
+    assert single.squeeze(0) is td.tensordicts[0]
+
+
+def test_permute_moves_the_stack_dim() -> None:
+    out = stack(0).permute(1, 2, 0)
+    assert out.stack_dim == 2 and out.batch_size == torch.Size([3, 4, 2])
+
+
+def test_view_merging_all_dims_makes_one_member_per_element() -> None:
+    out = stack(0).view(-1)
+    assert out.stack_dim == 0 and len(out.tensordicts) == 24
+
+
+def test_view_that_cannot_regroup_raises_and_reshape_copies() -> None:
+    td = stack(1)
+    with pytest.raises(BatchSizeError, match="reshape"):
+        td.view(2, 12)
+    out = td.reshape(2, 12)
+    assert type(out) is TensorDict
+    assert (out["a"] == td.to_tensordict().reshape(2, 12)["a"]).all()
+
+
+def test_cat_of_lazy_and_dense_along_the_stack_dim_appends_members() -> None:
+    td = stack(0)
+    dense = td.to_tensordict() + 1
+    out = torch.cat([td, dense], 0)
+    assert isinstance(out, LazyStackedTensorDict) and len(out.tensordicts) == 4
+    assert out.tensordicts[0] is td.tensordicts[0]
+    assert (out[2:]["a"] == dense["a"]).all()
+
+
+def test_cat_of_ragged_lazy_stacks_along_the_stack_dim() -> None:
+    a = LazyStackedTensorDict(TensorDict({"x": torch.zeros(2)}), TensorDict({"x": torch.ones(3)}))
+    out = torch.cat([a, a], 0)
+    assert [m["x"].shape[0] for m in out.tensordicts] == [2, 3, 2, 3]
+
+
+def test_cat_along_another_dim_needs_as_many_members() -> None:
+    td = LazyStackedTensorDict(*[TensorDict({"a": torch.zeros(2)}, [2]) for _ in range(2)])
+    dense = TensorDict({"a": torch.zeros(3, 2)}, [3, 2])
+    with pytest.raises(ShapeMismatchError, match="same number of stacked tensordicts"):
+        torch.cat([td, dense], 1)
+
+
+def test_cat_with_out_writes_into_the_lazy_destination() -> None:
+    td = stack(0)
+    out = torch.cat([td.clone()], 0, out=td.clone().zero_())
+    assert isinstance(out, LazyStackedTensorDict)
+    assert (out["a"] == td["a"]).all()
+
+
+def test_shape_ops_keep_the_lock() -> None:
+    td = stack(0).lock_()
+    assert td.unsqueeze(0).is_locked and td.permute(1, 0, 2).is_locked and td.view(-1).is_locked

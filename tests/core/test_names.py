@@ -1,0 +1,86 @@
+"""Dimension names travel through every operation as upstream carries them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from tensordict import TensorDict
+from tensordict.errors import DimNamesError
+
+
+def named() -> TensorDict:
+    nested = TensorDict({"c": torch.zeros(3, 4, 2, 5)}, [3, 4, 2])
+    return TensorDict(
+        {"a": torch.arange(12.0).reshape(3, 4), "n": nested}, [3, 4], names=["x", "y"]
+    )
+
+
+MASK = torch.tensor([True, False, True])
+
+
+@pytest.mark.parametrize(
+    ("op", "names"),
+    [
+        (lambda td: torch.cat([td, td], 0), ["x", "y"]),
+        (lambda td: torch.stack([td, td], 0), [None, "x", "y"]),
+        (lambda td: torch.stack([td, td], 1), ["x", None, "y"]),
+        (lambda td: td.expand(2, 3, 4), [None, "x", "y"]),
+        (lambda td: td.unflatten(0, (1, 3)), [None, "x", "y"]),
+        (lambda td: td.unflatten(1, (2, 2)), ["x", None, "y"]),
+        (lambda td: td.sum(0), ["y"]),
+        (lambda td: td.mean(1, keepdim=True), ["x", "y"]),
+        (lambda td: td.std(-1), ["x"]),
+        (lambda td: td.repeat(2, 1), ["x", "y"]),
+        (lambda td: td.gather(0, torch.zeros(3, 4, dtype=torch.long)), ["x", "y"]),
+        (lambda td: td.where(torch.ones(3, 4, dtype=torch.bool), 0.0), ["x", "y"]),
+        (lambda td: td.softmax(0), ["x", "y"]),
+        (lambda td: td.reshape(3, 4), ["x", "y"]),
+        (lambda td: td.reshape(12), [None]),
+        (lambda td: td.new_zeros(5), ["y"]),
+        (lambda td: td[MASK], ["x", "y"]),
+        (lambda td: td[torch.tensor([0, 2])], ["x", "y"]),
+        (lambda td: td[:, [0, 1]], ["x", "y"]),
+        (lambda td: td[torch.tensor([[0, 1]])], [None, "x", "y"]),
+        (lambda td: td + torch.ones(2, 3, 4), [None, "x", "y"]),
+    ],
+)
+def test_operation_carries_names(op: Callable[[TensorDict], Any], names: list[Any]) -> None:
+    assert op(named()).names == names
+
+
+@pytest.mark.parametrize(
+    ("op", "names", "batch_size"),
+    [
+        (lambda td: td.sum(0), ["y", None], [4, 2]),
+        (lambda td: td.expand(5, 3, 4), [None, "x", "y", None], [5, 3, 4, 2]),
+        (lambda td: torch.cat([td, td], 0), ["x", "y", None], [6, 4, 2]),
+        (lambda td: torch.stack([td, td], 0), [None, "x", "y", None], [2, 3, 4, 2]),
+        (lambda td: td.where(torch.ones(3, 4, dtype=torch.bool), 0.0), ["x", "y", None], [3, 4, 2]),
+    ],
+)
+def test_nested_tensordict_keeps_its_extra_batch_dims_and_takes_the_names(
+    op: Callable[[TensorDict], Any], names: list[Any], batch_size: list[int]
+) -> None:
+    nested = op(named())["n"]
+    assert nested.names == names and list(nested.batch_size) == batch_size
+
+
+def test_cat_of_tensordicts_naming_a_dim_differently_raises() -> None:
+    other = named()
+    other.names = ["x", "z"]
+    with pytest.raises(DimNamesError, match="cannot coerce"):
+        torch.cat([named(), other], 0)
+    with pytest.raises(RuntimeError):
+        torch.stack([named(), other], 0)
+
+
+def test_refine_names_fills_unnamed_dims_and_refuses_to_rename() -> None:
+    td = TensorDict(batch_size=[2, 3]).refine_names("a", None)
+    assert td.refine_names(..., "b").names == ["a", "b"]
+    with pytest.raises(DimNamesError, match="cannot coerce"):
+        td.refine_names("a", "z")
+    assert td.names == ["a", "b"]

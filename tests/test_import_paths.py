@@ -1,0 +1,358 @@
+"""Upstream's import paths serve the objects of their home modules, and placeholders fail clearly.
+
+Code written for upstream tensordict imports names from ``tensordict.utils``, ``tensordict.base``,
+``tensordict._td``, ... These modules only re-export; each name must be the very object defined
+in its home module, so that ``isinstance`` checks and monkeypatching agree across paths.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pickle
+
+import pytest
+
+from tensordict.errors import NotYetAvailableError
+
+# (upstream path, name, home module, name in the home module)
+SAME_OBJECT = [
+    ("tensordict", "TensorDict", "tensordict.core.dense", "TensorDict"),
+    ("tensordict", "TensorDictBase", "tensordict.core.base", "TensorDictBase"),
+    ("tensordict", "TensorCollection", "tensordict.core.collection", "TensorCollection"),
+    ("tensordict", "lazy_stack", "tensordict.core.functional", "lazy_stack"),
+    ("tensordict", "maybe_dense_stack", "tensordict.core.functional", "maybe_dense_stack"),
+    ("tensordict", "stack", "tensordict.core.combine", "stack"),
+    ("tensordict", "cat", "tensordict.core.combine", "cat"),
+    ("tensordict", "pad", "tensordict.core.padding", "pad"),
+    ("tensordict", "pad_sequence", "tensordict.core.padding", "pad_sequence"),
+    ("tensordict", "unpad_sequence", "tensordict.core.padding", "unpad_sequence"),
+    ("tensordict", "collate", "tensordict.core.padding", "collate"),
+    ("tensordict", "make_tensordict", "tensordict.core.functional", "make_tensordict"),
+    ("tensordict", "merge_tensordicts", "tensordict.core.functional", "merge_tensordicts"),
+    ("tensordict", "dense_stack_tds", "tensordict.core.functional", "dense_stack_tds"),
+    ("tensordict", "from_dict", "tensordict.core.functional", "from_dict"),
+    ("tensordict", "fromkeys", "tensordict.core.functional", "fromkeys"),
+    ("tensordict", "group_by", "tensordict.core.functional", "group_by"),
+    ("tensordict", "is_floating", "tensordict.core.functional", "is_floating"),
+    ("tensordict", "load", "tensordict.memmap.api", "load"),
+    ("tensordict", "save", "tensordict.memmap.api", "save"),
+    ("tensordict", "memmap", "tensordict.memmap.api", "memmap"),
+    ("tensordict", "load_memmap", "tensordict.memmap.api", "load_memmap"),
+    ("tensordict", "set_lazy_legacy", "tensordict.core.options", "set_lazy_legacy"),
+    ("tensordict", "set_printoptions", "tensordict.core.options", "set_printoptions"),
+    ("tensordict", "KEY_SEPARATOR", "tensordict.core.keys", "KEY_SEPARATOR"),
+    ("tensordict", "default_is_leaf", "tensordict.core.keys", "default_is_leaf"),
+    ("tensordict", "assert_close", "tensordict.core.checks", "assert_close"),
+    ("tensordict", "assert_allclose_td", "tensordict.core.checks", "assert_close"),
+    (
+        "tensordict",
+        "parse_tensor_dict_string",
+        "tensordict.core.parse_repr",
+        "parse_tensor_dict_string",
+    ),
+    ("tensordict.utils", "NestedKey", "tensordict.core.keys", "NestedKey"),
+    ("tensordict.utils", "_zip_strict", "tensordict.core.functional", "zip_strict"),
+    (
+        "tensordict.utils",
+        "_getitem_batch_size",
+        "tensordict.core.batch_shape",
+        "getitem_batch_size",
+    ),
+    ("tensordict.utils", "_shape", "tensordict.core.batch_shape", "leaf_shape"),
+    ("tensordict.utils", "expand_right", "tensordict.core.batch_shape", "expand_right"),
+    ("tensordict.utils", "expand_as_right", "tensordict.core.batch_shape", "expand_as_right"),
+    (
+        "tensordict.utils",
+        "_maybe_correct_neg_dim",
+        "tensordict.core.batch_shape",
+        "maybe_correct_neg_dim",
+    ),
+    (
+        "tensordict.utils",
+        "convert_ellipsis_to_idx",
+        "tensordict.core.batch_shape",
+        "convert_ellipsis_to_idx",
+    ),
+    ("tensordict.utils", "_unravel_key_to_tuple", "tensordict.core.keys", "unravel_key_to_tuple"),
+    ("tensordict.utils", "_is_non_tensor", "tensordict.core.keys", "is_non_tensor_class"),
+    ("tensordict.utils", "_is_tensorclass", "tensordict.core.keys", "is_tensorclass_class"),
+    (
+        "tensordict.utils",
+        "_check_recursive_properties",
+        "tensordict.core.checks",
+        "check_recursive_properties",
+    ),
+    ("tensordict.utils", "_LOCK_ERROR", "tensordict.core.entries", "LOCK_ERROR"),
+    (
+        "tensordict.utils",
+        "_TensorDictPropertyError",
+        "tensordict.errors",
+        "TensorDictPropertyError",
+    ),
+    ("tensordict.utils", "isin", "tensordict.core.functional", "isin"),
+    ("tensordict.utils", "remove_duplicates", "tensordict.core.functional", "remove_duplicates"),
+    ("tensordict.utils", "strtobool", "tensordict.core.options", "strtobool"),
+    ("tensordict.utils", "logger", "tensordict.core.log", "logger"),
+    ("tensordict.utils", "print_directory_tree", "tensordict.memmap.tree", "print_directory_tree"),
+    ("tensordict.utils", "_get_shared_executor", "tensordict.memmap.executor", "shared_executor"),
+    ("tensordict.utils", "_make_cache_key", "tensordict.core.cache", "make_cache_key"),
+    (
+        "tensordict.utils",
+        "NUMPY_TO_TORCH_DTYPE_DICT",
+        "tensordict.core.dtypes",
+        "NUMPY_TO_TORCH_DTYPE_DICT",
+    ),
+    ("tensordict.utils", "is_non_tensor", "tensordict.core.non_tensor", "is_non_tensor"),
+    ("tensordict.utils", "is_tensorclass", "tensordict.tensorclass.builder", "is_tensorclass"),
+    ("tensordict.utils", "implement_for", "pyvers", "implement_for"),
+    ("tensordict.base", "TensorDictBase", "tensordict.core.base", "TensorDictBase"),
+    ("tensordict.base", "is_tensor_collection", "tensordict.core.base", "is_tensor_collection"),
+    ("tensordict.base", "NO_DEFAULT", "tensordict.core.entries", "NO_DEFAULT"),
+    (
+        "tensordict.base",
+        "_NESTED_TENSORS_AS_LISTS",
+        "tensordict.core.keys",
+        "NESTED_TENSORS_AS_LISTS",
+    ),
+    ("tensordict.base", "_default_is_leaf", "tensordict.core.keys", "default_is_leaf"),
+    ("tensordict.base", "_is_leaf_nontensor", "tensordict.core.keys", "is_leaf_nontensor"),
+    ("tensordict.base", "_GENERIC_NESTED_ERR", "tensordict.core.keys", "GENERIC_NESTED_ERR"),
+    ("tensordict.base", "get_defaults_to_none", "tensordict.core.options", "get_defaults_to_none"),
+    ("tensordict.tensordict", "TensorDict", "tensordict.core.dense", "TensorDict"),
+    (
+        "tensordict.tensordict",
+        "LazyStackedTensorDict",
+        "tensordict.core.lazy_stack",
+        "LazyStackedTensorDict",
+    ),
+    ("tensordict._td", "TensorDict", "tensordict.core.dense", "TensorDict"),
+    ("tensordict._td", "lazy_stack", "tensordict.core.functional", "lazy_stack"),
+    ("tensordict._td", "is_tensor_collection", "tensordict.core.base", "is_tensor_collection"),
+    (
+        "tensordict._lazy",
+        "LazyStackedTensorDict",
+        "tensordict.core.lazy_stack",
+        "LazyStackedTensorDict",
+    ),
+    ("tensordict._torch_func", "_stack", "tensordict.core.combine", "stack"),
+    ("tensordict._C", "_unravel_key_to_tuple", "tensordict.core.keys", "unravel_key_to_tuple"),
+    ("tensordict._C", "unravel_key_list", "tensordict.core.keys", "unravel_key_list"),
+    ("tensordict.functional", "pad", "tensordict.core.padding", "pad"),
+    (
+        "tensordict.functional",
+        "merge_tensordicts",
+        "tensordict.core.functional",
+        "merge_tensordicts",
+    ),
+    ("tensordict.testing", "assert_allclose_td", "tensordict.core.checks", "assert_close"),
+    (
+        "tensordict._tensorcollection",
+        "TensorCollection",
+        "tensordict.core.collection",
+        "TensorCollection",
+    ),
+    ("tensordict._reductions", "_reduce_td", "tensordict.core.pickling", "reduce_td"),
+    ("tensordict.memmap", "MemoryMappedTensor", "tensordict.memmap.tensor", "MemoryMappedTensor"),
+    ("tensordict.memmap", "_is_writable", "tensordict.memmap.format", "is_writable"),
+    ("tensordict.tensorclass", "NonTensorData", "tensordict.core.non_tensor", "NonTensorData"),
+]
+
+
+@pytest.mark.parametrize(("path", "name", "home", "home_name"), SAME_OBJECT)
+def test_upstream_path_serves_the_object_of_its_home(
+    path: str, name: str, home: str, home_name: str
+) -> None:
+    served = getattr(importlib.import_module(path), name)
+    assert served is getattr(importlib.import_module(home), home_name)
+
+
+def _pairs(listing: str) -> list[tuple[str, str]]:
+    out = []
+    for line in listing.strip().splitlines():
+        module, names = line.split(":")
+        out.extend((module.strip(), n) for n in names.split())
+    return out
+
+
+# what upstream's core test files and TorchRL 0.14.1 import at module level (not nn's modules)
+CLIENT_IMPORTS = _pairs(
+    """
+    tensordict: LazyStackedTensorDict MemoryMappedTensor MetaData NestedKey NonTensorData
+    tensordict: NonTensorStack PersistentTensorDict TensorAttrs TensorClass TensorDict
+    tensordict: TensorDictBase TensorDictParams TypedTensorDict UnbatchedTensor is_memmap_archive
+    tensordict: pack_memmap refresh_archive_checksums unpack_memmap from_module
+    tensordict._archive: _ArchiveReader
+    tensordict._lazy: _CustomOpTensorDict _PermutedTensorDict _ViewedTensorDict
+    tensordict._td: _SubTensorDict _str_to_index
+    tensordict.base: _is_leaf_nontensor
+    tensordict.nn: TensorDictParams TensorDictModule TensorDictModuleBase dispatch InteractionType
+    tensordict.nn.params: TensorDictParams
+    tensordict.nn.common: TensorDictModule TensorDictModuleWrapper
+    tensordict.nn.probabilistic: interaction_type set_interaction_type
+    tensordict.nn.utils: _set_dispatch_td_nn_modules set_skip_existing mappings
+    tensordict.nn.distributions: Delta NormalParamExtractor
+    tensordict.persistent: PersistentTensorDict _has_h5
+    tensordict.store: TensorDictStore
+    tensordict.store._store: _has_redis
+    tensordict.tensorclass: MetaData NonTensorDataBase from_dataclass _METHOD_FROM_TD
+    tensordict.utils: LinkedList TensorDictFuture _pass_through _decode_key_from_filesystem
+    tensordict._unbatched: UnbatchedTensor
+    """
+)
+
+
+@pytest.mark.parametrize(("path", "name"), CLIENT_IMPORTS)
+def test_client_import_resolves(path: str, name: str) -> None:
+    assert hasattr(importlib.import_module(path), name)
+
+
+def test_every_upstream_top_level_name_exists() -> None:
+    import tensordict
+
+    upstream = [
+        "KEY_SEPARATOR",
+        "LazyStackedTensorDict",
+        "LazyStackedTensorDictStore",
+        "MemoryMappedTensor",
+        "MetaData",
+        "NestedKey",
+        "NonTensorData",
+        "NonTensorDataBase",
+        "NonTensorStack",
+        "PackLayout",
+        "PersistentTensorDict",
+        "TensorAttrs",
+        "TensorClass",
+        "TensorClassModuleBase",
+        "TensorClassModuleWrapper",
+        "TensorCollection",
+        "TensorDict",
+        "TensorDictBase",
+        "TensorDictParams",
+        "TensorDictStore",
+        "TypedTensorDict",
+        "UnbatchedTensor",
+        "append_memmap",
+        "as_tensordict_module",
+        "assert_allclose_td",
+        "assert_close",
+        "base",
+        "capture_non_tensor_stack",
+        "cat",
+        "collate",
+        "default_is_leaf",
+        "dense_stack_tds",
+        "from_any",
+        "from_arrow",
+        "from_consolidated",
+        "from_csv",
+        "from_dataclass",
+        "from_dict",
+        "from_h5",
+        "from_json",
+        "from_module",
+        "from_modules",
+        "from_namedtuple",
+        "from_pandas",
+        "from_parquet",
+        "from_pytree",
+        "from_safetensors",
+        "from_struct_array",
+        "from_tuple",
+        "from_zarr",
+        "fromkeys",
+        "functional",
+        "get_defaults_to_none",
+        "get_printoptions",
+        "group_by",
+        "is_bool",
+        "is_floating",
+        "is_inexact",
+        "is_integer",
+        "is_leaf_nontensor",
+        "is_memmap_archive",
+        "is_non_tensor",
+        "is_tensor_collection",
+        "is_tensorclass",
+        "lazy_legacy",
+        "lazy_stack",
+        "list_to_stack",
+        "load",
+        "load_memmap",
+        "make_tensordict",
+        "maybe_dense_stack",
+        "memmap",
+        "merge_tensordicts",
+        "nn",
+        "pack_memmap",
+        "pad",
+        "pad_sequence",
+        "parse_tensor_dict_string",
+        "persistent",
+        "refresh_archive_checksums",
+        "save",
+        "set_capture_non_tensor_stack",
+        "set_get_defaults_to_none",
+        "set_lazy_legacy",
+        "set_list_to_stack",
+        "set_printoptions",
+        "stack",
+        "store",
+        "tensorclass",
+        "tensordict",
+        "to_arrow",
+        "to_safetensors",
+        "typedtensordict",
+        "unpack_memmap",
+        "unpad_sequence",
+        "unravel_key",
+        "unravel_key_list",
+        "unravel_key_to_tuple",
+        "utils",
+    ]
+    assert len(upstream) == 99
+    missing = [n for n in upstream if not hasattr(tensordict, n)]
+    assert missing == []
+    assert set(upstream) <= set(tensordict.__all__)
+
+
+# ------------------------------------------------------------------------ placeholders
+def test_placeholder_class_is_importable_subclassable_and_fails_on_use() -> None:
+    from tensordict import TypedTensorDict
+    from tensordict.nn import TensorDictModule
+
+    class Sub(TypedTensorDict):  # a module-level subclass in client code must still load
+        a: int
+
+    assert not isinstance(object(), TensorDictModule)
+    assert TypedTensorDict["shadow"] is TypedTensorDict
+    with pytest.raises(NotYetAvailableError, match=r"TensorDictModule.*issue 14"):
+        TensorDictModule()
+    with pytest.raises(NotYetAvailableError, match="issue 13"):
+        Sub()
+
+
+def test_placeholder_error_is_a_not_implemented_error_naming_the_feature() -> None:
+    from tensordict import from_h5
+    from tensordict.nn import InteractionType
+
+    with pytest.raises(NotImplementedError, match=r"from_h5.*issue 15"):
+        from_h5("x.h5")
+    with pytest.raises(NotYetAvailableError, match=r"InteractionType\.RANDOM"):
+        _ = InteractionType.RANDOM
+
+
+def test_placeholder_private_attribute_is_a_plain_attribute_error() -> None:
+    from tensordict.nn import TensorDictModule
+
+    # pytest, pickle, typing and hasattr() probe dunder/private attributes: those stay normal
+    assert not hasattr(TensorDictModule, "_not_there")
+    assert pickle.loads(pickle.dumps(NotYetAvailableError("x"))).args == ("x",)
+
+
+def test_has_h5_reports_whether_h5py_is_installed() -> None:
+    from importlib.util import find_spec
+
+    from tensordict.persistent import _has_h5
+
+    assert _has_h5 is (find_spec("h5py") is not None)
