@@ -116,5 +116,5 @@ def test_setting_the_device_says_to_use_to() -> None:
     class D:
         x: torch.Tensor
 
-    with pytest.raises(RuntimeError, match="device cannot be set using tensorclass.device"):
+    with pytest.raises(RuntimeError, match=r"device cannot be set using tensorclass\.device"):
         D(x=torch.zeros(1)).device = torch.device("cpu")
