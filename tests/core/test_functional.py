@@ -182,7 +182,7 @@ def test_group_by_multi_column_entry_compares_rows() -> None:
 
 def test_group_by_non_tensor_entry_gives_a_list_of_values() -> None:
     td = TensorDict(v=torch.arange(3), batch_size=[3])
-    td["name"] = NonTensorStack(["b", "a", "b"])
+    td["name"] = NonTensorStack("b", "a", "b")
     values, groups = group_by(td, "name")
     assert values == ["a", "b"]
     assert [g["v"].tolist() for g in groups] == [[1], [0, 2]]

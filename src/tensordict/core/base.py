@@ -10,6 +10,7 @@ on core.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import gc
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -643,7 +644,19 @@ class TensorDictBase(
             entry = self._get_path(key if isinstance(key, tuple) else (key,), None)
             if is_non_tensor(entry):
                 entry.share_memory_()  # marks it shared and locks it, as upstream
+        self._is_shared = True
         return self.lock_()
+
+    @property
+    def _is_shared(self) -> bool:
+        """Whether ``share_memory_`` was called (or every tensor is in shared memory)."""
+        return bool(getattr(self, "_shared", False)) or self.is_shared()
+
+    @_is_shared.setter
+    def _is_shared(self, value: bool) -> None:
+        # (classes without the flag, lazy stacks, read their tensors instead)
+        with contextlib.suppress(AttributeError):
+            object.__setattr__(self, "_shared", bool(value))
 
     def is_shared(self) -> bool:
         """Whether the tensors live in shared memory (False when there are none)."""

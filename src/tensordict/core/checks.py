@@ -10,6 +10,7 @@ import torch
 
 from tensordict.core.keys import NestedKey, is_collection_class, key_path
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.unbatched import is_unbatched
 from tensordict.errors import TensorDictPropertyError
 
 __all__ = ["assert_close", "check_recursive_properties"]
@@ -130,7 +131,8 @@ def _problems(
         if isinstance(child, (NonTensorData, NonTensorStack)) and not include_non_tensor:
             continue
         pbs = parent.batch_size
-        cbs = child.shape if isinstance(child, torch.Tensor) else child.batch_size
+        unbatched = is_unbatched(child)  # checked on the batch size it records
+        cbs = child.shape if isinstance(child, torch.Tensor) and not unbatched else child.batch_size
         if batch_size and tuple(cbs[: len(pbs)]) != tuple(pbs):
             yield f"Batch-size mismatch: parent batch_size={pbs}, child shape={cbs} at key {path}."
         cdev = getattr(child, "device", None)

@@ -62,6 +62,7 @@ class TensorDict(TensorDictBase):
         "_last_op",
         "_memmap_prefix",
         "_names",
+        "_shared",
         "_tensordict",
     )
 
@@ -85,6 +86,7 @@ class TensorDict(TensorDictBase):
         self._memmap_prefix: str | None = None
         self._last_op: tuple[str, bool] | None = None
         self._context: list[tuple[str, bool] | None] | None = None
+        self._shared = False
         if source is None:
             source = kwargs
         elif kwargs:
@@ -146,6 +148,7 @@ class TensorDict(TensorDictBase):
         self._memmap_prefix = None
         self._last_op = None
         self._context = None
+        self._shared = False
         if lock:
             for value in source.values():
                 if getattr(type(value), "_is_tensorclass", False):

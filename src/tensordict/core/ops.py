@@ -54,6 +54,20 @@ def _other_value(other: Any, key: str, default: Any, path: tuple[str, ...]) -> A
     return value
 
 
+def _on_data(op: Callable[[Any, Any], Any]) -> Callable[..., Any]:
+    """``op`` on the python values of two non-tensor entries (upstream's ``|`` and ``^``)."""
+
+    def fn(value: Any, *theirs: Any) -> Any:
+        other = theirs[0] if theirs else None
+        if isinstance(value, NonTensorData) and isinstance(other, NonTensorData):
+            return value._with_batch_size(value.batch_size).update_(
+                NonTensorData(op(value.data, other.data))
+            )
+        return value
+
+    return fn
+
+
 def _rebatch_non_tensor(
     path: tuple[str, ...], value: NonTensorData | NonTensorStack, batch_size: torch.Size
 ) -> NonTensorData:
@@ -385,6 +399,7 @@ class OpsMixin(TensorCollection):
         inplace: bool = False,
         keep_lock: bool = True,
         batch_align: bool = True,
+        on_data: bool = False,
     ) -> Any:
         """``op`` on every leaf with the matching leaf of ``other``, or with ``other`` itself.
 
@@ -400,7 +415,9 @@ class OpsMixin(TensorCollection):
                 target._apply_leaves(
                     _InplaceCheck(op), other, inplace=True, named=True, nested_keys=True
                 )
-            result = target._apply_leaves(op, other, inplace=inplace)
+            result = target._apply_leaves(
+                op, other, inplace=inplace, non_tensor_fn=_on_data(op) if on_data else None
+            )
         elif batch_align and isinstance(other, torch.Tensor) and other.ndim:
             target, aligned = self._align_tensor(other, inplace)
             if inplace:
@@ -494,10 +511,10 @@ class OpsMixin(TensorCollection):
         return self._binary(other, operator.and_, batch_align=False)
 
     def __or__(self, other: Any) -> Any:
-        return self._binary(other, operator.or_, keep_lock=False)
+        return self._binary(other, operator.or_, keep_lock=False, on_data=True)
 
     def __xor__(self, other: Any) -> Any:
-        return self._binary(other, operator.xor, keep_lock=False)
+        return self._binary(other, operator.xor, keep_lock=False, on_data=True)
 
     def __iadd__(self: T, other: Any) -> T:
         return self._binary(other, operator.iadd, inplace=True)  # type: ignore[no-any-return]

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from tensordict.core.collection import TensorCollection
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack
 from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import BatchSizeError
 
@@ -68,6 +68,12 @@ def _sizes(args: tuple[Any, ...]) -> list[int]:
     return [int(s) for s in args]
 
 
+def _as_stack(fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Mark a shape function after which non-tensor data holds one value per element."""
+    fn.non_tensor_as_stack = True  # type: ignore[attr-defined]
+    return fn
+
+
 class ShapeMixin(TensorCollection):
     """Shape operations acting on the batch dimensions."""
 
@@ -92,7 +98,12 @@ class ShapeMixin(TensorCollection):
             if isinstance(value, torch.Tensor):
                 out[key] = rebatch(value, batch_size) if is_unbatched(value) else leaf_fn(value)
             elif isinstance(value, NonTensorData):
-                out[key] = value._with_batch_size(batch_size)
+                if getattr(leaf_fn, "non_tensor_as_stack", False) and not isinstance(
+                    value, MetaData
+                ):  # upstream's unsqueeze/expand give one element per batch element
+                    out[key] = value.maybe_to_stack()._transform(leaf_fn)
+                else:
+                    out[key] = value._with_batch_size(batch_size)
             elif isinstance(value, NonTensorStack):
                 out[key] = value._transform(leaf_fn)
             elif isinstance(value, ShapeMixin) or getattr(type(value), "_is_tensorclass", False):
@@ -197,7 +208,7 @@ class ShapeMixin(TensorCollection):
         new_bs = torch.Size([*bs[:d], 1, *bs[d:]])
         names = self._names_or_none()
         new_names = [*names[:d], None, *names[d:]] if names else None
-        return self._transform(lambda t: t.unsqueeze(d), new_bs, new_names)
+        return self._transform(_as_stack(lambda t: t.unsqueeze(d)), new_bs, new_names)
 
     def expand(self, *shape: Any) -> Any:
         """Expand to a larger batch size (new leading dims, or size-1 dims broadcast)."""
@@ -215,7 +226,9 @@ class ShapeMixin(TensorCollection):
         bd = len(bs)
         names = self._names_or_none()
         new_names = [*[None] * (len(new_bs) - bd), *names] if names else None
-        return self._transform(lambda t: t.expand(*new_bs, *t.shape[bd:]), new_bs, new_names)
+        return self._transform(
+            _as_stack(lambda t: t.expand(*new_bs, *t.shape[bd:])), new_bs, new_names
+        )
 
     def expand_as(self, other: Any) -> Any:
         return self.expand(other.batch_size if hasattr(other, "batch_size") else other.shape)

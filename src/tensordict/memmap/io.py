@@ -255,7 +255,8 @@ def _plan_non_tensor(value: NonTensorData, directory: str, plan: _Plan) -> Build
 
 def _plan_non_tensor_stack(value: NonTensorStack, directory: str, plan: _Plan) -> Builder:
     data = value.tolist()
-    meta: dict[str, Any] = {"_type": fmt.TYPE_NON_TENSOR_STACK, "stack_dim": 0, "device": None}
+    device = None if value.device is None else str(value.device)
+    meta: dict[str, Any] = {"_type": fmt.TYPE_NON_TENSOR_STACK, "stack_dim": 0, "device": device}
     inline = fmt.is_jsonable(data)
     meta["data"] = data if inline else "pickle.pkl"
     _plan_pickle(plan, os.path.join(directory, "pickle.pkl"), None if inline else data)

@@ -98,10 +98,14 @@ def _written_methods() -> dict[str, Any]:
 WRITTEN = _written_methods()
 
 #: every tensordict name a tensorclass answers (a field of that name needs ``shadow=True``)
+_REST = forwarding.rest_of_api(frozenset(WRITTEN))
 API_NAMES = frozenset(
     [name for names in forwarding.FORWARDED.values() for name in names]
     + list(forwarding.PROPERTIES)
     + list(WRITTEN)
+    + list(_REST.methods)
+    + list(_REST.properties)
+    + list(_REST.constructors)
 )
 
 
@@ -235,13 +239,15 @@ class ClassBuilder:
                 self._add(spec, name, method)
         for name, settable in forwarding.PROPERTIES.items():
             self._add(spec, name, forwarding.property_forwarder(name, settable))
-        methods, properties = forwarding.rest_of_api(frozenset(WRITTEN))
-        for name in methods:  # the rest of the TensorDict API, as the inner tensordict has it
+        rest = forwarding.rest_of_api(frozenset(WRITTEN))
+        for name in rest.methods:  # the rest of the TensorDict API, as the inner tensordict has it
             method = forwarding.forwarder(name, forwarding.Kind.WRAP)
             method.__qualname__ = f"{cls.__qualname__}.{name}"
             self._add(spec, name, method)
-        for name, settable in properties.items():
+        for name, settable in rest.properties.items():
             self._add(spec, name, forwarding.property_forwarder(name, settable))
+        for name in rest.constructors:
+            self._add(spec, name, forwarding.constructor(name))
 
     # -------------------------------------------------------------------- finish
     def _finish(self, spec: ClassSpec) -> type:

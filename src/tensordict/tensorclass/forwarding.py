@@ -23,7 +23,7 @@ import enum
 import functools
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -263,25 +263,56 @@ def lazy_stack(cls: type, input: Sequence[Any], dim: int = 0, **kw: Any) -> Any:
 _NOT_FORWARDED = frozenset({"data", "grad"})
 
 
+#: TensorDict constructors that keep building plain tensordicts from a tensorclass
+_PLAIN_CONSTRUCTORS = frozenset({"from_module", "from_modules"})
+
+
+class RestOfApi(NamedTuple):
+    methods: tuple[str, ...]
+    properties: dict[str, bool]
+    constructors: tuple[str, ...]
+
+
 @functools.cache
-def rest_of_api(written: frozenset[str]) -> tuple[tuple[str, ...], dict[str, bool]]:
-    """The public TensorDict methods and properties that neither :data:`FORWARDED`,
-    :data:`PROPERTIES` nor ``written`` cover: forwarded as ``WRAP`` methods / read-through
-    properties, so a tensorclass answers the whole API as the dense class grows."""
+def rest_of_api(written: frozenset[str]) -> RestOfApi:
+    """The public TensorDict methods, properties and classmethods that neither
+    :data:`FORWARDED`, :data:`PROPERTIES` nor ``written`` cover: forwarded as ``WRAP`` methods,
+    read-through properties and re-wrapping constructors (:func:`constructor`), so that a
+    tensorclass answers the whole API as the dense class grows."""
     declared = {n for names in FORWARDED.values() for n in names} | set(PROPERTIES) | written
     methods: list[str] = []
     properties: dict[str, bool] = {}
+    constructors: list[str] = []
     for name in dir(TensorDict):
         if name.startswith("_") or name in declared or name in _NOT_FORWARDED:
             continue
         attr = inspect.getattr_static(TensorDict, name)
         if isinstance(attr, property):
             properties[name] = attr.fset is not None
-        elif isinstance(attr, (classmethod, staticmethod)):
-            continue  # constructors: the tensorclass has its own (from_dict, stack, ...)
+        elif isinstance(attr, classmethod):
+            if name not in _PLAIN_CONSTRUCTORS:
+                constructors.append(name)
+        elif isinstance(attr, staticmethod):
+            continue
         elif callable(attr):
             methods.append(name)
-    return tuple(methods), properties
+    return RestOfApi(tuple(methods), properties, tuple(constructors))
+
+
+def constructor(name: str) -> classmethod:  # type: ignore[type-arg]
+    """``Cls.name(...)``: the TensorDict classmethod, its tensordict result as a ``Cls``."""
+    impl = getattr(TensorDict, name)
+
+    def method(cls: type, *args: Any, **kwargs: Any) -> Any:
+        result = impl(*args, **kwargs)
+        if isinstance(result, TensorDictBase):
+            return cls._from_tensordict(result)  # type: ignore[attr-defined]
+        return result
+
+    method.__name__ = name
+    method.__doc__ = f"``TensorDict.{name}``, the result as an instance of this tensorclass."
+    method.__tensorclass_generated__ = True  # type: ignore[attr-defined]
+    return classmethod(method)
 
 
 def _names(kinds: tuple[Kind, ...], extra: tuple[str, ...] = ()) -> list[str]:
@@ -297,7 +328,7 @@ _FALLBACK_METHOD_FROM_TD_FORCE = sorted(
 )
 #: ... methods whose tensordict result comes back as the tensorclass (or that return it) ...
 _FALLBACK_METHOD_FROM_TD = sorted(
-    (set(_names((Kind.WRAP, Kind.SELF))) | set(rest_of_api(frozenset())[0]))
+    (set(_names((Kind.WRAP, Kind.SELF))) | set(rest_of_api(frozenset()).methods))
     - set(_FALLBACK_METHOD_FROM_TD_FORCE)
     - set(_names((Kind.PLAIN, Kind.BORROW)))
 )
