@@ -118,3 +118,96 @@ def test_setting_the_device_says_to_use_to() -> None:
 
     with pytest.raises(RuntimeError, match=r"device cannot be set using tensorclass\.device"):
         D(x=torch.zeros(1)).device = torch.device("cpu")
+
+
+@tensorclass
+class Nested:
+    x: torch.Tensor
+    label: str
+    inner: Nested = None
+
+
+def _nested(value: float) -> Nested:
+    inner = Nested(x=torch.full((2,), value), label=f"in{value}", batch_size=[2])
+    return Nested(x=torch.full((2,), value), label=f"out{value}", inner=inner, batch_size=[2])
+
+
+@pytest.mark.parametrize("source", ["instance", "dict", "tensordict"])
+def test_update_reaches_nested_tensorclasses(source: str) -> None:
+    target, new = _nested(0.0), _nested(1.0)
+    given = {"instance": new, "dict": new.to_dict(), "tensordict": new.to_tensordict()}[source]
+    target.update(given)
+    assert (target.inner.x == 1).all() and target.inner.label == "in1.0"
+
+
+def test_update_with_keywords_and_in_place() -> None:
+    target = _nested(0.0)
+    x = target.x
+    target.update_(x=torch.ones(2))
+    assert target.x is x and (x == 1).all()
+    assert target.update() is target
+
+
+def test_get_reads_attributes_nested_values_and_defaults() -> None:
+    data = _nested(0.0)
+    assert data.get("batch_size") == torch.Size([2])
+    assert data.get(("inner", "label")) == "in0.0"
+    assert data.get("missing", "default") == "default"
+
+
+def test_lazy_stack_of_ragged_instances_keeps_the_class() -> None:
+    from tensordict import LazyStackedTensorDict
+
+    a = Nested(x=torch.zeros(2, 3), label="a", batch_size=[2])
+    b = Nested(x=torch.zeros(2, 4), label="b", batch_size=[2])
+    stacked = LazyStackedTensorDict.lazy_stack([a, b], 0)
+    assert type(stacked) is Nested and stacked[1].x.shape == (2, 4)
+
+
+def test_stack_with_a_tensor_member_is_a_dispatch_error() -> None:
+    @tensorclass
+    class Other:
+        x: torch.Tensor
+        label: str
+        inner: torch.Tensor = None
+
+    other = Other(x=torch.zeros(2), label="o", inner=torch.zeros(2), batch_size=[2])
+    with pytest.raises(TypeError):
+        torch.stack([_nested(0.0), other])
+
+
+def test_setitem_with_a_mismatched_batch_uses_upstream_wording() -> None:
+    data = _nested(0.0)
+    with pytest.raises(RuntimeError, match="indexed destination TensorDict batch size is"):
+        data[[0]] = _nested(1.0)
+
+
+def test_batch_mismatch_names_the_offending_leaf() -> None:
+    @tensorclass
+    class Holder:
+        td: TensorDict
+
+    with pytest.raises(RuntimeError, match=r"the Tensor smth has shape torch.Size\(\[1\]\) which"):
+        Holder(td=TensorDict(smth=torch.zeros(1)), batch_size=[3])
+
+
+def test_gather_into_out_and_autograd_grad() -> None:
+    data = _nested(1.0)
+    out = data.gather(0, torch.tensor([1, 0]), out=data.clone().zero_())
+    assert (out.x == 1).all()
+
+    @tensorclass
+    class Leaf:
+        x: torch.Tensor
+
+    a = Leaf(x=torch.randn(3, requires_grad=True))
+    (grad,) = (torch.autograd.grad(a + 1, a, torch.ones_like(a)),)
+    assert (grad.x == 1).all()
+
+
+def test_a_complex_number_stays_a_python_object() -> None:
+    @tensorclass
+    class Value:
+        v: Any
+
+    assert Value(v=1 + 2j).v == 1 + 2j

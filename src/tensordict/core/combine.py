@@ -350,6 +350,24 @@ def _like(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
     return impl
 
 
+def _autograd_grad(outputs: Any, inputs: Any, grad_outputs: Any = None, **kwargs: Any) -> Any:
+    """``torch.autograd.grad`` with tensordicts: leaves matched by key, grads shaped as inputs."""
+
+    def one(value: Any) -> Any:  # (torch hands the arguments over as tuples)
+        return value[0] if isinstance(value, (tuple, list)) and len(value) == 1 else value
+
+    outputs, inputs, grad_outputs = one(outputs), one(inputs), one(grad_outputs)
+    out_keys = list(outputs.keys(include_nested=True, leaves_only=True))
+    in_keys = list(inputs.keys(include_nested=True, leaves_only=True))
+    outs = [outputs.get(k) for k in out_keys]
+    grad_outs = None if grad_outputs is None else [grad_outputs.get(k) for k in out_keys]
+    grads = torch.autograd.grad(outs, [inputs.get(k) for k in in_keys], grad_outs, **kwargs)
+    result = inputs.empty(recurse=True) if hasattr(inputs, "empty") else inputs.clone()
+    for key, grad in zip(in_keys, grads):
+        result.set(key, grad)
+    return result
+
+
 #: The one table of torch functions a tensordict answers to.
 TORCH_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     torch.stack: stack,
@@ -374,10 +392,11 @@ TORCH_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     torch.flatten: lambda td, start_dim=0, end_dim=-1: td.flatten(start_dim, end_dim),
     torch.unflatten: lambda td, dim, sizes: td.unflatten(dim, sizes),
     torch.transpose: lambda td, dim0, dim1: td.transpose(dim0, dim1),
-    torch.gather: lambda td, dim, index: td.gather(dim, index),
+    torch.gather: lambda td, dim, index, out=None: td.gather(dim, index, out=out),
     torch.isfinite: lambda td: td.isfinite(),
     torch.isnan: lambda td: td.isnan(),
     torch.abs: lambda td: td.abs(),
     torch.all: lambda td, dim=None: td.all(dim),
     torch.any: lambda td, dim=None: td.any(dim),
+    torch.autograd.grad: _autograd_grad,
 }

@@ -125,7 +125,10 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         """Stack without copying (with ``out=``: write the members into ``out``)."""
         if out is not None:
             return stack(input, dim, out=out)
-        return cls(*input, stack_dim=dim, strict_shape=kwargs.get("strict_shape", False))
+        members = list(input)
+        if members and getattr(type(members[0]), "_is_tensorclass", False):
+            return type(members[0]).lazy_stack(members, dim)  # the tensorclass around the stack
+        return cls(*members, stack_dim=dim, strict_shape=kwargs.get("strict_shape", False))
 
     @classmethod
     def maybe_dense_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
@@ -295,6 +298,8 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
             return stack_non_tensor(values, self.stack_dim)
         if isinstance(v0, TensorDictBase):
             return LazyStackedTensorDict(*values, stack_dim=self.stack_dim)
+        if getattr(type(v0), "_is_tensorclass", False):  # kept lazy, as the members are
+            return type(v0).lazy_stack(values, self.stack_dim)
         return torch.stack(values, self.stack_dim)
 
     def _set_str(self, key: str, value: Any, *, validated: bool) -> None:

@@ -46,6 +46,7 @@ __all__ = [
     "NonTensorStack",
     "cat_non_tensor",
     "is_non_tensor",
+    "list_to_stack",
     "register_save_hook",
     "same_value",
     "stack_non_tensor",
@@ -723,6 +724,21 @@ def _torch_function(
         target.update_(out)
         return target
     return out
+
+
+def list_to_stack(values: list[Any], device: torch.device | None) -> Any:
+    """A list stored under ``list_to_stack()`` (upstream's default): tensors are stacked,
+    numbers make a tensor, anything else a :class:`NonTensorStack` shaped like the list."""
+    if values and all(isinstance(v, torch.Tensor) for v in values):
+        try:
+            out = torch.stack(values)
+        except RuntimeError:
+            return NonTensorStack.from_list(values, device)
+        return out if device is None else out.to(device)
+    try:
+        return torch.tensor(values, device=device)
+    except (TypeError, ValueError, RuntimeError):
+        return NonTensorStack.from_list(values, device)
 
 
 def is_non_tensor(value: Any) -> bool:

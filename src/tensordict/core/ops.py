@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from tensordict.core.collection import TensorCollection
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack, same_value
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.shape import broadcasts_to, nested_names
 from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import (
@@ -572,10 +572,8 @@ class OpsMixin(TensorCollection):
                 return None
             if isinstance(other_v, (NonTensorData, NonTensorStack)):
                 flags = value == other_v
-            else:
-                flags = torch.full(
-                    value.batch_size, same_value(getattr(value, "data", None), other_v)
-                )
+            else:  # compared with a number: nothing to compare (upstream gives an empty node)
+                return self._new_dense({}, value.batch_size)
             return ~flags if op is operator.ne else flags
 
         if _is_collection(other):

@@ -262,8 +262,11 @@ class ShapeMixin(TensorCollection):
         new_names = [*names[:d], *[None] * (len(sizes) - 1), *names[d:]] if names else None
         return self._transform(lambda t: t.unflatten(d, sizes), new_bs, new_names)
 
-    def gather(self, dim: int, index: torch.Tensor) -> Any:
-        """Gather along a batch dimension with an index of the new batch shape (like torch)."""
+    def gather(self, dim: int, index: torch.Tensor, out: Any = None) -> Any:
+        """Gather along a batch dimension with an index of the new batch shape (like torch).
+
+        With ``out``, the result is written into ``out`` (in place), which is returned.
+        """
         bs = self.batch_size
         d = normalize_dim(dim, len(bs), bs, "gather")
         if index.ndim != len(bs):
@@ -280,6 +283,9 @@ class ShapeMixin(TensorCollection):
         result = self._transform(leaf_fn, index.shape, self._names_or_none())
         if result.is_locked:  # (gather gives an unlocked result, as upstream)
             result._set_locked(False)
+        if out is not None:
+            out.update_(result)
+            return out
         return result
 
     def flip(self, dims: int | Sequence[int]) -> Any:

@@ -68,7 +68,8 @@ def _tensordict_protocol(
     """
     spec = spec_of(cls)
     given = non_tensordict or {}
-    kept = {k: given.get(k) for k in spec.order if td._get_str(k, None) is None}
+    present = set(td._own_keys())
+    kept = {k: given.get(k) for k in spec.order if k not in present}
     out = new_instance(cls, td, kept)
     post_init = getattr(cls, "__post_init__", None)
     if post_init is not None and not getattr(cls, "_skip_post_init_on_rebuild", False):
@@ -264,8 +265,10 @@ def from_tensordict(
         )
     for name in spec.order:
         sub = spec.tensorclass_of(name)
+        if sub is None:
+            continue
         value = tensordict.get(name, None)
-        if sub is not None and isinstance(value, TensorDictBase):
+        if isinstance(value, TensorDictBase):
             tensordict._set_str(name, from_tensordict(sub, value), validated=True)
     return _tensordict_protocol(cls, tensordict, non_tensordict)
 

@@ -76,7 +76,7 @@ FORWARDED: dict[Kind, tuple[str, ...]] = {
         *("_apply_leaves", "_transform", "_index"),
     ),
     Kind.SELF: (
-        *("lock_", "unlock_", "share_memory_", "update", "update_", "set_", "set_at_"),
+        *("lock_", "unlock_", "share_memory_", "set_", "set_at_"),
         *("copy_", "zero_", "fill_", "apply_", "detach_", "clear_device_"),
         *("auto_batch_size_", "refine_names", "del_", "rename_key_", "__enter__"),
         *("add_", "sub_", "mul_", "div_", "pow_", "abs_", "neg_", "exp_", "sqrt_", "clamp_"),
@@ -227,6 +227,14 @@ def torch_function(
     impl = TORCH_FUNCTIONS.get(func)
     if impl is None:
         return NotImplemented
+    mixed = (
+        func in (torch.stack, torch.cat)
+        and args
+        and isinstance(args[0], (list, tuple))
+        and not all(_is_tc(a) or isinstance(a, TensorDictBase) for a in args[0])
+    )
+    if mixed:
+        return NotImplemented  # tensors mixed in: torch raises its dispatch TypeError
     return _dispatch(impl, args, kwargs or {})
 
 
