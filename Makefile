@@ -3,6 +3,11 @@ PYTHON ?= python3
 VENV   ?= .venv
 TORCH  ?= torch==2.13.0
 EXTRAS ?= dev,progress,ray,io
+# TorchRL, the main client of tensordict.nn, tested in tests/clients/. It declares tensordict<0.15,
+# so it is installed without its dependencies (they would replace this package and torch); its
+# pure-python requirements are pinned next to it, the others (numpy, packaging, cloudpickle) come
+# with the test extra.
+TORCHRL ?= torchrl==0.14.1 pyvers==0.2.3 hoptorch==0.1.4
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
@@ -16,6 +21,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH)"
 	$(PY) -m pip install -q -e ".[$(EXTRAS)]" "$(TORCH)"
+	$(PY) -m pip install -q --no-deps $(TORCHRL)
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -166,11 +166,19 @@ def ray_available() -> bool:
     return Path(__file__).with_name("ray_pool.py").exists()
 
 
+def io_stream(quick: bool) -> tuple[dict[str, Any], list[Row]]:
+    from benchmarks import io_stream as suite
+
+    raw = suite.run(size_mib=64 if quick else 1024, repeat=1 if quick else 3)
+    return raw, raw["rows"]
+
+
 SUITES: dict[str, Callable[[bool], tuple[dict[str, Any], list[Row]]]] = {
     "core_ops": core_ops,
     "memmap_io": memmap_io,
     "map_iter": map_iter,
     "ray_pool": ray_pool,
+    "io_stream": io_stream,
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import torch
 
 from tensordict import LazyStackedTensorDict, NonTensorStack, TensorDict
 from tensordict.cli import main
+from tests.memmap import writers
 from tests.tensorclass.classes import Sample
 
 
@@ -237,6 +239,66 @@ def test_unreadable_nested_metadata_is_a_problem_not_a_crash(capsys, saved):
     status, out, _ = _run(capsys, str(saved))
     assert status == 1
     assert "! " in _row(out, "deep") and "JSON object" in _row(out, "deep")
+
+
+def _info_forked(path) -> tuple[int, str, str]:
+    """``info`` in a forked child with a deadline: a regression fails instead of hanging."""
+    code, value = writers.run_forked(writers.info, str(path), deadline=60)
+    assert code == 0 and value[0] == "ok", f"info hung or crashed: {code} {value}"
+    return value[1]
+
+
+def test_short_lazy_stack_is_a_problem(capsys, tmp_path):
+    members = [TensorDict({"x": torch.zeros(2)}, [2]) for _ in range(5)]
+    LazyStackedTensorDict(*members, stack_dim=0).memmap(tmp_path / "p")
+    os.rename(tmp_path / "p" / "2", tmp_path / "gone")
+    status, out, _ = _run(capsys, str(tmp_path / "p"), "--json")
+    assert status == 1
+    assert any("5 members" in p and "2/" in p for p in json.loads(out)["problems"])
+
+
+def test_meta_json_fifo_exits_2_at_once(tmp_path):
+    (tmp_path / "p").mkdir()
+    os.mkfifo(tmp_path / "p" / "meta.json")
+    status, _, err = _info_forked(tmp_path / "p")
+    assert status == 2 and "regular file" in err
+
+
+def test_nested_meta_json_fifo_is_a_problem(capsys, saved):
+    os.unlink(saved / "nested" / "meta.json")
+    os.mkfifo(saved / "nested" / "meta.json")
+    status, out, _ = _info_forked(saved)
+    assert status == 1 and "regular file" in out
+
+
+def test_symlink_loop_is_a_problem_counted_once(capsys, tmp_path):
+    TensorDict({"x": torch.zeros(2), "n": {"y": torch.zeros(2)}}, [2]).memmap(tmp_path / "p")
+    shutil.rmtree(tmp_path / "p" / "n")
+    os.symlink(".", tmp_path / "p" / "n")
+    status, out, _ = _run(capsys, str(tmp_path / "p"), "--json")
+    summary = json.loads(out)
+    assert status == 1 and summary["num_tensors"] == 1
+    assert any("loop" in p for p in summary["problems"])
+
+
+def test_deep_nesting_is_a_problem_not_a_crash(capsys, tmp_path):
+    from tensordict.memmap import format as fmt
+    from tests.memmap.helpers import td_meta, write_json
+
+    path = tmp_path / "p"
+    for _ in range(fmt.MAX_DEPTH + 10):
+        write_json(str(path), td_meta({"a": {"type": "TensorDict"}}, []))
+        path = path / "a"
+    status, out, _ = _run(capsys, str(tmp_path / "p"), "--json")
+    assert status == 1 and any("deeper than" in p for p in json.loads(out)["problems"])
+
+
+def test_data_file_with_trailing_bytes_is_noted_not_a_problem(capsys, tmp_path):
+    TensorDict({"x": torch.zeros(2, dtype=torch.int64)}, [2]).memmap(tmp_path / "p")
+    with open(tmp_path / "p" / "x.memmap", "ab") as f:
+        f.write(b"\0")
+    status, out, _ = _run(capsys, str(tmp_path / "p"))
+    assert status == 0 and "1 trailing byte ignored" in _row(out, "x")
 
 
 # ---------------------------------------------------------------------- the entry point

@@ -155,6 +155,11 @@ SAME_OBJECT = [
     ("tensordict.memmap", "MemoryMappedTensor", "tensordict.memmap.tensor", "MemoryMappedTensor"),
     ("tensordict.memmap", "_is_writable", "tensordict.memmap.format", "is_writable"),
     ("tensordict.tensorclass", "NonTensorData", "tensordict.core.non_tensor", "NonTensorData"),
+    ("tensordict", "MetaData", "tensordict.core.non_tensor", "MetaData"),
+    ("tensordict", "UnbatchedTensor", "tensordict.core.unbatched", "UnbatchedTensor"),
+    ("tensordict", "TypedTensorDict", "tensordict.core.typed", "TypedTensorDict"),
+    ("tensordict", "TensorDictParams", "tensordict.nn.params", "TensorDictParams"),
+    ("tensordict", "from_module", "tensordict.nn.functional_modules", "from_module"),
 ]
 
 
@@ -318,35 +323,37 @@ def test_every_upstream_top_level_name_exists() -> None:
 
 # ------------------------------------------------------------------------ placeholders
 def test_placeholder_class_is_importable_subclassable_and_fails_on_use() -> None:
-    from tensordict import TypedTensorDict
-    from tensordict.nn import TensorDictModule
+    from tensordict.core.placeholders import coming_class
 
-    class Sub(TypedTensorDict):  # a module-level subclass in client code must still load
+    Later = coming_class("Later", "tensordict.example", "a later feature", 99)
+
+    class Sub(Later):  # a module-level subclass in client code must still load
         a: int
 
-    assert not isinstance(object(), TensorDictModule)
-    assert TypedTensorDict["shadow"] is TypedTensorDict
-    with pytest.raises(NotYetAvailableError, match=r"TensorDictModule.*issue 14"):
-        TensorDictModule()
-    with pytest.raises(NotYetAvailableError, match="issue 13"):
+    assert not isinstance(object(), Later)
+    assert Later["x"] is Later
+    with pytest.raises(NotYetAvailableError, match=r"tensordict.example.Later.*issue 99"):
+        Later()
+    with pytest.raises(NotYetAvailableError, match="issue 99"):
         Sub()
 
 
 def test_placeholder_error_is_a_not_implemented_error_naming_the_feature() -> None:
-    from tensordict import from_h5
-    from tensordict.nn import InteractionType
+    from tensordict.core.placeholders import coming_class, coming_function
 
-    with pytest.raises(NotImplementedError, match=r"from_h5.*issue 15"):
-        from_h5("x.h5")
-    with pytest.raises(NotYetAvailableError, match=r"InteractionType\.RANDOM"):
-        _ = InteractionType.RANDOM
+    later = coming_function("later", "tensordict.example", "a later feature", 99)
+    Later = coming_class("Later", "tensordict.example", "a later feature", 99)
+    with pytest.raises(NotImplementedError, match=r"later.*a later feature \(issue 99\)"):
+        later("x.h5")
+    with pytest.raises(NotYetAvailableError, match=r"Later\.RANDOM"):
+        _ = Later.RANDOM
 
 
 def test_placeholder_private_attribute_is_a_plain_attribute_error() -> None:
-    from tensordict.nn import TensorDictModule
+    from tensordict.utils import TensorDictFuture
 
     # pytest, pickle, typing and hasattr() probe dunder/private attributes: those stay normal
-    assert not hasattr(TensorDictModule, "_not_there")
+    assert not hasattr(TensorDictFuture, "_not_there")
     assert pickle.loads(pickle.dumps(NotYetAvailableError("x"))).args == ("x",)
 
 

@@ -13,16 +13,13 @@ from tensordict.core.combine import cat, stack
 from tensordict.core.coming import (
     PackLayout,
     append_memmap,
-    from_any,
     from_consolidated,
-    from_namedtuple,
-    from_pytree,
-    from_tuple,
     is_memmap_archive,
     pack_memmap,
     refresh_archive_checksums,
     unpack_memmap,
 )
+from tensordict.core.convert import from_any, from_namedtuple, from_pytree, from_tuple
 from tensordict.core.dense import TensorDict
 from tensordict.core.functional import (
     dense_stack_tds,
@@ -118,12 +115,12 @@ __all__ = [
     "TensorCollection",
     "TensorDict",
     "TensorDictBase",
+    "TensorDictParams",
     "TypedTensorDict",
     "UnbatchedTensor",
     "WorkerInfo",
     "from_arrow",
     "from_csv",
-    "TensorDictParams",
     "TensorDictStore",
     "append_memmap",
     "as_tensordict_module",

@@ -2,7 +2,7 @@
 only, each from its home."""
 
 from tensordict.core.base import TensorDictBase, is_tensor_collection
-from tensordict.core.coming import from_any, from_namedtuple, from_tuple
+from tensordict.core.convert import from_any, from_namedtuple, from_tuple
 from tensordict.core.entries import NO_DEFAULT
 from tensordict.core.functional import from_dict
 from tensordict.core.keys import GENERIC_NESTED_ERR as _GENERIC_NESTED_ERR  # noqa: F401

@@ -11,6 +11,7 @@ Messages follow one rule: say what was expected, what was given, and what to do.
 from __future__ import annotations
 
 import dataclasses
+import errno
 
 __all__ = [
     "AlreadyMemmappedError",
@@ -27,10 +28,15 @@ __all__ = [
     "IndexingError",
     "KeyMismatchError",
     "KeyTypeError",
+    "FileNameTooLongError",
     "LockedError",
+    "MappingLimitError",
+    "MemmapExistsError",
     "MetaDataTypeError",
     "MemmapFormatError",
     "MissingDependencyError",
+    "NoSpaceError",
+    "NestedWorkersError",
     "NotATensorDictError",
     "NotYetAvailableError",
     "NotPicklableError",
@@ -49,6 +55,7 @@ __all__ = [
     "TensorDictPropertyError",
     "UndeclaredFieldError",
     "UnsafeKeyError",
+    "WorkerCountWarning",
     "WorkerDiedError",
 ]
 
@@ -131,6 +138,34 @@ class UnsafeKeyError(MemmapFormatError):
     """A key whose file name would escape the directory of a memory-mapped tensordict."""
 
 
+class FileNameTooLongError(MemmapFormatError, OSError):
+    """A key whose file name, or whose path below the prefix, is longer than the file system
+    allows. Subclasses ``OSError`` too, which upstream raises (``errno`` is ``ENAMETOOLONG``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.errno = errno.ENAMETOOLONG
+
+
+class MemmapExistsError(FileExistsError, RuntimeError):
+    """A write with ``existsok=False`` to a prefix that already holds a saved tensordict.
+
+    Subclasses ``RuntimeError`` too, which upstream raises for the same mistake.
+    """
+
+
+class NoSpaceError(OSError):
+    """Not enough free space on the file system for a memory-mapped write (``errno`` ENOSPC);
+    the message names the path and the sizes. Nothing was left half-written."""
+
+
+class MappingLimitError(OSError, RuntimeError):
+    """More memory-mapped files than the kernel lets one process map (``vm.max_map_count``).
+
+    Subclasses ``RuntimeError`` too, which torch raises when a mapping fails.
+    """
+
+
 class PickleNotAllowedError(MemmapFormatError):
     """A saved entry that can only be read by unpickling, while ``allow_pickle=False``."""
 
@@ -162,6 +197,14 @@ class ChunkError(RuntimeError):
 
 class CycleError(ValueError):
     """A tensordict stored inside itself (``td["a"] = td``), directly or deeper down."""
+
+
+class NestedWorkersError(RuntimeError, AssertionError):
+    """``map_iter``/``map`` called where it cannot start worker processes: in a daemonic process
+    (a ``multiprocessing.Pool`` worker), or nested deeper than the allowed levels.
+
+    Subclasses ``AssertionError`` too, which ``multiprocessing`` raises (bare) in that case.
+    """
 
 
 class MissingDependencyError(ImportError):
@@ -246,3 +289,7 @@ class NotYetAvailableError(NotImplementedError):
 class TensorDictPropertyError(RuntimeError):
     """A tensordict tree whose metadata is inconsistent: a child whose batch size, device, lock
     state or dimension names disagree with its parent's (raised by the checks for tests)."""
+
+
+class WorkerCountWarning(UserWarning):
+    """``num_workers`` larger than the CPUs can serve: fewer workers are started."""

@@ -72,7 +72,8 @@ def td_and_operand(draw: st.DrawFn, grow: bool) -> tuple[TensorDict, torch.Tenso
     shape = [draw(st.sampled_from([s, 1])) for s in bs[len(bs) - k :]]
     if grow:  # a size-1 batch dim may be stretched by the operand
         shape = [draw(st.integers(1, 3)) if b == 1 else s for s, b in zip(shape, bs[len(bs) - k :])]
-        shape = [draw(st.integers(1, 3)) for _ in range(draw(st.integers(0, 1)))] + shape
+        if k == len(bs):  # new leading dims only when the operand covers every batch dim
+            shape = [draw(st.integers(1, 3)) for _ in range(draw(st.integers(0, 1)))] + shape
     return td, torch.rand(shape, generator=gen) + 1
 
 
@@ -164,3 +165,34 @@ def test_ampersand_combines_a_tensor_with_each_leaf_as_torch_does() -> None:
     td = TensorDict({"a": torch.tensor([[1, 2, 3]] * 3)}, [3])
     out = td & torch.tensor([1, 0, 1])
     assert out["a"].tolist() == [[1, 0, 1]] * 3
+
+
+def test_clamp_bounds_line_up_with_the_batch_dims() -> None:
+    td = TensorDict({"a": torch.arange(6.0).reshape(3, 2)}, [3])
+    low, high = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.5, 4.0, 9.0])
+    out = td.clamp(low, high)
+    assert torch.equal(out["a"], torch.clamp(td["a"], low[:, None], high[:, None]))
+    td.clamp_(low, high)
+    assert torch.equal(td["a"], out["a"])
+    with pytest.raises(ValueError, match="min and max"):
+        td.clamp()
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "pow", "maximum", "clamp_min"])
+def test_default_stands_in_for_missing_entries_or_keeps_the_intersection(name: str) -> None:
+    td0 = TensorDict(a=torch.tensor(1.0), b=torch.tensor(2.0))
+    td1 = TensorDict(b=torch.tensor(3.0), d=torch.tensor(4.0))
+    with pytest.raises(KeyError):
+        getattr(td0, name)(td1)
+    fn = getattr(torch, {"div": "true_divide"}.get(name, name))
+    out = getattr(td0, name)(td1, default=torch.tensor(5.0))
+    assert torch.equal(out["a"], fn(torch.tensor(1.0), torch.tensor(5.0)))
+    assert torch.equal(out["d"], fn(torch.tensor(5.0), torch.tensor(4.0)))
+    assert list(getattr(td0, name)(td1, default="intersection").keys()) == ["b"]
+
+
+def test_reflected_bitwise_operators() -> None:
+    td = TensorDict(a=torch.tensor([True, False]), batch_size=[2])
+    assert (False | td)["a"].tolist() == [True, False]
+    assert (True ^ td)["a"].tolist() == [False, True]
+    assert (torch.ones((), dtype=torch.bool) & td)["a"].tolist() == [True, False]

@@ -116,3 +116,15 @@ def test_check_recursive_properties_names_mismatch() -> None:
 def test_check_recursive_properties_rejects_non_collections() -> None:
     with pytest.raises(TypeError, match="tensordict or tensorclass"):
         _check_recursive_properties(torch.zeros(2))
+
+
+def test_check_recursive_properties_unbatched_entry_follows_the_holder() -> None:
+    from tensordict import UnbatchedTensor
+
+    td = TensorDict(t=torch.zeros(3), u=UnbatchedTensor(torch.ones(())), batch_size=[3])
+    assert _check_recursive_properties(td)
+    assert _check_recursive_properties(lazy_stack([td, td]))
+    td.get("u")._batch_size = torch.Size([])  # stale: not the holder's batch size
+    with pytest.raises(_TensorDictPropertyError, match=r"Batch-size mismatch.*'u'"):
+        _check_recursive_properties(td)
+    assert _check_recursive_properties(td, include_unbatched=False)

@@ -250,3 +250,32 @@ def test_torch_where_with_scalar_input() -> None:
 def test_unsupported_torch_function_raises_type_error() -> None:
     with pytest.raises(TypeError):
         torch.sort(make())  # type: ignore[call-overload]
+
+
+def test_torch_reductions_maximum_masked_select_and_flip_dispatch_to_the_methods() -> None:
+    td = TensorDict({"a": torch.arange(6.0).reshape(3, 2), "n": {"b": torch.ones(3)}}, [3])
+    assert torch.equal(torch.mean(td, dim=0)["a"], td.mean(dim=0)["a"])
+    assert torch.equal(torch.sum(td)["a"], td["a"].sum())
+    assert torch.equal(torch.var(td, dim=0)["a"], td["a"].var(0))
+    assert torch.equal(torch.std(td)["n", "b"], td["n", "b"].std())
+    assert torch.masked_select(td, torch.tensor([True, False, True])).batch_size == (2,)
+    assert torch.equal(torch.maximum(td, td + 1)["a"], td["a"] + 1)
+    assert torch.equal(torch.flip(td, [0])["a"], td["a"].flip(0))
+
+
+@pytest.mark.parametrize("name", ["l1_loss", "mse_loss", "smooth_l1_loss"])
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_losses_of_two_tensordicts_are_taken_entry_by_entry(name: str, reduction: str) -> None:
+    fn = getattr(torch.nn.functional, name)
+    td = TensorDict({"a": torch.randn(3, 2), "n": {"b": torch.randn(3)}}, [3])
+    other = td.apply(lambda x: x * 2)
+    out = fn(td, other, reduction=reduction)
+    for key in ["a", ("n", "b")]:
+        assert torch.equal(out[key], fn(td[key], other[key], reduction=reduction)), key
+
+
+def test_autograd_grad_of_tensordicts_matches_entries_by_key() -> None:
+    inputs = TensorDict({"a": torch.ones(3), "n": {"b": torch.ones(3, 2)}}, [3]).requires_grad_()
+    outputs = inputs * 3
+    grads = torch.autograd.grad(outputs, inputs, torch.ones_like(outputs))
+    assert (grads == 3).all() and grads["n", "b"].shape == (3, 2)

@@ -182,7 +182,7 @@ def test_group_by_multi_column_entry_compares_rows() -> None:
 
 def test_group_by_non_tensor_entry_gives_a_list_of_values() -> None:
     td = TensorDict(v=torch.arange(3), batch_size=[3])
-    td["name"] = NonTensorStack("b", "a", "b")
+    td["name"] = NonTensorStack.from_list(["b", "a", "b"])
     values, groups = group_by(td, "name")
     assert values == ["a", "b"]
     assert [g["v"].tolist() for g in groups] == [[1], [0, 2]]
@@ -209,10 +209,29 @@ def test_isin_compares_slices_along_dim() -> None:
 
 def test_isin_errors() -> None:
     td = TensorDict(x=torch.zeros(4), batch_size=[4])
-    with pytest.raises(ValueError, match="batch dimensions"):
+    with pytest.raises(ValueError, match="number of dimensions"):
         isin(td, TensorDict(x=torch.zeros(2, 2), batch_size=[2, 2]), "x")
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match="Key 'missing' not found"):
         isin(td, td, "missing")
+    with pytest.raises(ValueError, match="dimension '1' is invalid"):
+        isin(td, td, "x", dim=1)
+
+
+def test_isin_negative_dim_is_a_batch_dim() -> None:
+    td = TensorDict(x=torch.tensor([[1, 2], [3, 4]]), batch_size=[2])
+    ref = TensorDict(x=torch.tensor([[3, 4]]), batch_size=[1])
+    assert isin(td, ref, "x", dim=-1).tolist() == [False, True]
+
+
+def test_remove_duplicates_errors_and_negative_dim() -> None:
+    td = TensorDict(x=torch.tensor([[1], [1]]), n=TensorDict(batch_size=[2]), batch_size=[2])
+    with pytest.raises(KeyError, match="does not exist"):
+        remove_duplicates(td, "missing")
+    with pytest.raises(KeyError, match="does not point to a tensor"):
+        remove_duplicates(td, "n")
+    with pytest.raises(ValueError, match="dimension '1' is invalid"):
+        remove_duplicates(td, "x", dim=1)
+    assert remove_duplicates(td, "x", dim=-1).batch_size == torch.Size([1])
 
 
 def test_remove_duplicates_keeps_first_and_sorts_by_value() -> None:

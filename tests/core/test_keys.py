@@ -85,9 +85,27 @@ def test_keys_default_are_top_level_in_insertion_order() -> None:
     assert list(make().keys()) == ["a", "b", "s"]
 
 
-def test_keys_include_nested() -> None:
+def test_keys_include_nested_list_a_nested_tensordict_after_its_keys() -> None:
     keys = list(make().keys(include_nested=True))
-    assert keys == ["a", "b", ("b", "c"), ("b", "d"), ("b", "d", "e"), "s"]
+    assert keys == ["a", ("b", "c"), ("b", "d", "e"), ("b", "d"), "b", "s"]
+
+
+def test_items_and_values_list_a_nested_tensordict_before_its_entries() -> None:
+    td = make()
+    keys = ["a", "b", ("b", "c"), ("b", "d"), ("b", "d", "e"), "s"]
+    assert [k for k, _ in td.items(include_nested=True)] == keys
+    assert [v is td.get(k) for k, v in zip(keys, td.values(include_nested=True))] == [True] * 6
+
+
+def test_keys_sort_orders_by_dotted_key() -> None:
+    td = TensorDict({"b": {"a": torch.zeros(())}, "a": torch.zeros(()), "b.0": torch.zeros(())})
+    assert list(td.keys(True, sort=True)) == ["a", "b", "b.0", ("b", "a")]
+    assert [k for k, _ in td.items(True, sort=True)] == ["a", "b", "b.0", ("b", "a")]
+
+
+def test_membership_of_a_non_key_in_a_keys_view_raises_type_error() -> None:
+    with pytest.raises(TypeError, match="keys are always strings"):
+        1 in make().keys(include_nested=True)  # noqa: B015
 
 
 def test_keys_include_nested_leaves_only() -> None:

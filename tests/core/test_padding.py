@@ -51,7 +51,7 @@ def test_pad_inplace_keeps_identity() -> None:
 
 def test_pad_non_tensor_slots_hold_none() -> None:
     td = TensorDict(a=torch.ones(2), batch_size=[2])
-    td["s"] = NonTensorStack("x", "y")
+    td["s"] = NonTensorStack.from_list(["x", "y"])
     out = pad(td, [1, 0])
     assert out["s"] == [None, "x", "y"]
 
@@ -94,8 +94,8 @@ def test_pad_sequence_feature_dim_leaves_batch_size() -> None:
 
 def test_pad_sequence_stacks_non_tensor_data_with_none_padding() -> None:
     tds = [TensorDict(a=torch.ones(n), batch_size=[n]) for n in (1, 2)]
-    tds[0]["s"] = NonTensorStack("x")
-    tds[1]["s"] = NonTensorStack("y", "z")
+    tds[0]["s"] = NonTensorStack.from_list(["x"])
+    tds[1]["s"] = NonTensorStack.from_list(["y", "z"])
     out = pad_sequence(tds)
     assert out["s"] == [["x", None], ["y", "z"]]
 

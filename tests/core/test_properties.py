@@ -400,10 +400,14 @@ def test_reduction_equals_reduction_on_each_leaf(
     dim = data.draw(st.integers(-td.batch_dims, td.batch_dims - 1))
     keepdim = data.draw(st.booleans())
     method = {"sum": "sum", "mean": "mean", "amax": "max", "amin": "min"}[name]
-    out = getattr(td, method)(dim=dim, keepdim=keepdim)
+    kwargs = {"return_indices": False} if method in ("max", "min") else {}
+    out = getattr(td, method)(dim=dim, keepdim=keepdim, **kwargs)
     for key, value in leaves(td).items():
         expected = getattr(torch, name)(value, dim=dim % td.batch_dims, keepdim=keepdim)
         assert torch.allclose(out[key], expected), key
+    d, bs = dim % td.batch_dims, list(td.batch_size)
+    reduced = bs[:d] + ([1] if keepdim else []) + bs[d + 1 :]
+    assert list(out["n"].batch_size) == reduced + [td["n"].batch_size[-1]]  # its own dims stay
 
 
 @SETTINGS

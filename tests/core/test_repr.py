@@ -105,3 +105,34 @@ def test_repr_of_lazy_stack_marks_differing_dims() -> None:
     text = repr(LazyStackedTensorDict.lazy_stack([a, b]))
     assert "y: Tensor(shape=torch.Size([2, 3, -1])" in text
     assert "    exclusive_fields={\n    },\n" in text
+
+
+def test_print_options_hide_and_show_details() -> None:
+    from tensordict import set_printoptions
+
+    td = TensorDict({"b": torch.ones(4, 2)[::2], "a": torch.zeros(3, requires_grad=True)})
+    with set_printoptions(show_device=False, show_is_shared=False, show_dtype=False):
+        text = repr(td)
+    assert "\n    device=" not in text and "\n    is_shared=" not in text
+    assert "dtype=" not in text and "batch_size=" in text
+    with set_printoptions(show_grad=True, show_is_view=True, show_storage_size=True):
+        text = repr(td)
+    assert "requires_grad=True" in text and "is_view=True" in text and "storage_size=32" in text
+    with set_printoptions(plain=True):
+        assert "mean=1, std=0" in repr(td)
+    with set_printoptions(sort_keys="insertion"):
+        lines = [line.strip()[0] for line in repr(td).splitlines() if "Tensor(" in line]
+    assert lines == ["b", "a"]
+
+
+def test_print_options_set_for_good_is_undone_by_exit() -> None:
+    from tensordict import get_printoptions, set_printoptions
+
+    before = get_printoptions()
+    options = set_printoptions(show_is_shared=False)
+    options.set()
+    try:
+        assert "\n    is_shared=" not in repr(TensorDict({"a": torch.zeros(1)}))
+    finally:
+        options.__exit__(None, None, None)
+    assert get_printoptions() == before

@@ -527,3 +527,19 @@ def test_rename_key_into_itself_nests_the_entry() -> None:
     c = td["b", "c"]
     td.rename_key_("b", ("b", "inner"))
     assert td["b", "inner", "c"] is c
+
+
+def test_setting_a_tensordict_with_fewer_batch_dims_gives_it_the_parents_batch_size() -> None:
+    td = TensorDict({"a": torch.zeros(4, 3)}, [4, 3])
+    inner = TensorDict({"x": torch.randn(4, 3, 1)}, [])
+    td["inner"] = inner
+    assert td["inner"].batch_size == (4, 3) and inner.batch_size == ()  # a shallow copy
+    assert td["inner", "x"] is inner["x"]
+    with pytest.raises(RuntimeError, match="batch size"):
+        td["bad"] = TensorDict({"x": torch.zeros(4, 1)}, [4])  # its leaves do not allow [4, 3]
+
+
+def test_to_accepts_other_and_upstreams_transfer_keywords() -> None:
+    td = TensorDict({"a": torch.zeros(2)}, [2])
+    assert td.to(other=torch.zeros(1, dtype=torch.float64))["a"].dtype == torch.float64
+    assert td.to(torch.float16, non_blocking_pin=False, num_threads=2)["a"].dtype == torch.float16

@@ -101,7 +101,7 @@ def test_tolist_gives_a_dict_per_batch_element() -> None:
 def test_filter_empty_removes_empty_nested_tensordicts() -> None:
     td = TensorDict({"a": torch.zeros(2), "n": {"m": {}}, "k": {"x": torch.ones(2), "e": {}}}, [2])
     assert td.filter_empty_() is td
-    assert list(td.keys(include_nested=True)) == ["a", "k", ("k", "x")]
+    assert list(td.keys(include_nested=True)) == ["a", ("k", "x"), "k"]
     locked = TensorDict({"n": {}}, [2]).lock_()
     with pytest.raises(LockedError):
         locked.filter_empty_()
@@ -171,3 +171,12 @@ def test_update_at_refuses_a_key_the_tensordict_lacks() -> None:
     with pytest.raises(KeyError):
         td.update_at_({"b": torch.tensor(1.0)}, 1)
     assert list(td.keys()) == ["a"]
+
+
+def test_select_of_a_nested_key_keeps_the_nested_batch_size_and_names() -> None:
+    nested = TensorDict({"a": torch.zeros(2, 3, 4), "b": torch.zeros(2, 3)}, [2, 3])
+    td = TensorDict({"a": torch.zeros(2), "nested": nested}, [2], names=["x"])
+    out = td.select("a", ("nested", "a"))
+    assert out["nested"].batch_size == (2, 3) and out["nested"].names == ["x", None]
+    assert list(out["nested"].keys()) == ["a"]
+    assert td.exclude(("nested", "b"))["nested"].batch_size == (2, 3)

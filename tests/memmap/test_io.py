@@ -181,9 +181,11 @@ def test_memmap_copy_of_a_lazy_stack_leaves_the_source_unchanged(tmp_path: Path)
 def test_lazy_stack_meta_json_is_byte_exact(tmp_path: Path) -> None:
     a = TensorDict({"x": torch.zeros(2)}, [2])
     LazyStackedTensorDict(a, a.clone(), stack_dim=1).memmap(tmp_path)
+    # upstream 0.15.3's keys in its order, then the member count (which upstream ignores)
     assert (tmp_path / "meta.json").read_bytes() == (
-        b'{"_type":"<class \'tensordict._lazy.LazyStackedTensorDict\'>","stack_dim":1,'
-        b'"_format_version":1,"_class":"tensordict:LazyStackedTensorDict"}'
+        b'{"_type":"<class \'tensordict._lazy.LazyStackedTensorDict\'>","_format_version":1,'
+        b'"_class":"tensordict:LazyStackedTensorDict","stack_dim":1,"stack_dim_name":null,'
+        b'"num_members":2}'
     )
     assert (tmp_path / "0" / "x.memmap").is_file() and (tmp_path / "1" / "x.memmap").is_file()
 
@@ -202,9 +204,9 @@ def test_non_tensor_stack_meta_json_is_byte_exact(tmp_path: Path) -> None:
     td = TensorDict({"s": "a"}, [3])
     td[1] = TensorDict({"s": "b"}, [])
     td.memmap(tmp_path)
-    assert (tmp_path / "s" / "meta.json").read_bytes() == (
-        b'{"_type":"<class \'tensordict.tensorclass.NonTensorStack\'>","stack_dim":0,'
-        b'"device":null,"data":["a","b","a"]}'
+    assert (tmp_path / "s" / "meta.json").read_bytes() == (  # as upstream 0.15.3
+        b'{"_type":"<class \'tensordict.tensorclass.NonTensorStack\'>","_format_version":1,'
+        b'"_class":"tensordict:NonTensorStack","stack_dim":0,"device":null,"data":["a","b","a"]}'
     )
 
 

@@ -7,9 +7,8 @@ import json
 import os
 import pickle
 import re
-import subprocess
+import shutil
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from tensordict.errors import (
 from tensordict.memmap import io
 from tensordict.memmap import tensor as mmt
 
-from . import helpers
+from . import helpers, writers
 from .helpers import td_meta, write_array, write_json
 
 
@@ -43,85 +42,40 @@ def make() -> TensorDict:
 
 
 # ====================================================================== interrupted writes
-CRASH_SCRIPT = textwrap.dedent(
-    """
-    import os, sys
-    import torch
-    from tensordict import TensorDict
-    from tensordict.memmap import format as fmt, io
-
-    prefix, where, after = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    calls = [0]
-    target = {"data": (io, "write_file"), "meta": (fmt, "write_meta")}[where]
-    real = getattr(*target)
-
-    def crash_after(*args, **kwargs):
-        if calls[0] == after:
-            os._exit(17)  # the process dies here: no cleanup, no exception handlers
-        calls[0] += 1
-        return real(*args, **kwargs)
-
-    setattr(*target, crash_after)
-    td = TensorDict(
-        {"a": torch.full((3, 4), 2.0), "b": {"c": torch.full((3,), 2), "d": torch.ones(3, 2)},
-         "e": torch.full((3,), 2, dtype=torch.int16)},
-        [3],
-    )
-    td.memmap_(prefix)
-    """
-)
-
-
+# (overwrites of an existing save, killed at every step: test_overwrite.py)
 def crash_memmap(prefix: Path, where: str, after: int) -> None:
-    """Run memmap_ in a subprocess that dies (os._exit) at the ``after``-th data/meta write."""
-    proc = subprocess.run(
-        [sys.executable, "-c", CRASH_SCRIPT, str(prefix), where, str(after)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 17, proc.stderr
+    """Save to ``prefix`` in a forked child that dies (``os._exit``) at the ``after``-th
+    data or metadata write."""
+    code, _ = writers.run_forked(writers.crash_overwrite, str(prefix), where, after)
+    assert code == 17
 
 
-@pytest.mark.parametrize("after", [0, 1, 3])
-def test_crash_while_writing_data_never_loads(tmp_path: Path, after: int) -> None:
-    crash_memmap(tmp_path / "p", "data", after)
-    with pytest.raises(IncompleteMemmapError, match=r"meta\.json"):
-        TensorDict.load_memmap(tmp_path / "p")
-
-
-def test_crash_after_nested_metadata_never_loads_the_root(tmp_path: Path) -> None:
-    crash_memmap(tmp_path / "p", "meta", 1)
-    assert (tmp_path / "p" / "b" / "meta.json").is_file()  # the deeper level was complete
-    with pytest.raises(IncompleteMemmapError, match=re.escape(str(tmp_path / "p" / "meta.json"))):
-        TensorDict.load_memmap(tmp_path / "p")
-
-
-@pytest.mark.parametrize(("where", "after"), [("data", 2), ("meta", 0), ("meta", 1)])
-def test_crash_while_overwriting_a_save_never_loads_a_mix(tmp_path: Path, where: str, after):
-    make().memmap(tmp_path / "p")
+@pytest.mark.parametrize(("where", "after"), [("data", 0), ("data", 1), ("data", 3), ("meta", 1)])
+def test_crash_while_writing_a_new_save_never_loads(tmp_path: Path, where: str, after: int):
     crash_memmap(tmp_path / "p", where, after)
-    with pytest.raises(IncompleteMemmapError):
+    with pytest.raises(IncompleteMemmapError, match="does not exist"):
         TensorDict.load_memmap(tmp_path / "p")
+    assert not (tmp_path / "p").exists()  # the new version was still beside it, never switched
 
 
 def test_error_during_write_leaves_the_tensordict_unchanged(tmp_path: Path, monkeypatch):
     calls = [0]
     real = io.write_file
 
-    def disk_full(*args: Any) -> None:
+    def disk_full(*args: Any, **kwargs: Any) -> None:
         calls[0] += 1
         if calls[0] == 2:
             raise OSError(28, "No space left on device")
-        real(*args)
+        real(*args, **kwargs)
 
     monkeypatch.setattr(io, "write_file", disk_full)
     td = make()
     with pytest.raises(OSError, match="No space"):
-        td.memmap_(tmp_path)
+        td.memmap_(tmp_path / "p")
     assert not td.is_locked and not td.is_memmap() and type(td["a"]) is torch.Tensor
     with pytest.raises(IncompleteMemmapError):
-        TensorDict.load_memmap(tmp_path)
+        TensorDict.load_memmap(tmp_path / "p")
+    assert os.listdir(tmp_path) == []
 
 
 def test_missing_nested_meta_json_is_named(tmp_path: Path) -> None:
@@ -147,8 +101,8 @@ def test_missing_nested_directory_is_named(tmp_path: Path) -> None:
         TensorDict.load_memmap(tmp_path)
 
 
-@pytest.mark.parametrize("size", [0, 10, 47, 49], ids=lambda n: f"{n}B")
-def test_data_file_of_the_wrong_size_is_named(tmp_path: Path, size: int) -> None:
+@pytest.mark.parametrize("size", [0, 10, 47], ids=lambda n: f"{n}B")
+def test_data_file_too_short_is_named(tmp_path: Path, size: int) -> None:
     make().memmap(tmp_path)
     os.truncate(tmp_path / "a.memmap", size)
     with pytest.raises(MemmapFormatError, match=rf"a\.memmap holds {size} bytes.*48"):
@@ -266,10 +220,32 @@ def test_prefix_reached_through_a_symlink_loads(tmp_path: Path) -> None:
     assert TensorDict.load_memmap(tmp_path / "link")["b", "c"].tolist() == [0, 1, 2]
 
 
-def test_writing_through_a_symlinked_directory_is_refused(tmp_path: Path) -> None:
+def test_writing_over_a_symlinked_directory_never_writes_through_it(tmp_path: Path) -> None:
     (tmp_path / "outside").mkdir()
     (tmp_path / "p").mkdir()
     os.symlink(tmp_path / "outside", tmp_path / "p" / "b")
+    make().memmap(tmp_path / "p")
+    assert list((tmp_path / "outside").iterdir()) == []
+    assert not (tmp_path / "p" / "b").is_symlink()  # the new version has a real folder there
+    assert TensorDict.load_memmap(tmp_path / "p")["b", "c"].tolist() == [0, 1, 2]
+
+
+def test_writing_in_place_through_a_symlinked_directory_is_refused(tmp_path, monkeypatch):
+    from tensordict.memmap import transaction as tx
+
+    (tmp_path / "outside").mkdir()
+    make().memmap(tmp_path / "p")
+    shutil.rmtree(tmp_path / "p" / "b")
+    os.symlink(tmp_path / "outside", tmp_path / "p" / "b")
+    real_init = tx.Staging.__init__
+
+    def no_staging(self, root: str, real: str) -> None:  # as on a mount point
+        real_init(self, root, real)
+        if not self.in_place:
+            os.rmdir(self.target)
+            self.target, self.in_place = real, True
+
+    monkeypatch.setattr(tx.Staging, "__init__", no_staging)
     with pytest.raises(UnsafeKeyError, match="outside"):
         make().memmap(tmp_path / "p")
     assert list((tmp_path / "outside").iterdir()) == []

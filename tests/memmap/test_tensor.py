@@ -105,13 +105,6 @@ def test_empty_accepts_shape_as_varargs_or_sequence(tmp_path: Path, shape_args) 
     assert os.path.getsize(tmp_path / "x.memmap") == 12
 
 
-def test_empty_creates_a_sparse_file(tmp_path: Path) -> None:
-    MemoryMappedTensor.empty((1024, 1024), filename=tmp_path / "x.memmap")
-    st = os.stat(tmp_path / "x.memmap")
-    assert st.st_size == 4 * 1024 * 1024
-    assert st.st_blocks * 512 < st.st_size  # no data written
-
-
 @pytest.mark.parametrize("filename", [True, False], ids=["file", "anonymous"])
 def test_zeros_ones_full_fill_their_value(tmp_path: Path, filename: bool) -> None:
     def name(n: str):

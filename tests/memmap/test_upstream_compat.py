@@ -226,3 +226,99 @@ def test_unknown_tensorclass_is_named_in_the_error(tmp_path: Path) -> None:
     write_json(str(tmp_path / "tc" / "_tensordict"), td_meta({}, [2]), True)
     with pytest.raises(MemmapFormatError, match=r"not_imported_mod\.MyData"):
         TensorDict.load_memmap(tmp_path)
+
+
+# ====================================================================== what upstream 0.15.3 writes
+def test_non_tensor_stack_with_upstreams_class_tag_loads(tmp_path: Path) -> None:
+    # upstream 0.15.3 tags a NonTensorStack with "_class" as well as "_type"
+    write_json(str(tmp_path), td_meta({"s": {"type": "NonTensorStack"}}, [3]), True)
+    meta = {
+        "_type": TYPE_NON_TENSOR_STACK,
+        "_format_version": 1,
+        "_class": "tensordict:NonTensorStack",
+        "stack_dim": 0,
+        "device": None,
+        "data": ["a", "b", "c"],
+    }
+    write_json(str(tmp_path / "s"), meta, True)
+    td = TensorDict.load_memmap(tmp_path)
+    assert isinstance(td.get("s"), NonTensorStack) and td["s"] == ["a", "b", "c"]
+
+
+def test_pickled_non_tensor_stack_with_upstreams_class_tag_loads(tmp_path: Path) -> None:
+    write_json(str(tmp_path), td_meta({"s": {"type": "NonTensorStack"}}, [2]), True)
+    meta = {
+        "_type": TYPE_NON_TENSOR_STACK,
+        "_format_version": 1,
+        "_class": "tensordict:NonTensorStack",
+        "stack_dim": 0,
+        "device": None,
+        "data": "pickle.pkl",
+    }
+    write_json(str(tmp_path / "s"), meta, True)
+    with open(tmp_path / "s" / "pickle.pkl", "wb") as f:
+        pickle.dump([{1}, {2}], f)
+    assert TensorDict.load_memmap(tmp_path, allow_pickle=True)["s"] == [{1}, {2}]
+
+
+def test_lazy_stack_with_upstreams_stack_dim_name_loads(tmp_path: Path) -> None:
+    write_lazy(tmp_path, 0)
+    meta = {
+        "_type": TYPE_LAZY,
+        "_format_version": 1,
+        "_class": "tensordict:LazyStackedTensorDict",
+        "stack_dim": 0,
+        "stack_dim_name": None,
+    }
+    write_json(str(tmp_path), meta)
+    assert TensorDict.load_memmap(tmp_path).batch_size == (2, 2)
+
+
+def test_tensorclass_with_non_tensor_fields_inside_its_tensordict_loads(tmp_path: Path) -> None:
+    # upstream 0.15.3 keeps a tensorclass's non-tensor fields as NonTensorData entries
+    from tests.tensorclass.classes import Sample
+
+    x = np.arange(4, dtype=np.float32).reshape(4, 1).repeat(5, 1)
+    write_json(str(tmp_path), {"_type": "<class 'tests.tensorclass.classes.Sample'>"})
+    inner = {"obs": leaf_meta(x, "torch.float32"), "label": {"type": "NonTensorData"}}
+    write_json(str(tmp_path / "_tensordict"), td_meta(inner, [4]))
+    write_array(str(tmp_path / "_tensordict" / "obs.memmap"), x)
+    meta = {"_type": TYPE_NON_TENSOR, "data": "lbl", "_metadata": None, "_is_non_tensor": True}
+    write_json(str(tmp_path / "_tensordict" / "label"), meta)
+    out = TensorDict.load_memmap(tmp_path)
+    assert isinstance(out, Sample) and out.label == "lbl" and out.obs[2].tolist() == [2.0] * 5
+
+
+# ====================================================================== trailing bytes
+def test_data_files_longer_than_their_metadata_load_the_described_bytes(tmp_path: Path) -> None:
+    # upstream maps the bytes its metadata describes and ignores what follows: files saved with a
+    # trailing byte (a NUL, a newline added by a tool) load there, and here
+    x = np.array([[1], [2]], dtype=np.int64)
+    b = np.ones((2, 1), dtype=np.float32)
+    (tmp_path / "n").mkdir()
+    (tmp_path / "n" / "x.memmap").write_bytes(x.tobytes() + b"\0")
+    (tmp_path / "n" / "b.memmap").write_bytes(b.tobytes() + b"\n\0")
+    entries = {"x": leaf_meta(x, "torch.int64"), "b": leaf_meta(b, "torch.float32")}
+    write_json(str(tmp_path / "n"), td_meta(entries, [2, 1]))
+    write_json(str(tmp_path), td_meta({"n": {"type": "TensorDict"}}, [2, 1]))
+    td = TensorDict.load_memmap(tmp_path)
+    assert td["n", "x"].tolist() == [[1], [2]] and td["n", "b"].tolist() == [[1.0], [1.0]]
+    assert td["n", "x"].shape == (2, 1)
+
+
+def test_writes_into_a_file_with_trailing_bytes_keep_them(tmp_path: Path) -> None:
+    x = np.zeros(2, dtype=np.int64)
+    (tmp_path / "x.memmap").write_bytes(x.tobytes() + b"\0")
+    write_json(str(tmp_path), td_meta({"x": leaf_meta(x, "torch.int64")}, [2]))
+    td = TensorDict.load_memmap(tmp_path)
+    td["x"][1] = 7
+    raw = (tmp_path / "x.memmap").read_bytes()
+    assert len(raw) == 17 and np.frombuffer(raw[:16], np.int64).tolist() == [0, 7]
+
+
+def test_non_tensor_data_holding_a_list_loads_as_is(tmp_path: Path) -> None:
+    # upstream's saved example holds a one-element list for a [2, 1] tensordict
+    write_non_tensor(
+        tmp_path, {"_type": TYPE_NON_TENSOR, "data": ["a string!"], "_metadata": None}, [2, 1]
+    )
+    assert TensorDict.load_memmap(tmp_path)["s"] == ["a string!"]

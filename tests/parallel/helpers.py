@@ -215,3 +215,53 @@ def bad_for_chunk_two(data):
     if int(data["x"].reshape(-1)[0]) == 10:
         return TensorDict({"y": data["x"][:1]}, [1])
     return TensorDict({"y": data["x"] * 10}, data.batch_size)
+
+
+# ------------------------------------------------------------ lifecycle harness (process deaths)
+def say(line: str) -> None:
+    """A line on stdout in one write (processes sharing the pipe do not interleave it)."""
+    os.write(1, f"{line}\n".encode())
+
+
+def announce_then_block(data):
+    """Elements 0 and 1: a result. Later ones: ignore SIGTERM, say ``running <pid>`` on stdout
+    (inherited from the harness) and block until killed."""
+    if int(data["x"].reshape(-1)[0]) < 2:
+        return data.empty().set("y", data["x"] + 1)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    say(f"running {os.getpid()}")
+    while True:
+        signal.pause()
+
+
+# ------------------------------------------------------------ nested map_iter
+def nested_map(data):
+    """fn that runs map itself: ``y = x + 1`` computed by two workers of its own."""
+    return data.map(add_one, num_workers=2, chunksize=2, generator=torch.Generator())
+
+
+def nested_twice(data):
+    """fn whose fn runs map too (three levels of pools)."""
+    return data.map(nested_map, num_workers=1, generator=torch.Generator())
+
+
+def nested_then_block(data):
+    """fn that runs map_iter over its chunk with ``announce_then_block`` (which never returns)."""
+    it = data.map_iter(announce_then_block, num_workers=2, chunksize=1, generator=torch.Generator())
+    return TensorDict({"n": torch.tensor(len(list(it)))}, [])
+
+
+# ------------------------------------------------------------ per-chunk seeds
+def chunk_draws(data):
+    """The chunk's index and seed (from get_worker_info), and draws from every seeded RNG."""
+    info = get_worker_info()
+    row = torch.tensor(
+        [
+            info.chunk,
+            -1 if info.chunk_seed is None else info.chunk_seed,
+            torch.randint(0, 2**62, ()).item(),
+            int(np.random.randint(0, 2**62, dtype=np.int64)),
+            random.getrandbits(62),
+        ]
+    )
+    return TensorDict({"row": row.expand(*data.batch_size, 5).clone()}, data.batch_size)

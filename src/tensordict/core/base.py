@@ -18,8 +18,10 @@ from typing import Any, TypeVar
 
 import torch
 
+from tensordict.core.arithmetic import ArithmeticMixin
 from tensordict.core.combine import CombineMixin
 from tensordict.core.conversion import ConversionMixin
+from tensordict.core.device import DeviceMixin
 from tensordict.core.entries import EntriesMixin, locked_message
 from tensordict.core.keys import (
     ItemsView,
@@ -38,6 +40,7 @@ from tensordict.core.shape import ShapeMixin
 from tensordict.core.structure import StructureMixin
 from tensordict.core.tensor_methods import TensorMethodsMixin
 from tensordict.core.unbatched import is_unbatched
+from tensordict.core.upstream_private import UpstreamPrivateMixin
 from tensordict.errors import (
     BatchSizeError,
     KeyTypeError,
@@ -90,13 +93,16 @@ class TensorDictBase(
     EntriesMixin,
     StructureMixin,
     ReductionsMixin,
+    ArithmeticMixin,
     OpsMixin,
     ShapeMixin,
     CombineMixin,
+    DeviceMixin,
     CastMixin,
     TensorMethodsMixin,
     RaggedMixin,
     ConversionMixin,
+    UpstreamPrivateMixin,
 ):
     """The behaviour shared by every tensordict class.
 
@@ -113,6 +119,21 @@ class TensorDictBase(
     def shape(self) -> torch.Size:
         """Alias of :attr:`batch_size`."""
         return self.batch_size
+
+    def _has_names(self) -> bool:
+        """Whether any batch dimension is named (upstream's helper, called by client code).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict(a=torch.zeros(2, 3), batch_size=[2, 3])
+            >>> td._has_names()
+            False
+            >>> td.names = ["x", None]
+            >>> td._has_names()
+            True
+        """
+        names = self._names_or_none()
+        return names is not None and any(n is not None for n in names)
 
     @property
     def batch_dims(self) -> int:
@@ -174,7 +195,8 @@ class TensorDictBase(
 
     def __bool__(self) -> bool:
         raise RuntimeError(
-            "the truth value of a tensordict is ambiguous. Use td.all() or td.any() "
+            "Converting a tensordict to boolean value is not permitted: its truth value is "
+            "ambiguous. Use td.all() or td.any() "
             "(or td.is_empty() to test for entries)."
         )
 
@@ -221,27 +243,38 @@ class TensorDictBase(
         include_nested: bool = False,
         leaves_only: bool = False,
         is_leaf: Callable[[Any], bool] | None = None,
+        *,
+        sort: bool = False,
     ) -> KeysView:
-        """A view of the keys (nested keys as tuples when ``include_nested``)."""
-        return KeysView(self, include_nested, leaves_only, is_leaf)
+        """A view of the keys (nested keys as tuples when ``include_nested``).
+
+        A nested tensordict's key comes after its own keys, as upstream lists them; ``sort``
+        orders the keys by their dotted form.
+        """
+        return KeysView(self, include_nested, leaves_only, is_leaf, sort)
 
     def values(
         self,
         include_nested: bool = False,
         leaves_only: bool = False,
         is_leaf: Callable[[Any], bool] | None = None,
+        *,
+        sort: bool = False,
     ) -> ValuesView:
-        """A view of the values, in key order."""
-        return ValuesView(self, include_nested, leaves_only, is_leaf)
+        """A view of the values (a nested tensordict before its entries, as upstream)."""
+        return ValuesView(self, include_nested, leaves_only, is_leaf, sort)
 
     def items(
         self,
         include_nested: bool = False,
         leaves_only: bool = False,
         is_leaf: Callable[[Any], bool] | None = None,
+        *,
+        sort: bool = False,
     ) -> ItemsView:
-        """A view of ``(key, value)`` pairs, in key order."""
-        return ItemsView(self, include_nested, leaves_only, is_leaf)
+        """A view of ``(key, value)`` pairs (a nested tensordict before its entries, as
+        upstream)."""
+        return ItemsView(self, include_nested, leaves_only, is_leaf, sort)
 
     def sorted_keys(self) -> list[str]:
         return sorted(self._own_keys())
@@ -263,12 +296,30 @@ class TensorDictBase(
                 if strict:
                     raise self._missing_key(unravel_key(path))
                 continue
-            parent = out._parent_for_write(path, create=True)
+            parent = out._selected_parent(self, path)
             if parent._get_str(path[-1], None) is None:
                 parent._set_str(path[-1], value, validated=True)
         if inplace:
             return self._replace_contents(out)
         return self._lock_like_storage(out)  # type: ignore[no-any-return]
+
+    def _selected_parent(self, source: TensorDictBase, path: tuple[str, ...]) -> Any:
+        """The tensordict of a selection (``self``) that holds ``path``'s last part; the nested
+        ones are created with the batch size and names of ``source``'s (as upstream)."""
+        node: Any = self
+        src: Any = source
+        for part in path[:-1]:
+            src = src._get_str(part, None)
+            if getattr(type(src), "_is_tensorclass", False):
+                src = src._tensordict
+            child = node._get_str(part, None)
+            if child is None:
+                child = node._new_dense({}, src.batch_size, src._names_or_none())
+                node._set_str(part, child, validated=True)
+            elif getattr(type(child), "_is_tensorclass", False):
+                child = child._tensordict
+            node = child
+        return node
 
     def exclude(self: T, *keys: NestedKey, inplace: bool = False) -> T:
         """A tensordict without the given keys (sharing the same tensors)."""
@@ -333,7 +384,8 @@ class TensorDictBase(
             flat = key if isinstance(key, str) else separator.join(key)
             if flat in source:
                 raise TensorDictKeyError(
-                    f"flattening with separator {separator!r} makes two entries named {flat!r}. "
+                    f"Flattening keys in tensordict causes keys {flat!r} to collide (separator "
+                    f"{separator!r}). "
                     "Choose a separator that no key contains."
                 )
             source[flat] = value
@@ -425,6 +477,19 @@ class TensorDictBase(
         """A shallow copy (same as ``clone(recurse=False)``)."""
         return self.clone(recurse=False)
 
+    def to_pytree(self) -> Any:
+        """The pytree this tensordict stands for (see :func:`~tensordict.from_pytree`); a
+        tensordict that :func:`~tensordict.from_pytree` did not make is returned as it is.
+
+        Examples:
+            >>> from tensordict import from_pytree
+            >>> from_pytree({"a": (torch.zeros(1), torch.ones(1))}).to_pytree()
+            {'a': (tensor([0.]), tensor([1.]))}
+        """
+        from tensordict.core.convert import to_pytree  # conversions build on the base
+
+        return to_pytree(self)
+
     def to_dict(self, *, retain_none: bool = True, convert_tensors: bool = False) -> dict[str, Any]:
         """A nested ``dict`` of the entries (non-tensor data as the stored objects)."""
         out: dict[str, Any] = {}
@@ -468,62 +533,6 @@ class TensorDictBase(
             td.names = names
         return td
 
-    # ================================================================== device and dtype
-    def to(self: T, *args: Any, **kwargs: Any) -> T:
-        """Move to a device and/or cast floating point leaves to a dtype (like ``Tensor.to``).
-
-        Examples:
-            >>> from tensordict import TensorDict
-            >>> td = TensorDict({"a": torch.zeros(2)}, [2])
-            >>> td.to(torch.float64)["a"].dtype
-            torch.float64
-            >>> td.to("cpu").device
-            device(type='cpu')
-        """
-        device = kwargs.pop("device", None)
-        dtype = kwargs.pop("dtype", None)
-        non_blocking = kwargs.pop("non_blocking", False)
-        batch_size = kwargs.pop("batch_size", None)
-        for arg in args:
-            if isinstance(arg, torch.dtype):
-                dtype = arg
-            elif isinstance(arg, (str, torch.device, int)):
-                device = torch.device(arg)
-            elif isinstance(arg, torch.Tensor):
-                device, dtype = arg.device, arg.dtype
-            elif isinstance(arg, TensorDictBase):
-                device = arg.device
-            else:
-                raise TypeError(f"to() got an unsupported argument {arg!r}")
-        if kwargs:
-            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
-        out: Any = self
-        if dtype is not None:
-            out = out._apply_leaves(lambda t: t.to(dtype))
-        if device is not None:
-            device = torch.device(device)
-            out = out._apply_leaves(
-                lambda t: t.to(device, non_blocking=non_blocking), device=device
-            )
-        if batch_size is not None:
-            out = out.clone(recurse=False) if out is self else out
-            out.batch_size = batch_size
-        return out if out is self else keep_lock_of(self, out)  # type: ignore[no-any-return]
-
-    def cpu(self: T) -> T:
-        return self.to("cpu")
-
-    def cuda(self: T, device: int | None = None) -> T:
-        return self.to(torch.device("cuda" if device is None else f"cuda:{device}"))
-
-    def clear_device_(self: T) -> T:
-        """Forget the device (leaves stay where they are)."""
-        self._set_device(None)
-        return self
-
-    def _set_device(self, device: torch.device | None) -> None:
-        raise NotImplementedError
-
     # ================================================================== locking
     def lock_(self: T) -> T:
         """Lock the structure (recursively): keys can no longer be added, removed or replaced.
@@ -554,7 +563,7 @@ class TensorDictBase(
             >>> td["n"].unlock_()
             Traceback (most recent call last):
             ...
-            tensordict.errors.LockedError: cannot unlock a tensordict held by a locked tensordict...
+            tensordict.errors.LockedError: Cannot unlock a tensordict that is part of a locked...
             >>> td.unlock_()["n"].is_locked
             False
         """
@@ -603,7 +612,8 @@ class TensorDictBase(
             parents = self._locked_parents()
         if parents:
             raise LockedError(
-                "cannot unlock a tensordict held by a locked tensordict "
+                "Cannot unlock a tensordict that is part of a locked graph: it is held by a "
+                "locked tensordict "
                 f"(batch_size={list(parents[0].batch_size)}): unlock the root tensordict instead "
                 "(with root.unlock_(): ... to re-lock it afterwards), or work on a copy "
                 "(td.clone())."

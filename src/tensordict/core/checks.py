@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from tensordict.core.keys import NestedKey, is_collection_class, key_path
+from tensordict.core.keys import NestedKey, is_collection_class, key_path, pass_through
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.unbatched import is_unbatched
 from tensordict.errors import TensorDictPropertyError
@@ -125,15 +125,23 @@ def _problems(
     lock: bool,
     names: bool,
     include_non_tensor: bool,
+    include_unbatched: bool,
     strict: bool,
 ) -> Iterator[str]:
     for path, parent, child in _walk(td, ()):
         if isinstance(child, (NonTensorData, NonTensorStack)) and not include_non_tensor:
             continue
         pbs = parent.batch_size
-        unbatched = is_unbatched(child)  # checked on the batch size it records
-        cbs = child.shape if isinstance(child, torch.Tensor) and not unbatched else child.batch_size
-        if batch_size and tuple(cbs[: len(pbs)]) != tuple(pbs):
+        if pass_through(child):  # unbatched entries: their batch_size follows the holder's
+            own = getattr(child, "batch_size", None)
+            if include_unbatched and batch_size and own is not None and tuple(own) != tuple(pbs):
+                yield (
+                    f"Batch-size mismatch: parent batch_size={pbs}, unbatched entry "
+                    f"batch_size={own} at key {path}."
+                )
+            continue
+        cbs = child.shape if isinstance(child, torch.Tensor) else child.batch_size
+        if batch_size and not is_unbatched(child) and tuple(cbs[: len(pbs)]) != tuple(pbs):
             yield f"Batch-size mismatch: parent batch_size={pbs}, child shape={cbs} at key {path}."
         cdev = getattr(child, "device", None)
         if device and parent.device is not None and cdev is not None and cdev != parent.device:
@@ -207,6 +215,7 @@ def check_recursive_properties(
             lock=lock,
             names=names,
             include_non_tensor=include_non_tensor,
+            include_unbatched=include_unbatched,
             strict=strict,
         )
     )

@@ -350,22 +350,36 @@ def _like(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
     return impl
 
 
+def _loss(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
+    """A ``torch.nn.functional`` loss of two tensordicts, entry by entry (reduced per entry
+    unless ``reduction="none"``)."""
+
+    def impl(input: Any, target: Any, *args: Any, reduction: str = "mean", **kwargs: Any) -> Any:
+        batch_size = None if reduction == "none" else torch.Size([])
+        return input._apply_leaves(
+            lambda x, y: fn(x, y, *args, reduction=reduction, **kwargs),
+            target,
+            batch_size=batch_size,
+        )
+
+    return impl
+
+
 def _autograd_grad(outputs: Any, inputs: Any, grad_outputs: Any = None, **kwargs: Any) -> Any:
-    """``torch.autograd.grad`` with tensordicts: leaves matched by key, grads shaped as inputs."""
-
-    def one(value: Any) -> Any:  # (torch hands the arguments over as tuples)
-        return value[0] if isinstance(value, (tuple, list)) and len(value) == 1 else value
-
-    outputs, inputs, grad_outputs = one(outputs), one(inputs), one(grad_outputs)
-    out_keys = list(outputs.keys(include_nested=True, leaves_only=True))
-    in_keys = list(inputs.keys(include_nested=True, leaves_only=True))
-    outs = [outputs.get(k) for k in out_keys]
-    grad_outs = None if grad_outputs is None else [grad_outputs.get(k) for k in out_keys]
-    grads = torch.autograd.grad(outs, [inputs.get(k) for k in in_keys], grad_outs, **kwargs)
-    result = inputs.empty(recurse=True) if hasattr(inputs, "empty") else inputs.clone()
-    for key, grad in zip(in_keys, grads):
-        result.set(key, grad)
-    return result
+    """``torch.autograd.grad`` of tensordicts: a tensordict of gradients shaped like ``inputs``,
+    entries matched by key."""
+    outputs, inputs, grad_outputs = (
+        x[0] if isinstance(x, (tuple, list)) and len(x) == 1 else x
+        for x in (outputs, inputs, grad_outputs)
+    )
+    keys = [k for k, v in inputs.items(True, True) if isinstance(v, torch.Tensor)]
+    if isinstance(grad_outputs, TensorCollection):
+        grad_outputs = [grad_outputs.get(k) for k in keys]  # type: ignore[attr-defined]
+    grads = torch.autograd.grad(
+        [outputs.get(k) for k in keys], [inputs.get(k) for k in keys], grad_outputs, **kwargs
+    )
+    by_key = dict(zip(keys, grads))
+    return inputs.named_apply(lambda k, x: by_key[k], nested_keys=True)
 
 
 #: The one table of torch functions a tensordict answers to.
@@ -392,11 +406,22 @@ TORCH_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     torch.flatten: lambda td, start_dim=0, end_dim=-1: td.flatten(start_dim, end_dim),
     torch.unflatten: lambda td, dim, sizes: td.unflatten(dim, sizes),
     torch.transpose: lambda td, dim0, dim1: td.transpose(dim0, dim1),
-    torch.gather: lambda td, dim, index, out=None: td.gather(dim, index, out=out),
+    torch.gather: lambda td, dim, index, out=None, **kw: td.gather(dim, index, out=out),
     torch.isfinite: lambda td: td.isfinite(),
     torch.isnan: lambda td: td.isnan(),
     torch.abs: lambda td: td.abs(),
     torch.all: lambda td, dim=None: td.all(dim),
     torch.any: lambda td, dim=None: td.any(dim),
+    torch.flip: lambda td, dims: td.flip(dims),
+    torch.masked_select: lambda td, mask: td.masked_select(mask),
+    torch.maximum: lambda td, other: td.maximum(other),
+    torch.minimum: lambda td, other: td.minimum(other),
+    torch.sum: lambda td, dim=None, keepdim=False, **kw: td.sum(dim, keepdim, **kw),
+    torch.mean: lambda td, dim=None, keepdim=False, **kw: td.mean(dim, keepdim, **kw),
+    torch.var: lambda td, dim=None, *, keepdim=False, **kw: td.var(dim, keepdim, **kw),
+    torch.std: lambda td, dim=None, *, keepdim=False, **kw: td.std(dim, keepdim, **kw),
+    torch.nn.functional.l1_loss: _loss(torch.nn.functional.l1_loss),
+    torch.nn.functional.mse_loss: _loss(torch.nn.functional.mse_loss),
+    torch.nn.functional.smooth_l1_loss: _loss(torch.nn.functional.smooth_l1_loss),
     torch.autograd.grad: _autograd_grad,
 }

@@ -1,4 +1,4 @@
-"""Placeholders: names of upstream's API not assigned yet (archives, consolidation, conversions)."""
+"""Placeholders: names of upstream's API not assigned yet (archives, consolidation)."""
 
 from __future__ import annotations
 
@@ -16,19 +16,11 @@ is_memmap_archive = coming_function("is_memmap_archive", _MODULE, _FEATURE, _ISS
 append_memmap = coming_function("append_memmap", _MODULE, _FEATURE, _ISSUE)
 refresh_archive_checksums = coming_function("refresh_archive_checksums", _MODULE, _FEATURE, _ISSUE)
 from_consolidated = coming_function("from_consolidated", _MODULE, _FEATURE, _ISSUE)
-from_any = coming_function("from_any", _MODULE, _FEATURE, _ISSUE)
-from_namedtuple = coming_function("from_namedtuple", _MODULE, _FEATURE, _ISSUE)
-from_tuple = coming_function("from_tuple", _MODULE, _FEATURE, _ISSUE)
-from_pytree = coming_function("from_pytree", _MODULE, _FEATURE, _ISSUE)
 
 __all__ = [
     "append_memmap",
     "_ArchiveReader",
-    "from_any",
     "from_consolidated",
-    "from_namedtuple",
-    "from_pytree",
-    "from_tuple",
     "is_memmap_archive",
     "pack_memmap",
     "PackLayout",

@@ -101,6 +101,35 @@ class ConversionMixin:
             allow_pickle=allow_pickle,
         )
 
+    @classmethod
+    def from_schema(
+        cls,
+        schema: dict[Any, tuple[Sequence[int], torch.dtype]],
+        *,
+        batch_size: Sequence[int] | torch.Size | None = None,
+        storage: str | None = None,
+        device: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """A zero-filled tensordict from ``{key: (element_shape, dtype)}``, stored in memory
+        (``storage=None``), in shared memory (``"shared"``), memory-mapped (``"memmap"``, with
+        ``prefix=``), in a HDF5 file or Zarr store (``"h5"`` / ``"zarr"``, with ``filename=``) or
+        on a Redis-compatible server (``"redis"``, ``"dragonfly"``, with the connection
+        arguments). On disk and on servers the zeros are created there, not built in memory.
+
+        Raises:
+            ValueError: an unknown ``storage``.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict.from_schema({"obs": ([3], torch.uint8)}, batch_size=[4])
+            >>> td["obs"].shape
+            torch.Size([4, 3])
+        """
+        from tensordict.formats.schema import from_schema
+
+        return from_schema(schema, batch_size=batch_size, storage=storage, device=device, **kwargs)
+
     # ------------------------------------------------------------------ tables
     @classmethod
     def from_pandas(

@@ -166,6 +166,77 @@ class TensorDict(TensorDictBase):
         # type(self): results of a subclass are of that subclass (as upstream)
         return type(self)._new_unsafe(source, batch_size, self._device, names)
 
+    # ================================================================== in-place forms
+    def reshape(self, *shape: Any, size: Sequence[int] | None = None, inplace: bool = False) -> Any:
+        """Reshape the batch dimensions (copies only where torch must).
+
+        The shape comes as ints, one sequence or ``size=``; ``inplace=True`` reshapes this
+        tensordict itself (see :meth:`_assume`).
+
+        Examples:
+            >>> td = TensorDict({"a": torch.zeros(6, 2)}, [6])
+            >>> td.reshape(2, 3)["a"].shape
+            torch.Size([2, 3, 2])
+            >>> td.reshape(size=(3, 2), inplace=True) is td, td.batch_size
+            (True, torch.Size([3, 2]))
+        """
+        if size is not None:
+            if shape:
+                raise TypeError("reshape() takes the shape as arguments or size=, not both.")
+            shape = (size,)
+        return self._inplace_result(super().reshape(*shape), inplace, "reshape")
+
+    def view(
+        self,
+        *shape: Any,
+        size: Sequence[int] | None = None,
+        batch_size: Sequence[int] | None = None,
+    ) -> Any:
+        """View the batch dims with a new shape (``size=`` too), or every leaf as a ``dtype``;
+        ``batch_size`` gives the batch size of a dtype view (leaves change size with it)."""
+        if size is not None:
+            shape = (*shape, size)
+        if len(shape) == 1 and isinstance(shape[0], torch.dtype) and batch_size is not None:
+            dtype = shape[0]
+            return self._transform(lambda t: t.view(dtype), as_size(batch_size))
+        return super().view(*shape)
+
+    def flatten(
+        self, start_dim: int | None = None, end_dim: int | None = None, *, inplace: bool = False
+    ) -> Any:
+        """Merge the batch dims ``start_dim..end_dim`` into one (``inplace``: in this one)."""
+        start = 0 if start_dim is None else start_dim
+        result = super().flatten(start, -1 if end_dim is None else end_dim)
+        return self._inplace_result(result, inplace, "flatten")
+
+    def unflatten(self, dim: int, unflattened_size: Sequence[int], *, inplace: bool = False) -> Any:
+        """Split batch dim ``dim`` into ``unflattened_size`` (``inplace``: in this one)."""
+        result = super().unflatten(dim, unflattened_size)
+        return self._inplace_result(result, inplace, "unflatten")
+
+    def contiguous(self, *, inplace: bool = False) -> TensorDict:
+        """Leaves contiguous in memory (copies where needed; ``inplace``: in this one)."""
+        result = super().contiguous()
+        return self._inplace_result(result, inplace, "contiguous")  # type: ignore[no-any-return]
+
+    def _assume(self, other: TensorDict) -> TensorDict:
+        """Hold ``other``'s entries, batch size, names and device (the ``inplace=True`` forms
+        of shape ops and ``to``). Nested tensordicts keep their identity; the old leaves are
+        released."""
+        store = self._tensordict
+        for key in [k for k in store if k not in other._tensordict]:
+            del store[key]
+        for key, value in other._tensordict.items():
+            mine = store.get(key)
+            if isinstance(mine, TensorDict) and isinstance(value, TensorDict):
+                mine._assume(value)
+            else:
+                store[key] = value
+        self._batch_size = other._batch_size
+        self._names = other._names
+        self._device = other._device
+        return self
+
     # ================================================================== primitives
     def _own_keys(self) -> list[str]:
         return list(self._tensordict)
@@ -176,7 +247,22 @@ class TensorDict(TensorDictBase):
     def _get_str(self, key: str, default: Any) -> Any:
         return self._tensordict.get(key, default)
 
-    def _set_str(self, key: str, value: Any, *, validated: bool) -> None:
+    def _set_str(
+        self,
+        key: str,
+        value: Any,
+        *,
+        validated: bool,
+        inplace: bool = False,
+        ignore_lock: bool = False,
+        non_blocking: bool = False,
+    ) -> None:
+        # (inplace / ignore_lock / non_blocking: upstream's signature, which TorchRL calls)
+        if inplace:
+            existing = self._tensordict.get(key)
+            if isinstance(existing, torch.Tensor) and isinstance(value, torch.Tensor):
+                existing.copy_(value)
+                return
         if not validated:
             value = self._convert(key, value, self._batch_size)
         if self._is_locked:
@@ -312,9 +398,8 @@ class TensorDict(TensorDictBase):
         for key, value in self._tensordict.items():
             if not _fits_batch_size(value, new):
                 raise BatchSizeError(
-                    f"cannot set batch_size={list(new)}: entry {key!r} has shape "
-                    f"{list(value.shape)}, which does not start with it. Choose a batch size that "
-                    "prefixes every entry's shape."
+                    f"the Tensor {key} has shape {value.shape} which is incompatible with the "
+                    f"batch-size {new}. Choose a batch size that prefixes every entry's shape."
                 )
         for key, value in list(self._tensordict.items()):
             if isinstance(value, NonTensorData) or is_unbatched(value):
@@ -353,7 +438,8 @@ class TensorDict(TensorDictBase):
         value = list(value)
         if len(value) != len(self._batch_size):
             raise BatchSizeError(
-                f"got {len(value)} names {value} for batch_size={list(self._batch_size)}: give one "
+                "the length of the dimension names must equate the tensordict batch_dims: got "
+                f"{len(value)} names {value} for batch_size={list(self._batch_size)}. Give one "
                 "name (or None) per batch dimension."
             )
         named = [v for v in value if v is not None]

@@ -72,11 +72,25 @@ def inplace_value(path: tuple[str, ...], existing: torch.Tensor, item: Any) -> t
         item = torch.as_tensor(item, device=existing.device)
     if not broadcasts_to(item.shape, existing.shape):
         raise ShapeMismatchError(
-            f"cannot write a value of shape {list(item.shape)} in place into "
-            f"{unravel_key(path)!r} of shape {list(existing.shape)}. Give a value of "
-            "that shape (or one that broadcasts to it)."
+            f"Failed to update {unravel_key(path)!r} in tensordict: a value of shape "
+            f"{list(item.shape)} cannot be written in place into an entry of shape "
+            f"{list(existing.shape)}. Give a value of that shape (or one that broadcasts to it)."
         )
     return item
+
+
+def _grown(value: Any, batch_size: torch.Size) -> Any:
+    """A tensordict with fewer batch dims than its new parent, whose leaves allow it: a shallow
+    copy with the parent's batch size (as upstream). Anything else is returned as is."""
+    bs = value.batch_size
+    if len(bs) >= len(batch_size) or tuple(batch_size[: len(bs)]) != tuple(bs):
+        return value
+    copy = value.clone(recurse=False)
+    try:
+        copy.batch_size = batch_size
+    except (RuntimeError, ValueError):  # the leaves do not allow it: the batch check raises
+        return value
+    return copy
 
 
 class EntriesMixin(TensorCollection):
@@ -210,6 +224,7 @@ class EntriesMixin(TensorCollection):
                 value = value.to(device)
             return value
         if isinstance(value, TensorCollection):
+            value = _grown(value, batch_size)
             self._check_batch(key, value, batch_size)
             if device is not None and value.device != device:
                 value = value.to(device)  # type: ignore[attr-defined]
@@ -456,8 +471,9 @@ class EntriesMixin(TensorCollection):
                 v = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
                 if not broadcasts_to(v.shape, existing.shape):
                     raise ShapeMismatchError(
-                        f"update_: {unravel_key(path)!r} has shape {list(existing.shape)} but "
-                        f"the new value has shape {list(v.shape)}. Shapes must match."
+                        f"Failed to update {unravel_key(path)!r} in tensordict: it has shape "
+                        f"{list(existing.shape)} but the new value has shape {list(v.shape)}. "
+                        "Give a value of that shape (or one that broadcasts to it)."
                     )
             staged.append((path, existing, value))
         for path, existing, value in staged:
@@ -503,8 +519,8 @@ class EntriesMixin(TensorCollection):
             raise self._missing_key(unravel_key(old_key))
         if safe and self.get(new_key, None) is not None:
             raise TensorDictKeyError(
-                f"cannot rename {unravel_key(old_key)!r} to {unravel_key(new_key)!r}: that key "
-                "exists. Pass safe=False to overwrite it."
+                f"key {unravel_key(new_key)!r} already present in TensorDict: cannot rename "
+                f"{unravel_key(old_key)!r} to it with safe=True. Pass safe=False to overwrite it."
             )
         old_path, new_path = key_path(old_key), key_path(new_key)
         if old_path == new_path:

@@ -378,13 +378,19 @@ def _hashable(row: Any) -> Any:
 
 
 # --------------------------------------------------------------------- membership, dedup
-def _slices(td: Any, key: NestedKey, dim: int, what: str) -> torch.Tensor:
-    value = td.get(key, None)
-    if not isinstance(value, torch.Tensor):
-        raise KeyError(f"{what}: {key!r} must name a tensor entry, got {type(value).__name__}.")
-    if not 0 <= (dim if dim >= 0 else dim + td.batch_dims) < td.batch_dims:
-        raise ValueError(f"{what}: dim={dim} is not a batch dimension of {list(td.batch_size)}.")
-    return value.movedim(dim, 0).reshape(value.shape[dim], -1)
+def _batch_dim(td: Any, dim: int, message: str) -> int:
+    d = dim if dim >= 0 else dim + td.batch_dims  # a batch dimension, not the leaf's
+    if not 0 <= d < td.batch_dims:
+        raise ValueError(
+            f"{message.format(dim=dim, bs=td.batch_size)} Give a dim in "
+            f"[{-td.batch_dims}, {td.batch_dims - 1}]."
+        )
+    return d
+
+
+def _rows(value: torch.Tensor, d: int) -> torch.Tensor:
+    """The slices of ``value`` along dimension ``d``, one flattened row each."""
+    return value.movedim(d, 0).reshape(value.shape[d], -1)
 
 
 def isin(input: Any, reference: Any, key: NestedKey, dim: int = 0) -> torch.Tensor:
@@ -401,13 +407,22 @@ def isin(input: Any, reference: Any, key: NestedKey, dim: int = 0) -> torch.Tens
         >>> isin(td, TensorDict(x=torch.tensor([2, 4]), batch_size=[2]), "x")
         tensor([False,  True, False,  True])
     """
+    a, b = input.get(key, None), reference.get(key, None)
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        raise KeyError(
+            f"Key '{key}' not found in input or not a tensor. isin compares a tensor entry "
+            "that both tensordicts hold."
+        )
     if input.batch_dims != reference.batch_dims:
         raise ValueError(
-            f"isin: the tensordicts must have the same number of batch dimensions, got "
-            f"{input.batch_dims} and {reference.batch_dims}."
+            "The number of dimensions in the batch size of the input and reference must be the "
+            f"same. Got {list(input.batch_size)} and {list(reference.batch_size)}."
         )
-    a = _slices(input, key, dim, "isin")
-    b = _slices(reference, key, dim, "isin")
+    message = (
+        "The specified dimension '{dim}' is invalid for an input TensorDict with batch size {bs}."
+    )
+    d = _batch_dim(input, dim, message)
+    a, b = _rows(a, d), _rows(b, d)
     if a.shape[1:] != b.shape[1:]:
         raise ValueError(f"isin: the entries {key!r} differ in shape outside dim={dim}.")
     return (a.unsqueeze(1) == b.unsqueeze(0)).all(-1).any(-1)
@@ -435,12 +450,21 @@ def remove_duplicates(
         >>> out["x"], out["y"], idx
         (tensor([1, 3, 7]), tensor([1, 3, 0]), tensor([2, 0, 2, 1]))
     """
-    flat = _slices(input, key, dim, "remove_duplicates")
+    value = input.get(key, None)
+    if value is None:
+        raise KeyError(f"The key '{key}' does not exist in the TensorDict.")
+    if not isinstance(value, torch.Tensor):
+        raise KeyError(
+            f"The key '{key}' does not point to a tensor in the TensorDict (got "
+            f"{type(value).__name__}). Give the key of a tensor entry."
+        )
+    message = "The specified dimension '{dim}' is invalid for a TensorDict with batch size {bs}."
+    d = _batch_dim(input, dim, message)
+    flat = _rows(value, d)
     _, inverse = torch.unique(flat, dim=0, return_inverse=True)
     n = int(inverse.max()) + 1 if inverse.numel() else 0
     positions = torch.arange(inverse.shape[0])
     first = torch.full((n,), inverse.shape[0], dtype=torch.long)
     first = first.scatter_reduce(0, inverse, positions, reduce="amin")
-    d = dim if dim >= 0 else dim + input.batch_dims
     out = input[(slice(None),) * d + (first,)]
     return (out, inverse) if return_indices else out

@@ -296,7 +296,7 @@ class KeysView:
     Supports ``in`` (with nested keys when ``include_nested=True``), ``len`` and iteration.
     """
 
-    __slots__ = ("_include_nested", "_is_leaf", "_leaves_only", "_td")
+    __slots__ = ("_include_nested", "_is_leaf", "_leaves_only", "_sort", "_td")
 
     def __init__(
         self,
@@ -304,19 +304,35 @@ class KeysView:
         include_nested: bool = False,
         leaves_only: bool = False,
         is_leaf: Callable[[Any], bool] | None = None,
+        sort: bool = False,
     ) -> None:
         self._td = td
         self._include_nested = include_nested
         self._leaves_only = leaves_only
         self._is_leaf = is_leaf
+        self._sort = sort
 
-    def _walk(self, keys_only: bool = False) -> Iterator[tuple[NestedKey, Any]]:
-        yield from _walk_items(
-            self._td, (), self._include_nested, self._leaves_only, self._is_leaf, keys_only
+    def _walk(
+        self, keys_only: bool = False, post_order: bool = False
+    ) -> Iterator[tuple[NestedKey, Any]]:
+        walk = _walk_items(
+            self._td,
+            (),
+            self._include_nested,
+            self._leaves_only,
+            self._is_leaf,
+            keys_only,
+            post_order,
         )
+        if self._sort:  # ("a.b" order, as upstream's sort=True)
+            yield from sorted(walk, key=lambda kv: _sort_key(kv[0]))
+        else:
+            yield from walk
 
     def __iter__(self) -> Iterator[NestedKey]:
-        for key, _ in self._walk(keys_only=True):
+        # keys list a nested tensordict after its own keys (items and values before them), as
+        # upstream does
+        for key, _ in self._walk(keys_only=True, post_order=True):
             yield key
 
     def __len__(self) -> int:
@@ -328,7 +344,11 @@ class KeysView:
         try:
             path = key_path(key)
         except KeyTypeError:
-            return False
+            raise KeyTypeError(
+                "TensorDict keys are always strings. Membership checks are only supported for "
+                "strings or non-empty tuples of strings (for nested TensorDicts), got "
+                f"{type(key).__name__} {key!r}."
+            ) from None
         if len(path) > 1 and not self._include_nested:
             return False
         try:
@@ -345,8 +365,8 @@ class KeysView:
 
     def __repr__(self) -> str:
         return (
-            f"_TensorDictKeysView({list(self)}, include_nested={self._include_nested}, "
-            f"leaves_only={self._leaves_only})"
+            f"_TensorDictKeysView({list(self)},\n    include_nested={self._include_nested},\n"
+            f"    leaves_only={self._leaves_only})"
         )
 
     def __eq__(self, other: object) -> bool:
@@ -392,6 +412,10 @@ class ItemsView(KeysView):
         return f"_TensorDictItemsView(keys={[k for k, _ in self]})"
 
 
+def _sort_key(key: NestedKey) -> str:
+    return ".".join(key) if isinstance(key, tuple) else key
+
+
 def _walk_items(
     td: TensorDictBase,
     prefix: tuple[str, ...],
@@ -399,8 +423,10 @@ def _walk_items(
     leaves_only: bool,
     is_leaf: Callable[[Any], bool] | None,
     keys_only: bool = False,
+    post_order: bool = False,
 ) -> Iterator[tuple[NestedKey, Any]]:
-    """Walk the entries; ``keys_only`` lets lazy stacks yield a stand-in instead of stacking."""
+    """Walk the entries; ``keys_only`` lets lazy stacks yield a stand-in instead of stacking;
+    ``post_order`` yields a nested tensordict after its entries."""
     from tensordict.core.base import TensorDictBase
 
     leaf_test = is_leaf_default if is_leaf is None else _class_leaf_test(is_leaf)
@@ -414,11 +440,15 @@ def _walk_items(
     for key, value in items:
         full: NestedKey = prefix + (key,) if prefix else key
         leaf = bool(leaf_test(value))
-        if not leaves_only or leaf:
+        yields = not leaves_only or leaf
+        if yields and not post_order:
             yield full, value
+        inner = value
         if include_nested and not leaf and getattr(type(value), "_is_tensorclass", False):
-            value = value._tensordict  # walk a tensorclass's fields like a nested tensordict
-        if include_nested and not leaf and isinstance(value, TensorDictBase):
+            inner = value._tensordict  # walk a tensorclass's fields like a nested tensordict
+        if include_nested and not leaf and isinstance(inner, TensorDictBase):
             yield from _walk_items(
-                value, prefix + (key,), include_nested, leaves_only, is_leaf, keys_only
+                inner, prefix + (key,), include_nested, leaves_only, is_leaf, keys_only, post_order
             )
+        if yields and post_order:
+            yield full, value

@@ -302,7 +302,17 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
             return type(v0).lazy_stack(values, self.stack_dim)
         return torch.stack(values, self.stack_dim)
 
-    def _set_str(self, key: str, value: Any, *, validated: bool) -> None:
+    def _set_str(
+        self,
+        key: str,
+        value: Any,
+        *,
+        validated: bool,
+        inplace: bool = False,
+        ignore_lock: bool = False,
+        non_blocking: bool = False,
+    ) -> None:
+        # (inplace / ignore_lock / non_blocking: upstream's signature, which TorchRL calls)
         if not validated:
             value = self._convert(key, value, self.batch_size)
         if isinstance(value, NonTensorData) or is_unbatched(value):
@@ -312,7 +322,7 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         else:
             parts = value.unbind(self.stack_dim)
         for m, part in zip(self.tensordicts, parts):
-            m._set_str(key, part, validated=True)
+            m._set_str(key, part, validated=True, inplace=inplace)
 
     def _del_str(self, key: str) -> None:
         for m in self.tensordicts:

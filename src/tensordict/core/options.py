@@ -355,7 +355,8 @@ class set_printoptions(_DecoratorContextManager):
         _PRINT_OPTIONS.update(self._saved.pop())
 
     def set(self) -> None:
-        """Apply the options for the rest of the program."""
+        """Apply the options for the rest of the program (``__exit__`` restores the previous)."""
+        self._saved.append(dict(_PRINT_OPTIONS))
         _PRINT_OPTIONS.update(self._options)
 
 

@@ -139,6 +139,19 @@ def _valid_mask(lengths: list[int], length: int, left: bool) -> torch.Tensor:
     return pos >= length - lens if left else pos < lens
 
 
+def _mask(
+    lengths: list[int], length: int, left: bool, batch_dim: int | None, bs: torch.Size
+) -> torch.Tensor:
+    """The valid positions of one entry: the output's batch size when a batch dimension is
+    padded, else the output's batch size followed by the padded length."""
+    mask = _valid_mask(lengths, length, left)
+    n = len(lengths)
+    if batch_dim is not None:
+        shape = [n, *[1] * batch_dim, length, *[1] * (len(bs) - batch_dim - 1)]
+        return mask.reshape(shape).expand(n, *bs).contiguous()
+    return mask.reshape(n, *[1] * len(bs), length).expand(n, *bs, length).contiguous()
+
+
 def pad_sequence(
     list_of_tensordicts: Sequence[Any],
     pad_dim: int = 0,
@@ -215,14 +228,7 @@ def pad_sequence(
             ) from err
         result.set(key, stacked)
         if return_mask:
-            mask = _valid_mask(lens, length, left)
-            if on_batch:
-                shape = [len(tds), *[1] * pad_dim, length, *[1] * (len(bs) - pad_dim - 1)]
-                mask = mask.reshape(shape).expand(result.batch_size)
-            else:
-                mask = mask.reshape(len(tds), *[1] * len(bs), length)
-                mask = mask.expand(*result.batch_size, length)
-            masks.set(key, mask.contiguous())
+            masks.set(key, _mask(lens, length, left, pad_dim if on_batch else None, bs))
     if return_mask:
         result.set("masks" if return_mask is True else return_mask, masks)
     if out is not None:

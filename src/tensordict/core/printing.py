@@ -1,7 +1,8 @@
 """``repr`` of tensordicts, in upstream tensordict's layout.
 
 Field lines are sorted as whole strings and indented by four spaces per level; a nested tensordict
-prints its own repr in place.
+prints its own repr in place. What is shown follows :func:`~tensordict.set_printoptions` (the
+detailed form; the compact one upstream prints by default is not built yet).
 """
 
 from __future__ import annotations
@@ -11,19 +12,45 @@ from typing import Any
 
 import torch
 
-__all__ = ["field_lines", "leaf_repr", "td_repr"]
+from tensordict.core.options import get_printoptions
+
+__all__ = ["field_lines", "header_parts", "leaf_repr", "td_repr"]
 
 
 def leaf_repr(value: Any) -> str:
-    """One entry's description (``Tensor(shape=..., device=..., dtype=..., is_shared=...)``)."""
-    if isinstance(value, torch.Tensor):
-        shared = value.is_shared() and type(value) is torch.Tensor
-        shape = value.shape if not value.is_nested else _nested_shape(value)
-        return (
-            f"{type(value).__name__}(shape={shape}, device={value.device}, "
-            f"dtype={value.dtype}, is_shared={shared})"
-        )
-    return repr(value)  # tensordicts, NonTensorData and NonTensorStack print themselves
+    """One entry's description (``Tensor(shape=..., device=..., dtype=..., is_shared=...)``),
+    with the details :func:`~tensordict.set_printoptions` asks for."""
+    if not isinstance(value, torch.Tensor):
+        return repr(value)  # tensordicts, NonTensorData and NonTensorStack print themselves
+    opts = get_printoptions()
+    parts = []
+    if opts["show_shape"]:
+        parts.append(f"shape={value.shape if not value.is_nested else _nested_shape(value)}")
+    if opts["show_field_device"]:
+        parts.append(f"device={value.device}")
+    if opts["show_dtype"]:
+        parts.append(f"dtype={value.dtype}")
+    if opts["show_field_is_shared"]:
+        parts.append(f"is_shared={value.is_shared() and type(value) is torch.Tensor}")
+    parts += _detail_parts(value, opts)
+    return f"{type(value).__name__}({', '.join(parts)})"
+
+
+def _detail_parts(value: torch.Tensor, opts: dict[str, Any]) -> list[str]:
+    parts = []
+    if opts["show_grad"]:
+        parts.append(f"requires_grad={value.requires_grad}")
+    if opts["show_is_contiguous"]:
+        parts.append(f"is_contiguous={value.is_contiguous()}")
+    if opts["show_is_view"]:
+        parts.append(f"is_view={value._base is not None}")
+    if opts["show_storage_size"]:
+        parts.append(f"storage_size={value.untyped_storage().nbytes()}")
+    if opts["plain"] and not value.is_nested and value.numel():
+        data = value.detach().double()
+        std = data.std().item() if data.numel() > 1 else 0.0
+        parts.append(f"mean={data.mean().item():.4g}, std={std:.4g}")
+    return parts
 
 
 def _nested_shape(value: torch.Tensor) -> torch.Size:
@@ -36,7 +63,29 @@ def _nested_shape(value: torch.Tensor) -> torch.Size:
 
 
 def field_lines(items: Any, sep: str = ": ") -> list[str]:
-    return sorted(f"{key}{sep}{leaf_repr(value)}" for key, value in items)
+    """One line per entry, in the order of the ``sort_keys`` print option (alphabetical by
+    default, ``"insertion"``, or a key function of the key)."""
+    lines = [(str(key), f"{key}{sep}{leaf_repr(value)}") for key, value in items]
+    order = get_printoptions()["sort_keys"]
+    if order == "insertion":
+        return [line for _, line in lines]
+    if callable(order):
+        return [line for _, line in sorted(lines, key=lambda kl: order(kl[0]))]
+    return sorted(line for _, line in lines)
+
+
+def header_parts(td: Any) -> list[str]:
+    """``batch_size=``, ``device=`` and ``is_shared=`` of a tensordict, as the print options
+    show them."""
+    opts = get_printoptions()
+    parts = []
+    if opts["show_batch_size"]:
+        parts.append(f"batch_size={td.batch_size}")
+    if opts["show_device"]:
+        parts.append(f"device={td.device}")
+    if opts["show_is_shared"]:
+        parts.append(f"is_shared={_is_shared(td)}")
+    return parts
 
 
 def _fields_block(lines: list[str]) -> str:
@@ -57,13 +106,7 @@ def td_repr(td: Any) -> str:
     if isinstance(td, LazyStackedTensorDict):
         return _lazy_repr(td)
     fields = _fields_block(field_lines(td._own_items()))
-    device = td.device
-    parts = [
-        f"fields={{{fields}}}",
-        f"batch_size={td.batch_size}",
-        f"device={device}",
-        f"is_shared={_is_shared(td)}",
-    ]
+    parts = [f"fields={{{fields}}}", *header_parts(td)]
     body = textwrap.indent(",\n".join(parts), "    ")
     return f"{type(td).__name__}(\n{body})"
 
@@ -84,9 +127,7 @@ def _lazy_repr(td: Any) -> str:
     parts = [
         f"fields={{{fields}}}",
         f"exclusive_fields={{{exclusive_block}}}",
-        f"batch_size={td.batch_size}",
-        f"device={td.device}",
-        f"is_shared={_is_shared(td)}",
+        *header_parts(td),
         f"stack_dim={td.stack_dim}",
     ]
     body = textwrap.indent(",\n".join(parts), "    ")

@@ -8,6 +8,8 @@ number over all leaves).
 from __future__ import annotations
 
 import builtins
+import functools
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -68,6 +70,8 @@ class ReductionsMixin(OpsMixin):
                 }
                 return combine.get(name, torch.sum)(stacked)
             return self._apply_leaves(lambda x: fn(x, **kw), batch_size=torch.Size([]))
+        if isinstance(dim, str):
+            return self._reduce_features(name, fn, dim, keepdim, bool(reduce), **kw)
         dims = self._reduce_dims(dim)
         bs = list(self.batch_size)
         new_bs = (
@@ -84,6 +88,50 @@ class ReductionsMixin(OpsMixin):
             names=names if names and any(n is not None for n in names) else None,
             nested_extra=True,
         )
+
+    def _reduce_features(
+        self,
+        name: str,
+        fn: Callable[..., torch.Tensor],
+        dim: str,
+        keepdim: bool,
+        reduce: bool,
+        **kw: Any,
+    ) -> Any:
+        """``dim="feature"``: every leaf reduced over the dims past its tensordict's batch dims
+        (a leaf without any keeps its values: reduced over one element). ``reduce``: one tensor
+        of the batch shape, over the features of every leaf together."""
+        if dim != "feature":
+            raise ValueError(
+                f"{name}(): dim must be an int, a tuple of ints or 'feature', got {dim!r}."
+            )
+        if keepdim:
+            raise TypeError("dim='feature' is incompatible with keepdim=True.")
+        if name in ("max", "min"):
+            raise RuntimeError(
+                f"reduction {name} must be called with call_on_nested=True when dim='feature'. "
+                f"Use td.apply(lambda x: x.flatten({len(self.batch_size)}).{name}(-1).values)."
+            )
+        if reduce:
+            bd = len(self.batch_size)
+            leaves = [x.reshape(*x.shape[:bd], -1) for x in self._tensor_leaves()]
+            dtype = functools.reduce(torch.promote_types, (x.dtype for x in leaves))
+            return fn(torch.cat([x.to(dtype) for x in leaves], -1), dim=-1, **kw)
+        return self._feature_walk(lambda x, bd: fn(x.reshape(*x.shape[:bd], -1), dim=-1, **kw))
+
+    def _feature_walk(self, leaf: Callable[[torch.Tensor, int], torch.Tensor]) -> Any:
+        bd = len(self.batch_size)
+        out: dict[str, Any] = {}
+        for key, value in self._own_items():
+            if isinstance(value, torch.Tensor):
+                out[key] = leaf(value, bd)
+            elif getattr(type(value), "_is_tensorclass", False):
+                out[key] = value._tensordict._feature_walk(leaf)
+            elif isinstance(value, ReductionsMixin):
+                out[key] = value._feature_walk(leaf)
+            else:
+                out[key] = value  # non-tensor data: carried over
+        return self._new_dense(out, self.batch_size, self._names_or_none())
 
     def sum(
         self,
@@ -122,25 +170,83 @@ class ReductionsMixin(OpsMixin):
     def nanmean(self, dim: Any = None, keepdim: bool = False, *, reduce: bool | None = None) -> Any:
         return self._reduce("mean", torch.nanmean, dim, keepdim, reduce)
 
-    def prod(self, dim: Any = None, keepdim: bool = False, *, reduce: bool | None = None) -> Any:
-        def prod(x: torch.Tensor, dim: Any = None, keepdim: bool = False) -> torch.Tensor:
+    def prod(
+        self,
+        dim: Any = None,
+        keepdim: bool = False,
+        *,
+        dtype: Any = None,
+        reduce: bool | None = None,
+    ) -> Any:
+        """Product over a batch dimension (``dim=None``: each leaf's product)."""
+
+        def prod(
+            x: torch.Tensor, dim: Any = None, keepdim: bool = False, **kw: Any
+        ) -> torch.Tensor:
             if dim is None:
-                return torch.prod(x)
-            for d in sorted(dim, reverse=True):
-                x = torch.prod(x, dim=d, keepdim=keepdim)
-            return x
+                return torch.prod(x, **kw)
+            if isinstance(dim, int):
+                return torch.prod(x, dim=dim, keepdim=keepdim, **kw)
+            return torch.prod(x, dim=dim[0], keepdim=keepdim, **kw)
 
-        return self._reduce("prod", prod, dim, keepdim, reduce)
+        if isinstance(dim, tuple):  # (as upstream: the first dim only, with a warning)
+            _warn_first_dim_only("prod")
+            dim = dim[0]
+        kw = {"dtype": dtype} if dtype is not None else {}
+        return self._reduce("prod", prod, dim, keepdim, reduce, **kw)
 
-    def max(self, dim: Any = None, keepdim: bool = False, *, reduce: bool | None = None) -> Any:
-        """Maximum over batch dimensions (values only)."""
-        fn = torch.amax if dim is not None else torch.max
-        return self._reduce("max", fn, dim, keepdim, reduce)
+    def max(
+        self,
+        dim: Any = None,
+        keepdim: bool = False,
+        *,
+        reduce: bool | None = None,
+        return_indices: bool = True,
+    ) -> Any:
+        """Maximum over a batch dimension: ``(values, indices)`` as ``torch.max`` gives them
+        (tensordicts), or the values only with ``return_indices=False``. Without ``dim``, each
+        leaf's maximum.
 
-    def min(self, dim: Any = None, keepdim: bool = False, *, reduce: bool | None = None) -> Any:
-        """Minimum over batch dimensions (values only)."""
-        fn = torch.amin if dim is not None else torch.min
-        return self._reduce("min", fn, dim, keepdim, reduce)
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.tensor([[1.0, 5.0], [3.0, 2.0]])}, [2])
+            >>> values, indices = td.max(dim=0)
+            >>> values["a"], indices["a"]
+            (tensor([3., 5.]), tensor([1, 0]))
+            >>> td.max(dim=0, return_indices=False)["a"]
+            tensor([3., 5.])
+        """
+        return self._max_min("max", dim, keepdim, reduce, return_indices)
+
+    def min(
+        self,
+        dim: Any = None,
+        keepdim: bool = False,
+        *,
+        reduce: bool | None = None,
+        return_indices: bool = True,
+    ) -> Any:
+        """Minimum over a batch dimension, as :meth:`max`."""
+        return self._max_min("min", dim, keepdim, reduce, return_indices)
+
+    def _max_min(
+        self, name: str, dim: Any, keepdim: bool, reduce: bool | None, return_indices: bool
+    ) -> Any:
+        if dim is None or isinstance(dim, str):
+            return self._reduce(name, getattr(torch, name), dim, keepdim, reduce)
+        if isinstance(dim, tuple):  # (upstream reduces the first dim only, and warns)
+            _warn_first_dim_only(name)
+            dim = dim[0]
+        amax = torch.amax if name == "max" else torch.amin
+        values = self._reduce(name, amax, dim, keepdim, reduce)
+        if not return_indices:
+            return values
+        arg = torch.argmax if name == "max" else torch.argmin
+        indices = self._reduce(
+            name, lambda x, dim, keepdim: arg(x, dim[0], keepdim), dim, keepdim, reduce
+        )
+        result_type = torch.return_types.max if name == "max" else torch.return_types.min
+        return result_type((values, indices))
 
     def std(
         self,
@@ -180,3 +286,12 @@ class ReductionsMixin(OpsMixin):
         if dim is None:
             return builtins.any(bool(v.any()) for v in self._tensor_leaves())
         return self._reduce("any", torch.any, dim, False, None)
+
+
+def _warn_first_dim_only(name: str) -> None:
+    warnings.warn(
+        f"Passing a tuple as the dim of {name}(), which reduces only its first dim, is deprecated "
+        f"and will be removed in TensorDict 0.17. Use an int dim, as torch.{name} takes.",
+        DeprecationWarning,
+        stacklevel=4,
+    )

@@ -97,6 +97,13 @@ def stage_setitem(td: Any, index: Any, value: Any) -> list[Write]:
     writes: list[Write] = []
     if isinstance(value, TensorCollection) or getattr(type(value), "_is_tensorclass", False):
         inner = value._tensordict if getattr(type(value), "_is_tensorclass", False) else value
+        if not broadcasts_to(inner.batch_size, plan.batch_size):
+            raise ShapeMismatchError(
+                f"Cannot broadcast the tensordict of batch_size={list(inner.batch_size)} to "
+                f"td[index] of batch size {list(plan.batch_size)}: the value's batch size differs "
+                "from the source batch size at that index. Give a value of that batch size (or "
+                "one that broadcasts to it)."
+            )
         _stage_collection(td, (), inner, inner.batch_size, plan, len(td.batch_size), writes)
     elif isinstance(value, Mapping):
         _stage_mapping(td, (), value, plan, len(td.batch_size), writes)

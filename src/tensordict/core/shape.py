@@ -140,6 +140,19 @@ class ShapeMixin(TensorCollection):
         names = self._names_or_none() if new_bs == self.batch_size else None
         return self._transform(lambda t: t.reshape(*new_bs, *t.shape[bd:]), new_bs, names)
 
+    def _inplace_result(self, result: Any, inplace: bool, what: str) -> Any:
+        """``result``, or with ``inplace`` this tensordict made to hold it (nested tensordicts
+        keep their identity, the old leaves are released)."""
+        if not inplace:
+            return result
+        assume = getattr(self, "_assume", None)
+        if assume is None:
+            raise NotImplementedError(
+                f"{what}(inplace=True) is not supported on a {type(self).__name__}: its entries "
+                f"live in its members. Use the out-of-place {what}() and keep the result."
+            )
+        return assume(result)
+
     def view(self, *shape: Any) -> Any:
         """View the batch dimensions with a new shape (never copies; raises where torch would)."""
         if len(shape) == 1 and isinstance(shape[0], torch.dtype):
@@ -154,7 +167,14 @@ class ShapeMixin(TensorCollection):
                 f"cannot view batch_size={list(self.batch_size)} as {sizes}: {err}"
             ) from None
         names = self._names_or_none() if new_bs == self.batch_size else None
-        return self._transform(lambda t: t.view(*new_bs, *t.shape[bd:]), new_bs, names)
+        try:
+            return self._transform(lambda t: t.view(*new_bs, *t.shape[bd:]), new_bs, names)
+        except RuntimeError as err:
+            raise BatchSizeError(
+                f"Cannot call `view` with {sizes} on this tensordict of batch_size="
+                f"{list(self.batch_size)}: a leaf's memory layout does not allow it ({err}). Use "
+                "reshape() instead (it copies where needed)."
+            ) from None
 
     def permute(self, *dims: Any) -> Any:
         """Permute the batch dimensions."""
@@ -179,8 +199,13 @@ class ShapeMixin(TensorCollection):
     def transpose(self, dim0: int, dim1: int) -> Any:
         """Swap two batch dimensions."""
         bd = len(self.batch_size)
-        d0 = normalize_dim(dim0, bd, self.batch_size, "transpose")
-        d1 = normalize_dim(dim1, bd, self.batch_size, "transpose")
+        if not (-bd <= dim0 < bd and -bd <= dim1 < bd):
+            raise BatchSizeError(
+                f"dim0 and dim1 must be within the range of the number of dimensions: got "
+                f"{dim0} and {dim1} for batch_size={list(self.batch_size)}, expected dims in "
+                f"[{-bd}, {bd - 1}]. Shape operations act on batch dimensions only."
+            )
+        d0, d1 = dim0 % bd, dim1 % bd
         order = list(range(bd))
         order[d0], order[d1] = order[d1], order[d0]
         return self.permute(order)
@@ -262,31 +287,46 @@ class ShapeMixin(TensorCollection):
         new_names = [*names[:d], *[None] * (len(sizes) - 1), *names[d:]] if names else None
         return self._transform(lambda t: t.unflatten(d, sizes), new_bs, new_names)
 
-    def gather(self, dim: int, index: torch.Tensor, out: Any = None) -> Any:
+    def gather(
+        self, dim: int, index: torch.Tensor, out: Any = None, *, inplace: bool = False
+    ) -> Any:
         """Gather along a batch dimension with an index of the new batch shape (like torch).
 
-        With ``out``, the result is written into ``out`` (in place), which is returned.
+        ``out`` receives the result; ``inplace=True`` makes this tensordict hold it.
         """
+        if out is not None and inplace:
+            raise ValueError(
+                "gather: out= and inplace=True are mutually exclusive: give one or the other."
+            )
         bs = self.batch_size
         d = normalize_dim(dim, len(bs), bs, "gather")
-        if index.ndim != len(bs):
+        n, bd = index.ndim, len(bs)
+        if n > bd or d >= max(n, 1):
             raise BatchSizeError(
-                f"gather: index has {index.ndim} dims but batch_size={list(bs)} has {len(bs)}."
+                f"gather: an index of {n} dims along dim {dim} does not fit batch_size={list(bs)}: "
+                "give an index with at most one dim per batch dim, reaching dim, as torch.gather."
             )
-        bd = len(bs)
+        if inplace and n != bd:
+            raise NotImplementedError(
+                f"gather(inplace=True) requires index.ndim == self.batch_dims so the result keeps "
+                f"the same number of batch dims; got index.ndim={n} and batch_dims={bd}. Use "
+                "inplace=False instead."
+            )
 
         def leaf_fn(t: torch.Tensor) -> torch.Tensor:
-            extra = t.shape[bd:]
+            extra = t.shape[n:]  # (as upstream: the index spreads over the dims it lacks)
             idx = index.reshape(*index.shape, *([1] * len(extra))).expand(*index.shape, *extra)
             return torch.gather(t, d, idx)
 
-        result = self._transform(leaf_fn, index.shape, self._names_or_none())
+        names = self._names_or_none() if n == bd else None
+        result = self._transform(leaf_fn, index.shape + bs[n:], names)
+        if n < bd:
+            result.batch_size = index.shape
         if result.is_locked:  # (gather gives an unlocked result, as upstream)
             result._set_locked(False)
         if out is not None:
-            out.update_(result)
-            return out
-        return result
+            return out.update(result, inplace=True)
+        return self._inplace_result(result, inplace, "gather")
 
     def flip(self, dims: int | Sequence[int]) -> Any:
         bs = self.batch_size
@@ -294,8 +334,10 @@ class ShapeMixin(TensorCollection):
         dims_l = [normalize_dim(d, len(bs), bs, "flip") for d in dims_l]
         return self._transform(lambda t: t.flip(dims_l), bs, self._names_or_none())
 
-    def repeat(self, *repeats: int) -> Any:
+    def repeat(self, *repeats: int, inplace: bool = False) -> Any:
+        """Repeat along the batch dims like ``torch.Tensor.repeat`` (``inplace``: in self)."""
         reps = _sizes(repeats)
         bd = len(self.batch_size)
         names = self._names_or_none() if len(reps) == bd else None
-        return self._transform(lambda t: t.repeat(*reps, *([1] * (t.ndim - bd))), None, names)
+        result = self._transform(lambda t: t.repeat(*reps, *([1] * (t.ndim - bd))), None, names)
+        return self._inplace_result(result, inplace, "repeat")

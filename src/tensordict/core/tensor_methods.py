@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from tensordict.core.arithmetic import pad_missing
 from tensordict.core.collection import TensorCollection
 from tensordict.core.ops import _is_collection, keep_lock_of
 from tensordict.core.shape import normalize_dim
@@ -155,22 +156,40 @@ class TensorMethodsMixin(TensorCollection):
         td: Any = self
         return td[self._check_batch_mask(mask, "masked_select")]  # type: ignore[no-any-return]
 
-    def where(self: T, condition: torch.Tensor, other: Any, *, out: Any = None) -> T:
+    def where(
+        self: T,
+        condition: torch.Tensor,
+        other: Any,
+        *,
+        out: Any = None,
+        pad: Any = None,
+        update_batch_size: bool = False,
+    ) -> T:
         """``self`` where ``condition`` (shaped like leading batch dims) is True, else ``other``.
 
-        ``other`` is a tensordict with the same keys, a tensor or a number.
+        ``other`` is a tensordict with the same keys, a tensor or a number. With ``pad``, an
+        entry only one side has is met by ``pad`` on the other side. ``out`` receives the
+        result (its missing entries are created).
+
+        Raises:
+            KeyMismatchError: the keys differ and no ``pad`` is given (a ``KeyError``).
 
         Examples:
             >>> from tensordict import TensorDict
             >>> td = TensorDict({"a": torch.zeros(3)}, [3])
             >>> td.where(torch.tensor([True, False, True]), 5.0)["a"]
             tensor([0., 5., 0.])
+            >>> td.where(torch.tensor([True, False, True]), td.empty(), pad=1)["a"]
+            tensor([0., 1., 0.])
         """
+        base: Any = self
+        if _is_collection(other):
+            base, other = pad_missing(self, other, pad, "where")
         cond = torch.as_tensor(condition, dtype=torch.bool)
-        if tuple(cond.shape) != tuple(self.batch_size)[: cond.ndim]:
+        if tuple(cond.shape) != tuple(base.batch_size)[: cond.ndim]:
             raise BatchSizeError(
                 f"where: condition of shape {list(cond.shape)} must match the leading batch dims "
-                f"{list(self.batch_size)}."
+                f"{list(base.batch_size)}."
             )
 
         def pick(x: torch.Tensor, *y: Any) -> torch.Tensor:
@@ -178,17 +197,17 @@ class TensorMethodsMixin(TensorCollection):
 
         # (batch_size: the condition spans the whole batch, so a lazy stack goes dense first)
         others = (other,) if _is_collection(other) else ()
-        result = self._apply_leaves(
+        result = base._apply_leaves(
             pick,
             *others,
-            batch_size=self.batch_size,
-            names=self._names_or_none(),
+            batch_size=base.batch_size,
+            names=base._names_or_none(),
             nested_extra=True,
         )
         if not others:  # (as upstream: a tensordict `other` gives an unlocked result)
             result = keep_lock_of(self, result)
         if out is not None:
-            return out.update_(result)  # type: ignore[no-any-return]
+            return out.update(result, inplace=True)  # type: ignore[no-any-return]
         return result  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ along a batch dim
@@ -240,10 +259,6 @@ class TensorMethodsMixin(TensorCollection):
     reciprocal_ = _unary_(torch.reciprocal, "reciprocal_")
     sign_ = _unary_(torch.sign, "sign_")
     nan_to_num_ = _unary_(torch.nan_to_num, "nan_to_num_")
-    clamp_min = _binary(torch.clamp_min)
-    clamp_max = _binary(torch.clamp_max)
-    maximum = _binary(torch.maximum)
-    minimum = _binary(torch.minimum)
     logical_and = _binary(torch.logical_and)
     logical_or = _binary(torch.logical_or)
     logical_xor = _binary(torch.logical_xor)

@@ -9,6 +9,8 @@ in the group attribute ``__tensordict__`` (JSON); files without it get the batch
 from __future__ import annotations
 
 import json
+import os
+import weakref
 from typing import Any
 
 import numpy as np
@@ -29,11 +31,23 @@ def h5py() -> Any:
     return require("h5py", "h5", "reading and writing HDF5 files")
 
 
+#: files open in this process, by real path: HDF5 refuses to open a file twice in one process
+#: with different locking flags, so a file unpickled where it is already open shares the handle
+_OPEN: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+
+
 def open_h5(filename: Any, mode: str, locking: bool | None = None) -> H5Group:
     """Open (or create, with mode ``"w"``/``"a"``) a HDF5 file; its root group."""
     lib = h5py()
+    path = os.path.realpath(str(filename))
+    if mode in ("r", "r+"):
+        current = _OPEN.get(path)
+        if current is not None and current.id.valid and (mode == "r" or current.mode == "r+"):
+            return H5Group(current)
     kwargs = {} if locking is None else {"locking": locking}
-    return H5Group(lib.File(str(filename), mode, **kwargs))
+    file = lib.File(str(filename), mode, **kwargs)
+    _OPEN[path] = file
+    return H5Group(file)
 
 
 def reopen(spec: tuple[Any, ...], mode: str, locking: bool | None = None) -> H5Group:
@@ -46,7 +60,7 @@ def _torch(array: Any) -> torch.Tensor:
     array = np.asarray(array)
     if array.dtype.byteorder == ">" or not array.flags.writeable:
         array = array.astype(array.dtype.newbyteorder("="), copy=True)
-    return torch.from_numpy(np.ascontiguousarray(array))
+    return torch.from_numpy(np.ascontiguousarray(array).reshape(array.shape))  # keeps 0-d 0-d
 
 
 class H5Group(GroupNode):

@@ -570,7 +570,10 @@ class PersistentTensorDict(BackedTensorDict):
         if self._selection is not None or len(old) != len(new) or old[:-1] != new[:-1]:
             return super().rename_key_(old_key, new_key, safe)  # type: ignore[return-value]
         self._check_writable(f"rename {old_key!r}")
-        self._parent_for_write(old, create=False)._node.move(old[-1], new[-1])
+        try:
+            self._parent_for_write(old, create=False)._node.move(old[-1], new[-1])
+        except NotImplementedError:  # the library cannot move: copy, then delete
+            return super().rename_key_(old_key, new_key, safe)  # type: ignore[return-value]
         return self
 
     def _write_meta(self) -> None:

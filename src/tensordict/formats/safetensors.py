@@ -146,7 +146,7 @@ def _rebuild(node: dict[str, Any], tensors: dict[str, torch.Tensor]) -> Any:
         td = LazyStackedTensorDict(*td.unbind(node["stack_dim"]), stack_dim=node["stack_dim"])
     cls = _tensorclass(node.get("class"))
     if cls is not None:
-        td = cls._from_tensordict(td)
+        td = cls._from_tensordict(td, None)
     return td
 
 

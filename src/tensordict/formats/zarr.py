@@ -78,7 +78,7 @@ def _torch(array: Any) -> torch.Tensor:
     array = np.asarray(array)
     if array.dtype.byteorder == ">":
         array = array.astype(array.dtype.newbyteorder("="))
-    return torch.from_numpy(np.ascontiguousarray(array))
+    return torch.from_numpy(np.ascontiguousarray(array).reshape(array.shape))  # keeps 0-d 0-d
 
 
 class ZarrGroup(GroupNode):

@@ -4,14 +4,17 @@
 upstream tensordict) and returns a tree of :class:`EntryInfo`: keys, kinds, dtypes, shapes, batch
 sizes and byte counts. It never maps a data file and never unpickles anything: sizes come from the
 metadata and ``os.stat``. What does not add up (a missing or truncated file, unreadable metadata
-below the root) is recorded in the entry's ``problems`` instead of raised, so that a damaged
-directory can still be inspected.
+below the root, a stack shorter than its metadata says, nesting too deep or in a loop) is recorded
+in the entry's ``problems`` instead of raised, so that a damaged directory can still be inspected.
+It reads what :func:`~tensordict.memmap.load.load_memmap` reads, with the same limits: only
+regular files, at most :data:`~tensordict.memmap.format.MAX_DEPTH` levels, no folder twice.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -127,7 +130,9 @@ def describe(path: str | os.PathLike[str]) -> EntryInfo:
             f"{os.path.join(root, fmt.META)} does not describe a tensordict: it has neither "
             "'_type', '_class' nor 'shape'."
         )
-    return _Walker(root).node("", root, meta, None)
+    walker = _Walker(root)
+    walker.visited.enter(root, 0)
+    return walker.node("", root, meta, None, 0)
 
 
 def _tag(meta: dict[str, Any]) -> Any:
@@ -157,34 +162,38 @@ class _Walker:
 
     def __init__(self, root: str) -> None:
         self.root = root
+        self.visited = fmt.Visited()
 
     def rel(self, path: str) -> str:
         return os.path.relpath(path, self.root)
 
-    def node(self, key: str, directory: str, meta: dict[str, Any], parent_bs: Any) -> EntryInfo:
-        tag = _tag(meta)
-        if tag in (fmt.CLASS_TD, fmt.TYPE_TD) or tag is None:
-            return self.tensordict(key, directory, meta)
-        if tag in (fmt.CLASS_LAZY, fmt.TYPE_LAZY):
-            return self.lazy(key, directory, meta)
-        if tag in (fmt.TYPE_NON_TENSOR, fmt.TYPE_METADATA):
+    def node(
+        self, key: str, directory: str, meta: dict[str, Any], parent_bs: Any, depth: int
+    ) -> EntryInfo:
+        kind = fmt.kind_of(meta)
+        if kind == "td":
+            return self.tensordict(key, directory, meta, depth)
+        if kind == "lazy":
+            return self.lazy(key, directory, meta, depth)
+        if kind in ("non_tensor", "metadata"):
             return self.non_tensor(key, directory, meta, parent_bs)
-        if tag == fmt.TYPE_NON_TENSOR_STACK:
+        if kind == "non_tensor_stack":
             return self.non_tensor_stack(key, directory, meta, parent_bs)
-        return self.tensorclass(key, directory, meta, str(tag))
+        return self.tensorclass(key, directory, meta, str(_tag(meta)), depth)
 
-    def subdirectory(self, key: str, directory: str, parent_bs: Any) -> EntryInfo:
+    def subdirectory(self, key: str, directory: str, parent_bs: Any, depth: int) -> EntryInfo:
         """The entry of a nested folder, or a placeholder that says why it cannot be read."""
         try:
             sub = fmt.find_entry(directory, key)
             if sub is None:
                 raise IncompleteMemmapError(f"folder {fmt.entry_path(directory, key)} is missing")
-            return self.node(key, sub, fmt.read_meta(sub), parent_bs)
+            self.visited.enter(sub, depth)
+            return self.node(key, sub, fmt.read_meta(sub), parent_bs, depth)
         except (MemmapFormatError, OSError) as err:
             path = self.rel(fmt.entry_path(directory, key))
             return EntryInfo(key, UNREADABLE, path, problems=[_one_line(err)])
 
-    def tensordict(self, key: str, directory: str, meta: dict[str, Any]) -> EntryInfo:
+    def tensordict(self, key: str, directory: str, meta: dict[str, Any], depth: int) -> EntryInfo:
         bs = _int_list(meta.get("shape", []))
         info = EntryInfo(key, TENSORDICT, self.rel(directory), batch_size=bs)
         info.format_version = _version(meta)
@@ -194,7 +203,7 @@ class _Walker:
             if not isinstance(entry, dict):
                 continue
             if "type" in entry:
-                info.children.append(self.subdirectory(name, directory, bs))
+                info.children.append(self.subdirectory(name, directory, bs, depth + 1))
             elif "dtype" in entry and "shape" in entry:
                 info.children.append(self.tensor(name, directory, entry))
         info.nbytes = sum(c.nbytes for c in info.children)
@@ -221,25 +230,38 @@ class _Walker:
                 info.problems.append("data file missing")
             return info
         try:
-            size = os.path.getsize(path)
+            st = os.stat(path)
         except OSError as err:
             info.problems.append(_one_line(err))
             return info
-        if size != info.nbytes:
-            info.problems.append(f"file holds {size} bytes, metadata says {info.nbytes}")
+        if not stat.S_ISREG(st.st_mode):
+            info.problems.append("not a regular file")
+        elif st.st_size < info.nbytes:
+            info.problems.append(f"file holds {st.st_size} bytes, metadata says {info.nbytes}")
+        elif st.st_size > info.nbytes:  # loads, as upstream: the extra bytes are not read
+            extra = st.st_size - info.nbytes
+            info.value = f"{extra} trailing byte{'s' * (extra != 1)} ignored"
         return info
 
-    def lazy(self, key: str, directory: str, meta: dict[str, Any]) -> EntryInfo:
+    def lazy(self, key: str, directory: str, meta: dict[str, Any], depth: int) -> EntryInfo:
         stack_dim = meta.get("stack_dim", 0)
         info = EntryInfo(key, LAZY, self.rel(directory), stack_dim=stack_dim)
         info.format_version = _version(meta)
-        while True:
+        count = meta.get("num_members")
+        while count is None or len(info.children) < count:
             name = str(len(info.children))
             sub = fmt.find_entry(directory, name)
             if sub is None or not os.path.isdir(sub):
                 break
-            info.children.append(self.subdirectory(name, directory, None))
+            info.children.append(self.subdirectory(name, directory, None, depth + 1))
         info.nbytes = sum(c.nbytes for c in info.children)
+        found = len(info.children)
+        if isinstance(count, int) and count > found:
+            info.problems.append(
+                f"metadata says {count} members, found {found}: member folder {found}/ is missing"
+            )
+        elif isinstance(count, int) and fmt.find_entry(directory, str(count)) is not None:
+            info.problems.append(f"metadata says {count} members, but folder {count}/ exists too")
         sizes = {tuple(c.batch_size) for c in info.children if c.batch_size is not None}
         if not info.children:
             info.problems.append("a stack with no members (folders 0/, 1/, ...)")
@@ -281,27 +303,33 @@ class _Walker:
             info.value = f"{members} members in folders (older layout)"
         return info
 
-    def tensorclass(self, key: str, directory: str, meta: dict[str, Any], tag: str) -> EntryInfo:
+    def tensorclass(
+        self, key: str, directory: str, meta: dict[str, Any], tag: str, depth: int
+    ) -> EntryInfo:
         class_name = tag.removeprefix("<class '").removesuffix("'>")
         info = EntryInfo(key, TENSORCLASS, self.rel(directory), class_name=class_name)
-        inner = self.subdirectory("_tensordict", directory, None)
+        inner = self.subdirectory("_tensordict", directory, None, depth + 1)
         info.batch_size, info.format_version = inner.batch_size, inner.format_version
         info.problems.extend(inner.problems)
         info.children = list(inner.children)
         for name, value in meta.items():
-            if name != "_type":
+            if name not in ("_type", "_class", "_format_version"):
                 info.children.append(
                     EntryInfo(name, FIELD, self.rel(directory), value=_preview(value))
                 )
         pickled = os.path.join(directory, "other.pickle")
-        if os.path.exists(pickled):
+        if os.path.lexists(pickled):
             info.value = "more fields " + self.pickle_note(pickled)
         info.nbytes = sum(c.nbytes for c in info.children)
         return info
 
     def pickle_note(self, path: str) -> str:
-        if not os.path.exists(path):
+        if not os.path.lexists(path):
             return "no data"
+        try:
+            os.close(fmt.open_regular(path))
+        except (MemmapFormatError, OSError) as err:
+            return f"! {_one_line(err)}"
         return f"pickled in {self.rel(path)} ({os.path.getsize(path)} B, not read)"
 
 

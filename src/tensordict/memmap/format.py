@@ -16,28 +16,32 @@ Keys are encoded for the file system: ``/ < > : " | ? * \\``, NUL, ``%`` and con
 become ``%XX``; ``.`` and ``..`` are escaped; the empty key is ``%``. Loading also accepts
 upstream's older spellings (spaces escaped, or raw names that are a single safe path component).
 
-Writes are crash-safe: every ``meta.json`` is written to a temporary name and renamed into place,
-after the data files of its directory and of every directory below it.
+Reading never trusts the directory: every ``meta.json`` must be a regular file inside its folder
+(not a FIFO, a device or a link leading out) of at most :data:`MAX_META_BYTES`, and directories
+nest at most :data:`MAX_DEPTH` levels. Writing, crash-safely: :mod:`tensordict.memmap.transaction`.
 """
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import json
 import os
-import shutil
+import stat
 import sys
-import threading
 from typing import Any
 
 import torch
 
 from tensordict.errors import IncompleteMemmapError, MemmapFormatError, UnsafeKeyError
+from tensordict.sizes import format_bytes
 
 __all__ = [
     "CLASS_LAZY",
+    "CLASS_NON_TENSOR_STACK",
     "CLASS_TD",
     "FORMAT_VERSION",
+    "MAX_DEPTH",
+    "MAX_META_BYTES",
     "TYPE_LAZY",
     "TYPE_NON_TENSOR",
     "TYPE_METADATA",
@@ -47,10 +51,10 @@ __all__ = [
     "entry_path",
     "find_entry",
     "leaf_entry",
+    "open_regular",
     "read_meta",
     "register_class",
     "resolve_class",
-    "write_meta",
 ]
 
 FORMAT_VERSION = 1
@@ -61,7 +65,14 @@ TYPE_NON_TENSOR_STACK = "<class 'tensordict.tensorclass.NonTensorStack'>"
 TYPE_METADATA = "<class 'tensordict.tensorclass.MetaData'>"
 CLASS_TD = "tensordict:TensorDict"
 CLASS_LAZY = "tensordict:LazyStackedTensorDict"
+CLASS_NON_TENSOR_STACK = "tensordict:NonTensorStack"
 META = "meta.json"
+#: the largest ``meta.json`` read (a bigger one is refused, not read into memory)
+MAX_META_BYTES = 64 << 20
+#: how many levels of folders below the prefix a saved tensordict may nest
+MAX_DEPTH = 128
+#: the longest file name most file systems accept, in bytes
+NAME_MAX = 255
 #: keys of a TensorDict meta.json that describe the tensordict itself, not an entry
 RESERVED = ("shape", "device", "_type", "_format_version", "_class")
 
@@ -185,56 +196,104 @@ def is_jsonable(value: Any) -> bool:
     return False
 
 
-def write_meta(directory: str, meta: dict[str, Any]) -> None:
-    """Write ``directory/meta.json`` atomically (temporary file, fsync-free rename)."""
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, META)
-    tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
+def kind_of(meta: dict[str, Any]) -> str:
+    """What a ``meta.json`` describes: ``"td"``, ``"lazy"``, ``"non_tensor"``, ``"metadata"``,
+    ``"non_tensor_stack"`` or ``"class"`` (a tensorclass, named by its ``_type``).
+
+    ``_class`` (written since upstream 0.15) wins over ``_type``; directories without either are
+    plain tensordicts, as upstream's oldest layout."""
+    for tag in (meta.get("_class"), meta.get("_type")):
+        kind = _KINDS.get(tag) if isinstance(tag, str) else None
+        if kind is not None:
+            return kind
+    return "class" if meta.get("_type") is not None or meta.get("_class") is not None else "td"
+
+
+_KINDS = {
+    CLASS_TD: "td",
+    TYPE_TD: "td",
+    CLASS_LAZY: "lazy",
+    TYPE_LAZY: "lazy",
+    TYPE_NON_TENSOR: "non_tensor",
+    TYPE_METADATA: "metadata",
+    CLASS_NON_TENSOR_STACK: "non_tensor_stack",
+    TYPE_NON_TENSOR_STACK: "non_tensor_stack",
+}
+
+
+def open_regular(path: str, root: str | None = None) -> int:
+    """Open ``path`` for reading if it is a regular file that resolves inside ``root`` (its own
+    folder by default); return the file descriptor.
+
+    Never blocks (a FIFO is refused, not opened for a writer that never comes).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        UnsafeKeyError: ``path`` is a link that leads outside ``root``.
+        MemmapFormatError: ``path`` is not a regular file (FIFO, device, socket, folder) or a
+            symlink loop.
+    """
+    folder = root if root is not None else os.path.dirname(path)
+    if not _inside(folder, path):
+        raise UnsafeKeyError(
+            f"{path} resolves to {os.path.realpath(path)}, outside {folder}. Refusing to read "
+            "it: the directory is corrupt or hostile."
+        )
     try:
-        with open(tmp, "wb") as f:
-            f.write(dumps(meta))
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise MemmapFormatError(f"{path} is a symlink loop.") from None
         raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise MemmapFormatError(
+            f"{path} is not a regular file (it is {_file_kind(mode)}); refusing to read it."
+        )
+    return fd
 
 
-def invalidate(directories: list[str]) -> None:
-    """Remove the ``meta.json`` of each directory (in order) before rewriting it, so that an
-    interrupted rewrite never loads as complete data. Nothing else is touched: other folders
-    under the prefix (unrelated data) keep their metadata."""
-    for directory in directories:
-        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-            os.unlink(os.path.join(directory, META))
-
-
-def remove(path: str) -> None:
-    """Remove a file, a symlink (never its target) or a folder left by an earlier save."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+def _file_kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a folder"),
+    ):
+        if test(mode):
+            return name
+    return "not a plain file"
 
 
 def read_meta(directory: str) -> dict[str, Any]:
-    """Read and parse ``directory/meta.json``.
+    """Read and parse ``directory/meta.json`` (a regular file inside it, at most
+    :data:`MAX_META_BYTES`).
 
     Raises:
         IncompleteMemmapError: no ``meta.json`` (not a saved tensordict, or an interrupted write).
-        MemmapFormatError: the file is not valid JSON or not a JSON object.
+        MemmapFormatError: the file is not a regular file, too large, not valid JSON or not a JSON
+            object.
     """
     path = os.path.join(directory, META)
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        fd = open_regular(path, directory)
     except FileNotFoundError:
         what = "does not exist" if not os.path.isdir(directory) else "has no meta.json"
         raise IncompleteMemmapError(
             f"{directory} {what}: it is not a saved tensordict, or writing it was interrupted "
             f"(meta.json is written last). Missing: {path}."
         ) from None
+    except NotADirectoryError:
+        raise IncompleteMemmapError(f"{directory} is not a directory.") from None
+    with os.fdopen(fd, "rb") as f:
+        raw = f.read(MAX_META_BYTES + 1)
+    if len(raw) > MAX_META_BYTES:
+        raise MemmapFormatError(
+            f"{path} is larger than {format_bytes(MAX_META_BYTES)}, the most metadata read; "
+            "it is not metadata written by tensordict."
+        )
     try:
         meta = json.loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as err:
@@ -242,6 +301,39 @@ def read_meta(directory: str) -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise MemmapFormatError(f"{path} must hold a JSON object, got {type(meta).__name__}.")
     return meta
+
+
+class Visited:
+    """The folders a load has entered, to refuse nesting deeper than :data:`MAX_DEPTH` and
+    folders that contain themselves (symlink loops)."""
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[int, int]] = set()
+
+    def enter(self, directory: str, depth: int) -> None:
+        """Record ``directory`` at ``depth`` levels below the prefix.
+
+        Raises:
+            MemmapFormatError: too deep, or a folder already entered (a loop).
+        """
+        if depth > MAX_DEPTH:
+            raise MemmapFormatError(
+                f"{directory} is nested deeper than {MAX_DEPTH} levels below the prefix; refusing "
+                "to load it (hostile or corrupt directory)."
+            )
+        try:
+            st = os.stat(directory)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise MemmapFormatError(f"{directory} is a symlink loop.") from None
+            raise
+        ident = (st.st_dev, st.st_ino)
+        if ident in self._seen:
+            raise MemmapFormatError(
+                f"{directory} is a folder already read (a symlink loop, or one folder linked "
+                "twice); refusing to read it again."
+            )
+        self._seen.add(ident)
 
 
 # ---------------------------------------------------------------------- classes by name

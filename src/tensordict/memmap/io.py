@@ -2,22 +2,25 @@
 
 Loading lives in :mod:`tensordict.memmap.load` (``load_memmap`` is re-exported here).
 
-A write runs in four steps, so that bad input writes nothing and an interrupted write never loads:
+A write runs in three steps, so that bad input writes nothing and a crash never loses data:
 
-1. plan: walk the tree, validate every leaf, list the data files and the ``meta.json`` of every
-   directory (children before parents);
-2. invalidate: remove the ``meta.json`` of every directory about to be rewritten (the root's
-   first), and what an earlier save left that the new one would not overwrite;
-3. write the data files (in ``num_threads`` threads when asked) and map them;
-4. write each ``meta.json`` atomically, deepest first, the root's last.
+1. plan (:mod:`~tensordict.memmap.plan`): walk the tree and validate everything (keys, file-name
+   and path lengths, tensors, picklability, depth, the process's mapping limit);
+2. under the prefix's write lock, decide what each leaf needs (write, keep the existing file, grow
+   it) and check the free space;
+3. write the new version beside the prefix and switch it in atomically
+   (:mod:`~tensordict.memmap.transaction`), then map the new files.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
-import pickle
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+import shutil
+import stat
+import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -26,27 +29,28 @@ from tensordict.core.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, key_path
 from tensordict.core.lazy_stack import LazyStackedTensorDict
-from tensordict.core.non_tensor import (
-    MetaData,
-    NonTensorData,
-    NonTensorStack,
-    register_save_hook,
-)
-from tensordict.core.pickling import _DTYPES
-from tensordict.core.unbatched import is_unbatched
+from tensordict.core.non_tensor import register_save_hook
 from tensordict.errors import (
     AlreadyMemmappedError,
     BatchSizeError,
+    MappingLimitError,
+    MemmapExistsError,
     MemmapFormatError,
-    UnbatchedMemmapError,
+    NoSpaceError,
 )
 from tensordict.memmap import format as fmt
+from tensordict.memmap import tensor as mmt
+from tensordict.memmap import transaction as tx
+from tensordict.memmap.executor import shared_executor
 from tensordict.memmap.load import load_memmap
+from tensordict.memmap.plan import Builder, Leaf, Plan, plan
 from tensordict.memmap.tensor import (
     MemoryMappedTensor,
     is_whole_file,
+    preallocate,
     write_file,
 )
+from tensordict.sizes import format_bytes
 
 __all__ = [
     "load_memmap",
@@ -58,269 +62,207 @@ __all__ = [
     "memmap_refresh_",
 ]
 
-Builder = Callable[[], Any]
 CPU = torch.device("cpu")
-
-
-class _Plan:
-    """Everything a write will do, collected before anything is written."""
-
-    def __init__(self, like: bool, inplace: bool) -> None:
-        self.like = like
-        self.inplace = inplace
-        self.files: list[tuple[str, torch.Tensor | None, torch.Size, torch.dtype]] = []
-        self.pickles: list[tuple[str, Any]] = []
-        self.metas: list[tuple[str, dict[str, Any]]] = []
-        #: files and folders of an earlier save that the new one must not leave behind
-        self.stale: list[str] = []
+#: mappings kept free for everything else the process maps (libraries, allocator arenas)
+_MAP_MARGIN = 1024
 
 
 def _is_tensorclass(value: Any) -> bool:
     return bool(getattr(type(value), "_is_tensorclass", False))
 
 
-def _type_name(value: Any) -> str:
-    if isinstance(value, LazyStackedTensorDict):
-        return "LazyStackedTensorDict"
-    if isinstance(value, TensorDictBase):
-        return "TensorDict"
-    return type(value).__name__
-
-
-# ====================================================================== planning
-def _plan_node(value: Any, directory: str, plan: _Plan) -> Builder:
-    if isinstance(value, LazyStackedTensorDict):
-        return _plan_lazy(value, directory, plan)
-    if isinstance(value, TensorDictBase):
-        return _plan_td(value, directory, plan)
-    if _is_tensorclass(value):
-        return _plan_tensorclass(value, directory, plan)
-    if isinstance(value, NonTensorData):
-        return _plan_non_tensor(value, directory, plan)
-    if isinstance(value, NonTensorStack):
-        return _plan_non_tensor_stack(value, directory, plan)
-    raise TypeError(f"cannot memory-map a {type(value).__name__}.")
-
-
-def _check_leaf(key: str, value: torch.Tensor, directory: str) -> None:
-    if is_unbatched(value):
-        raise UnbatchedMemmapError(
-            f"cannot memory-map {key!r} (in {directory}): it is an UnbatchedTensor, which has no "
-            f"on-disk layout (upstream tensordict refuses it too). Exclude it first, e.g. "
-            f"td.exclude({key!r}), and save it separately (torch.save)."
+# ====================================================================== executing a plan
+def _execute(plan: Plan, build: Builder, num_threads: int, existsok: bool) -> Any:
+    """Write ``plan`` crash-safely (see :mod:`tensordict.memmap.transaction`); return the built
+    tensordict, mapped onto the new files."""
+    _check_map_limit(plan)
+    real = os.path.realpath(plan.root)
+    if os.path.lexists(real) and not os.path.isdir(real):
+        raise NotADirectoryError(
+            errno.ENOTDIR, f"cannot memory-map to {plan.root}: it exists and is not a folder"
         )
-    if value.layout is not torch.strided or value.is_nested:
-        raise MemmapFormatError(
-            f"cannot memory-map {key!r} (in {directory}): it is a {value.layout} tensor; only "
-            "dense (strided) tensors can be stored. Convert it with .to_dense() first."
-        )
-    if str(value.dtype) not in _DTYPES:
-        raise MemmapFormatError(
-            f"cannot memory-map {key!r} (in {directory}): dtype {value.dtype} is not supported."
+    with tx.prefix_lock(real):
+        tx.clean_leftovers(real)
+        _check_target(plan.root, real, existsok)
+        jobs = _resolve(plan, real)
+        _check_space(plan, real, jobs)
+        try:
+            _write_version(plan, tx.Staging(plan.root, real), jobs, num_threads)
+        except tx.CannotStage:  # a mount point inside the prefix: write in place
+            _write_version(plan, tx.Staging(plan.root, real, in_place=True), jobs, num_threads)
+    return build()
+
+
+def _write_version(plan: Plan, staging: tx.Staging, jobs: list[_Job], num_threads: int) -> None:
+    try:
+        _write(plan, staging, jobs, num_threads)
+        staging.commit()
+    except BaseException:
+        staging.abort()
+        raise
+    staging.finish()
+
+
+def _check_target(root: str, real: str, existsok: bool) -> None:
+    path = os.path.join(real, fmt.META)
+    if not existsok and os.path.lexists(path):
+        raise MemmapExistsError(
+            errno.EEXIST,
+            f"{os.path.join(root, fmt.META)} already exists: {root} holds a saved tensordict. Pass "
+            "existsok=True to replace it (memmap_like keeps the files it reuses), or choose "
+            "another prefix",
         )
 
 
-def _claim_name(taken: dict[str, str], directory: str, key: str, suffix: str) -> None:
-    """Refuse, before anything is written, a key the format cannot hold apart from the others."""
-    if key in fmt.RESERVED:
-        raise MemmapFormatError(
-            f"cannot memory-map the entry {key!r} (in {directory}): meta.json uses {key!r} for "
-            "the tensordict itself, so the entry would be lost. Rename the key."
+def _check_map_limit(plan: Plan) -> None:
+    new = sum(1 for leaf in plan.leaves if leaf.nbytes)
+    limit, in_use = mmt.map_limit(), mmt.maps_in_use()
+    room = limit - in_use - _MAP_MARGIN
+    if new and new > room:
+        raise MappingLimitError(
+            errno.ENOMEM,
+            f"cannot memory-map {plan.root}: it has {new} non-empty leaves, each mapped on its "
+            f"own, and this process may map only {max(room, 0)} more files (vm.max_map_count is "
+            f"{limit}, {in_use} mappings in use). Nothing was written. Store fewer, larger "
+            "tensors (stack leaves of the same shape), or raise the limit (sysctl "
+            "vm.max_map_count=...)",
         )
-    name = fmt.encode_key(key) + suffix
-    clash = "the metadata file" if name == fmt.META else taken.get(name)
-    if clash is not None:
-        raise MemmapFormatError(
-            f"cannot memory-map the entry {key!r} (in {directory}): its file name {name!r} is "
-            f"also used by {clash}. Rename one of them."
-        )
-    taken[name] = f"the entry {key!r}"
 
 
-def _plan_td(td: TensorDictBase, directory: str, plan: _Plan) -> Builder:
-    entries: dict[str, Any] = {}
-    builders: dict[str, Builder] = {}
-    taken: dict[str, str] = {}
-    for key, value in td._own_items():
-        is_leaf = isinstance(value, torch.Tensor)
-        _claim_name(taken, directory, key, ".memmap" if is_leaf else "")
-        if isinstance(value, torch.Tensor):
-            _check_leaf(key, value, directory)
-            path = fmt.entry_path(directory, key, ".memmap")
-            if plan.like or not is_whole_file(value, path):
-                plan.files.append((path, None if plan.like else value, value.shape, value.dtype))
-            entries[key] = fmt.leaf_entry(value)
-            builders[key] = _leaf_builder(path, value.dtype, value.shape)
+class _Job:
+    """What becomes of one leaf: ``"write"`` its data or zeros, ``"link"`` the file already at its
+    path (kept as is), or ``"grow"`` it (its bytes, then zeros)."""
+
+    __slots__ = ("how", "leaf", "old_size")
+
+    def __init__(self, how: str, leaf: Leaf, old_size: int = 0) -> None:
+        self.how, self.leaf, self.old_size = how, leaf, old_size
+
+
+def _resolve(plan: Plan, real: str) -> list[_Job]:
+    """Decide, under the lock, what to do with each leaf given what the prefix holds now."""
+    jobs = []
+    for leaf in plan.leaves:
+        here = os.path.join(real, os.path.relpath(leaf.path, plan.root))
+        if not plan.like:
+            whole = leaf.value is not None and is_whole_file(leaf.value, leaf.path)
+            jobs.append(_Job("link" if whole else "write", leaf))
+            continue
+        size = os.lstat(here).st_size if _is_plain_file(here) else None
+        if size is None or leaf.nbytes == 0:
+            jobs.append(_Job("write", leaf))
+        elif size >= leaf.nbytes:
+            jobs.append(_Job("link", leaf))  # as upstream: an existing file keeps its content
         else:
-            entries[key] = {"type": _type_name(value)}
-            builders[key] = _plan_node(value, fmt.entry_path(directory, key), plan)
-    meta = {
-        **entries,
-        "shape": list(td.batch_size),
-        "device": "cpu",
-        "_type": fmt.TYPE_TD,
-        "_format_version": fmt.FORMAT_VERSION,
-        "_class": fmt.CLASS_TD,
-    }
-    plan.metas.append((directory, meta))
-
-    def build() -> Any:
-        source = {key: b() for key, b in builders.items()}
-        if plan.inplace and isinstance(td, TensorDict):
-            td._tensordict.clear()
-            td._tensordict.update(source)
-            out: TensorDict = td
-        else:
-            out = TensorDict._new_unsafe(source, td.batch_size, CPU, td._names_or_none())
-        out._device = CPU
-        out._is_memmap = True
-        out._memmap_prefix = directory
-        return out
-
-    return build
+            warnings.warn(
+                f"{leaf.path} holds {size} bytes, smaller than the {leaf.nbytes} of its leaf: it "
+                "is grown with zeros. Upstream tensordict 0.17 will raise instead.",
+                FutureWarning,
+                stacklevel=4,
+            )
+            jobs.append(_Job("grow", leaf, size))
+    return jobs
 
 
-def _leaf_builder(path: str, dtype: torch.dtype, shape: torch.Size) -> Builder:
-    return lambda: MemoryMappedTensor._map(path, dtype, shape)
+def _is_plain_file(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
-def _plan_lazy(td: LazyStackedTensorDict, directory: str, plan: _Plan) -> Builder:
-    members = [
-        _plan_node(m, os.path.join(directory, str(i)), plan) for i, m in enumerate(td.tensordicts)
-    ]
-    # members of an earlier, longer stack would load as extra members: remove them
-    extra = len(members)
-    while os.path.lexists(os.path.join(directory, str(extra))):
-        plan.stale.append(os.path.join(directory, str(extra)))
-        extra += 1
-    plan.metas.append(
-        (
-            directory,
-            {
-                "_type": fmt.TYPE_LAZY,
-                "stack_dim": td.stack_dim,
-                "_format_version": fmt.FORMAT_VERSION,
-                "_class": fmt.CLASS_LAZY,
-            },
+def _check_space(plan: Plan, real: str, jobs: list[_Job]) -> None:
+    need = sum(j.leaf.nbytes for j in jobs if j.how != "link")
+    need += sum(len(b) for _, b in plan.pickles) + sum(len(b) for _, b in plan.metas)
+    where = real if os.path.isdir(real) else os.path.dirname(real)
+    free = tx.free_bytes(where)
+    if need > free:
+        raise NoSpaceError(
+            errno.ENOSPC,
+            f"not enough space to write {plan.root}: {format_bytes(need)} ({need} bytes) needed, "
+            f"{format_bytes(free)} free on its file system (an overwrite keeps the previous "
+            "version until the new one is complete). Nothing was written",
         )
-    )
-
-    def build() -> Any:
-        built = [b() for b in members]
-        if plan.inplace:
-            td.tensordicts = built
-            td._saved_path = directory  # type: ignore[attr-defined]
-            return td
-        out = LazyStackedTensorDict(*built, stack_dim=td.stack_dim)
-        out._saved_path = directory  # type: ignore[attr-defined]
-        return out
-
-    return build
 
 
-def _split_jsonable(fields: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    inline = {k: v for k, v in fields.items() if fmt.is_jsonable(v)}
-    pickled = {k: v for k, v in fields.items() if k not in inline}
-    return inline, pickled
+def _write(plan: Plan, staging: tx.Staging, jobs: list[_Job], num_threads: int) -> None:
+    if staging.in_place:
+        _prepare_in_place(plan, staging.real)
+    names = plan.names()
+    for directory in plan.directories():
+        target = staging.path(directory)
+        os.makedirs(target, exist_ok=True)
+        if not staging.in_place:
+            tx.carry_foreign(staging.old(directory), target, names[directory])
 
+    def run(job: _Job) -> None:
+        _run_job(job, staging)
 
-def _plan_tensorclass(tc: Any, directory: str, plan: _Plan) -> Builder:
-    inner = _plan_td(tc._tensordict, os.path.join(directory, "_tensordict"), plan)
-    inline, pickled = _split_jsonable(dict(tc._non_tensordict))
-    _plan_pickle(plan, os.path.join(directory, "other.pickle"), pickled or None)
-    plan.metas.append((directory, {"_type": fmt.type_string(type(tc)), **inline}))
-
-    def build() -> Any:
-        td = inner()
-        if plan.inplace:
-            return tc
-        return type(tc)._from_tensordict(td, dict(tc._non_tensordict))
-
-    return build
-
-
-def _plan_non_tensor(value: NonTensorData, directory: str, plan: _Plan) -> Builder:
-    kind = fmt.TYPE_METADATA if isinstance(value, MetaData) else fmt.TYPE_NON_TENSOR
-    meta: dict[str, Any] = {"_type": kind}
-    inline = fmt.is_jsonable(value.data)
-    if inline:
-        meta["data"] = value.data
-    pickled = None if inline else {"data": value.data}
-    _plan_pickle(plan, os.path.join(directory, "other.pickle"), pickled)
-    meta["_metadata"] = None
-    meta["_is_non_tensor"] = True
-    plan.metas.append((directory, meta))
-    return _saved_non_tensor(value, directory, plan)
-
-
-def _plan_non_tensor_stack(value: NonTensorStack, directory: str, plan: _Plan) -> Builder:
-    data = value.tolist()
-    device = None if value.device is None else str(value.device)
-    meta: dict[str, Any] = {"_type": fmt.TYPE_NON_TENSOR_STACK, "stack_dim": 0, "device": device}
-    inline = fmt.is_jsonable(data)
-    meta["data"] = data if inline else "pickle.pkl"
-    _plan_pickle(plan, os.path.join(directory, "pickle.pkl"), None if inline else data)
-    plan.metas.append((directory, meta))
-    return _saved_non_tensor(value, directory, plan)
-
-
-def _saved_non_tensor(value: Any, directory: str, plan: _Plan) -> Builder:
-    """The entry as held by the saved tensordict: marked memory-mapped at ``directory``, so that
-    an in-place update of its value rewrites its files (see :func:`_rewrite_non_tensor`)."""
-
-    def build() -> Any:
-        out = value if plan.inplace else value.copy()
-        out._mark_saved(directory)
-        return out
-
-    return build
-
-
-def _rewrite_non_tensor(value: Any, directory: str) -> None:
-    """Rewrite the files of a memory-mapped non-tensor entry after its value changed."""
-    plan = _Plan(like=False, inplace=True)
-    if isinstance(value, NonTensorStack):
-        _plan_non_tensor_stack(value, directory, plan)
+    if num_threads and num_threads > 0 and len(jobs) > 1:
+        list(shared_executor(num_threads).map(run, jobs))
     else:
-        _plan_non_tensor(value, directory, plan)
-    _execute(plan, directory, lambda: value, 0)
+        for job in jobs:
+            run(job)
+    for path, data in plan.pickles:
+        tx.write_bytes(staging.path(path), data)
+    for directory, data in plan.metas:  # deepest first, the root's last
+        tx.write_bytes(os.path.join(staging.path(directory), fmt.META), data)
 
 
-register_save_hook(_rewrite_non_tensor)
+def _run_job(job: _Job, staging: tx.Staging) -> None:
+    leaf = job.leaf
+    here, target = staging.old(leaf.path), staging.path(leaf.path)
+    try:
+        if job.how == "link":
+            if target != here:
+                tx.link_or_copy(here, target)
+        elif job.how == "grow":
+            _grow(here, target, job.old_size, leaf.nbytes)
+        else:
+            write_file(target, leaf.value, leaf.shape, leaf.dtype)
+    except tx.CannotStage:
+        raise
+    except OSError as err:
+        raise _write_error(err, leaf) from None
 
 
-def _plan_pickle(plan: _Plan, path: str, obj: Any) -> None:
-    """Pickle ``obj`` to ``path``; with nothing to pickle, remove a stale file left there (an
-    upstream loader would let it override the inline data)."""
-    if obj is not None:
-        plan.pickles.append((path, obj))
-    elif os.path.lexists(path):
-        plan.stale.append(path)
+def _grow(src: str, target: str, old_size: int, nbytes: int) -> None:
+    tmp = f"{target}.tmp-{os.getpid()}-1"
+    try:
+        with open(src, "rb") as f, open(tmp, "wb") as out:
+            shutil.copyfileobj(f, out)
+            preallocate(out.fileno(), nbytes, target)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
-# ====================================================================== executing
-def _execute(plan: _Plan, root: str, build: Builder, num_threads: int) -> Any:
-    targets = [job[0] for job in plan.files] + [path for path, _ in plan.pickles] + plan.stale
-    for path in targets + [os.path.join(d, fmt.META) for d, _ in plan.metas]:
-        fmt.check_write_inside(root, path)
-    # the root's meta.json goes first: from here until the end, the directory does not load
-    fmt.invalidate([root] + [d for d, _ in reversed(plan.metas)])
-    for path in plan.stale:
-        fmt.remove(path)
-    if num_threads and num_threads > 0 and len(plan.files) > 1:
-        with ThreadPoolExecutor(max_workers=num_threads) as pool:
-            list(pool.map(lambda job: write_file(*job), plan.files))
-    else:
-        for job in plan.files:
-            write_file(*job)
-    for path, obj in plan.pickles:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            pickle.dump(obj, f)
-    result = build()
-    for directory, meta in plan.metas:
-        fmt.write_meta(directory, meta)
-    return result
+def _write_error(err: OSError, leaf: Leaf) -> OSError:
+    """The same error, naming the file's final path and size (not the staging folder)."""
+    what = f"cannot write {leaf.path} ({format_bytes(leaf.nbytes)}, {leaf.nbytes} bytes)"
+    reason = err.strerror or str(err)
+    if err.errno == errno.ENOSPC:
+        return NoSpaceError(errno.ENOSPC, f"{what}: {reason}. Nothing was changed under the prefix")
+    return OSError(err.errno, f"{what}: {reason}")
+
+
+def _prepare_in_place(plan: Plan, real: str) -> None:
+    """Before writing in place: refuse folders linked out of the prefix, remove the root's
+    ``meta.json`` (so an interrupted write never loads), and what only the old version held."""
+    paths = [leaf.path for leaf in plan.leaves] + [p for p, _ in plan.pickles]
+    for path in paths + [os.path.join(d, fmt.META) for d in plan.directories()]:
+        fmt.check_write_inside(plan.root, path)
+    stale = []
+    for directory, written in plan.names().items():
+        here = os.path.join(real, os.path.relpath(directory, plan.root))
+        stale += [os.path.join(here, name) for name in tx.owned_names(here) - written]
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(real, fmt.META))
+    tx.remove_legacy_tmp(real)
+    for path in stale:
+        tx.remove_tree(path)
 
 
 def _prefix(prefix: Any) -> str:
@@ -417,11 +359,13 @@ def memmap_(
 
     Without ``prefix`` the leaves go to anonymous shared memory (no files; workers of any start
     method receive them by handle). Locks the tensordict. Calling it again with the same prefix
-    does nothing.
+    does nothing. Replacing a saved tensordict is crash-safe: a crash at any instant leaves the
+    complete old or the complete new version (:mod:`tensordict.memmap.transaction`).
 
     Raises:
         AlreadyMemmappedError: already memory-mapped elsewhere and ``copy_existing`` is False.
-        FileExistsError: ``prefix`` holds a saved tensordict and ``existsok`` is False.
+        MemmapExistsError: ``prefix`` holds a saved tensordict and ``existsok`` is False.
+        NoSpaceError: not enough space on the file system (nothing was changed).
 
     Examples:
         >>> import tempfile
@@ -448,13 +392,10 @@ def memmap_(
             )
         if td.is_locked and _is_written(td, root):
             return td
-        # entries were added or replaced since: rewrite the metadata, and the data files of
-        # the leaves that are not already their file
-    _check_target(root, existsok)
-    plan = _Plan(like=False, inplace=True)
-    build = _plan_node(td, root, plan)
-    out = _execute(plan, root, build, num_threads)
-    return out.lock_()
+        # entries were added or replaced since: a new version, keeping (hard-linking) the files
+        # of the leaves that already are their file, so that their mappings stay valid
+    new, build = plan(td, root, like=False, inplace=True)
+    return _execute(new, build, num_threads, existsok).lock_()
 
 
 def memmap(
@@ -467,14 +408,26 @@ def memmap(
     robust_key: bool | None = None,
     **kwargs: Any,
 ) -> Any:
-    """A memory-mapped copy of ``td`` under ``prefix`` (locked); ``td`` is left unchanged."""
+    """A memory-mapped copy of ``td`` under ``prefix`` (locked); ``td`` is left unchanged.
+
+    Replacing a saved tensordict is crash-safe, as for :func:`memmap_`.
+
+    Raises:
+        MemmapExistsError: ``prefix`` holds a saved tensordict and ``existsok`` is False.
+        NoSpaceError: not enough space on the file system (nothing was changed).
+
+    Examples:
+        >>> import tempfile
+        >>> from tensordict import TensorDict
+        >>> d = tempfile.mkdtemp()
+        >>> _ = TensorDict({"x": torch.zeros(2)}, [2]).memmap(d)
+        >>> TensorDict({"x": torch.ones(2)}, [2]).memmap(d)["x"]  # replaces the saved one
+        MemoryMappedTensor([1., 1.])
+    """
     if prefix is None:
         return _anonymous(td, like=False, inplace=False)
-    root = _prefix(prefix)
-    _check_target(root, existsok)
-    plan = _Plan(like=False, inplace=False)
-    build = _plan_node(td, root, plan)
-    return _execute(plan, root, build, num_threads).lock_()
+    new, build = plan(td, _prefix(prefix), like=False, inplace=False)
+    return _execute(new, build, num_threads, existsok).lock_()
 
 
 def memmap_like(
@@ -487,9 +440,17 @@ def memmap_like(
     robust_key: bool | None = None,
     **kwargs: Any,
 ) -> Any:
-    """Zero-filled memory-mapped files with the structure of ``td``; no data is copied.
+    """Memory-mapped files with the structure of ``td``; no data is copied.
 
+    New files are zero-filled and really allocated (a short disk raises here, never at a later
+    read). As upstream, a file already at a leaf's path is kept with its content when
+    ``existsok=True``, so that a buffer can be reopened: nothing saved is ever zeroed, not even
+    the directory ``td`` was loaded from. A smaller file is grown with zeros (``FutureWarning``).
     Use it to preallocate outputs that worker processes write into (``map(..., out=...)``).
+
+    Raises:
+        MemmapExistsError: ``prefix`` holds a saved tensordict and ``existsok`` is False.
+        NoSpaceError: not enough space on the file system (nothing was changed).
 
     Examples:
         >>> import tempfile
@@ -500,21 +461,21 @@ def memmap_like(
     """
     if prefix is None:
         return _anonymous(td, like=True, inplace=False)
-    root = _prefix(prefix)
-    _check_target(root, existsok)
-    plan = _Plan(like=True, inplace=False)
-    build = _plan_node(td, root, plan)
-    return _execute(plan, root, build, num_threads).lock_()
-
-
-def _check_target(root: str, existsok: bool) -> None:
-    if not existsok and os.path.exists(os.path.join(root, fmt.META)):
-        raise FileExistsError(
-            f"{root} already holds a saved tensordict. Pass existsok=True to overwrite it."
-        )
+    new, build = plan(td, _prefix(prefix), like=True, inplace=False)
+    return _execute(new, build, num_threads, existsok).lock_()
 
 
 # ====================================================================== in-place updates
+def _rewrite_non_tensor(value: Any, directory: str) -> None:
+    """Rewrite the folder of a memory-mapped non-tensor entry after its value changed (a new
+    version of that folder, switched in as any other write)."""
+    new, _ = plan(value, os.path.abspath(directory), like=False, inplace=True)
+    _execute(new, lambda: value, 0, existsok=True)
+
+
+register_save_hook(_rewrite_non_tensor)
+
+
 def memmap_refresh_(td: Any) -> Any:
     """Reload the leaves from the directory (after another process rewrote its metadata)."""
     if td.saved_path is None:
@@ -576,12 +537,17 @@ def _add_leaf(
             f"{name!r} for the tensordict itself. Choose another key."
         )
     path = fmt.entry_path(directory, name, ".memmap")
-    write_file(path, data, shape, dtype)
-    leaf = MemoryMappedTensor._map(path, dtype, shape)
+    # one new file and one folder's metadata, each renamed into place whole under the prefix's
+    # lock: a crash leaves the old metadata (and at most an unused file)
+    with tx.prefix_lock(os.path.realpath(directory)):
+        write_file(path, data, shape, dtype)
+        leaf = MemoryMappedTensor._map(path, dtype, shape)
+        meta = fmt.read_meta(directory)
+        tail = {k: meta.pop(k) for k in fmt.RESERVED if k in meta and not isinstance(meta[k], dict)}
+        meta[name] = fmt.leaf_entry(leaf, "cpu")
+        meta.update(tail)
+        tx.fsync_path(path)
+        tx.write_bytes(os.path.join(directory, fmt.META), fmt.dumps(meta))
+        tx.fsync_path(directory)
     parent._tensordict[name] = leaf
-    meta = fmt.read_meta(directory)
-    tail = {k: meta.pop(k) for k in fmt.RESERVED if k in meta and not isinstance(meta[k], dict)}
-    meta[name] = fmt.leaf_entry(leaf, "cpu")
-    meta.update(tail)
-    fmt.write_meta(directory, meta)
     return leaf

@@ -1,16 +1,24 @@
 """Loading memory-mapped tensordicts saved here or by upstream tensordict: load_memmap.
 
-The loader reads each directory's ``meta.json`` and dispatches on ``_class`` (written here) or
-``_type`` (upstream's class string, the only tag older directories have). Nothing is trusted: every
-entry name is resolved inside the prefix (``..``, absolute paths and symlinks leading out are
-refused), every shape, dtype, device and file size is checked against the metadata, and nothing
-is unpickled unless the caller passes ``allow_pickle=True``. Errors name the file at fault.
+The loader reads each directory's ``meta.json`` and dispatches on ``_class`` (written since
+upstream 0.15) or ``_type`` (upstream's class string, the only tag older directories have).
+Nothing is trusted: every entry name is resolved inside the prefix (``..``, absolute paths and
+symlinks leading out are refused), only regular files are opened (a FIFO never blocks the load),
+folders nest at most :data:`~tensordict.memmap.format.MAX_DEPTH` levels and are never read twice
+(symlink loops), every shape, dtype, device, stack length and file size is checked against the
+metadata, and nothing is unpickled unless the caller passes ``allow_pickle=True``. Errors name the
+file at fault.
+
+Data files longer than their metadata describes load (the extra bytes are ignored), as upstream:
+some of upstream's own saved examples end with a stray byte.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import stat
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -21,11 +29,22 @@ from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack, _object_array
 from tensordict.errors import IncompleteMemmapError, MemmapFormatError, PickleNotAllowedError
 from tensordict.memmap import format as fmt
+from tensordict.memmap import transaction as tx
 from tensordict.memmap.tensor import MemoryMappedTensor, dtype_from_str
 
 __all__ = ["load_memmap"]
 
 CPU = torch.device("cpu")
+#: loads started again when a writer switched the prefix to a new version meanwhile
+_RETRIES = 3
+
+
+@dataclass
+class _Load:
+    """What one load carries down the tree."""
+
+    allow_pickle: bool
+    visited: fmt.Visited = field(default_factory=fmt.Visited)
 
 
 def load_memmap(
@@ -40,13 +59,17 @@ def load_memmap(
     """Load a tensordict saved by :func:`memmap_` / :func:`memmap` (here or by upstream tensordict).
 
     The leaves are :class:`MemoryMappedTensor` (nothing is read until used); the result is not
-    locked. Nothing is unpickled unless ``allow_pickle=True``.
+    locked. Nothing is unpickled unless ``allow_pickle=True``. A writer replacing the directory
+    meanwhile is noticed and the load starts again, so the result is one complete version.
 
     Raises:
-        IncompleteMemmapError: missing ``meta.json`` or data files (e.g. an interrupted write).
-        MemmapFormatError: malformed metadata, unknown dtype, a file of the wrong size.
+        IncompleteMemmapError: missing ``meta.json``, data files or stack members (e.g. an
+            interrupted write of an older version of this library).
+        MemmapFormatError: malformed metadata, unknown dtype, a file too short or not a regular
+            file, nesting too deep or in a loop.
         UnsafeKeyError: an entry that would be read from outside ``prefix``.
         PickleNotAllowedError: an entry needs unpickling and ``allow_pickle`` is False.
+        MappingLimitError: more files than the process may map (``vm.max_map_count``).
 
     Examples:
         >>> import tempfile
@@ -57,7 +80,18 @@ def load_memmap(
         MemoryMappedTensor([0, 1, 2])
     """
     root = os.path.abspath(os.fspath(prefix))
-    node = _load_node(root, fmt.read_meta(root), allow_pickle, None)
+    if not os.path.lexists(root):
+        _missing(root)
+    for attempt in range(_RETRIES + 1):
+        before = _identity(root)
+        try:
+            node = _load_node(root, fmt.read_meta(root), _Load(allow_pickle), None, 0)
+        except (MemmapFormatError, OSError):
+            if attempt == _RETRIES or _identity(root) == before:
+                raise
+            continue  # switched to a new version under us: load that one
+        if _identity(root) == before:
+            break
     if device is not None and torch.device(device) != CPU:
         node = node.to(device)
     if out is not None:
@@ -66,72 +100,96 @@ def load_memmap(
     return node
 
 
-def _load_node(directory: str, meta: dict[str, Any], allow_pickle: bool, batch_size: Any) -> Any:
-    tag = meta.get("_class") or meta.get("_type")
-    if tag in (fmt.CLASS_TD, fmt.TYPE_TD) or tag is None:
-        return _load_td(directory, meta, allow_pickle)
-    if tag in (fmt.CLASS_LAZY, fmt.TYPE_LAZY):
-        return _load_lazy(directory, meta, allow_pickle, batch_size)
-    if tag in (fmt.TYPE_NON_TENSOR, fmt.TYPE_METADATA):
-        entry = _load_non_tensor(directory, meta, allow_pickle, batch_size)
-        if tag == fmt.TYPE_METADATA:
+def _missing(root: str) -> None:
+    """Raise for a prefix that does not exist, naming a previous version left aside by an
+    interrupted overwrite (see :mod:`tensordict.memmap.transaction`) if there is one."""
+    aside = tx.aside_versions(root)
+    hint = ""
+    if aside:
+        hint = (
+            f" An interrupted overwrite left its previous version in {aside[0]}: the next write "
+            "of this prefix puts it back first, or rename it back yourself."
+        )
+    raise IncompleteMemmapError(f"{root} does not exist: it is not a saved tensordict.{hint}")
+
+
+def _identity(root: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(root)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _load_node(
+    directory: str, meta: dict[str, Any], ctx: _Load, batch_size: Any, depth: int
+) -> Any:
+    ctx.visited.enter(directory, depth)
+    kind = fmt.kind_of(meta)
+    if kind == "td":
+        return _load_td(directory, meta, ctx, depth)
+    if kind == "lazy":
+        return _load_lazy(directory, meta, ctx, batch_size, depth)
+    if kind in ("non_tensor", "metadata"):
+        entry = _load_non_tensor(directory, meta, ctx, batch_size)
+        if kind == "metadata":
             entry = MetaData._new(entry.data, entry.batch_size, entry.device)
         entry._mark_saved(directory)
         return entry
-    if tag == fmt.TYPE_NON_TENSOR_STACK:
-        entry = _load_non_tensor_stack(directory, meta, allow_pickle, batch_size)
-        if isinstance(entry, NonTensorStack):
-            entry._mark_saved(directory)
-        return entry
+    if kind == "non_tensor_stack":
+        stack = _load_non_tensor_stack(directory, meta, ctx, batch_size, depth)
+        if isinstance(stack, NonTensorStack):
+            stack._mark_saved(directory)
+        return stack
     meta_path = os.path.join(directory, fmt.META)
+    tag = meta.get("_type") or meta.get("_class")
     cls = fmt.resolve_class(str(tag), meta_path)
     if not getattr(cls, "_is_tensorclass", False):
         raise MemmapFormatError(f"{meta_path}: {tag} is not a tensordict class or a tensorclass.")
-    return _load_tensorclass(cls, directory, meta, allow_pickle)
+    return _load_tensorclass(cls, directory, meta, ctx, depth)
 
 
-def _read_pickle(path: str, allow_pickle: bool) -> Any:
-    if not allow_pickle:
+def _read_pickle(path: str, ctx: _Load) -> Any:
+    if not ctx.allow_pickle:
         raise PickleNotAllowedError(
             f"{path} can only be read by unpickling it, which can run arbitrary code. Pass "
             "allow_pickle=True to load_memmap if you trust where this directory came from."
         )
-    with open(path, "rb") as f:
+    with os.fdopen(fmt.open_regular(path), "rb") as f:
         return pickle.load(f)
 
 
-def _load_td(directory: str, meta: dict[str, Any], allow_pickle: bool) -> TensorDict:
+def _child(directory: str, key: str) -> str:
+    sub = fmt.find_entry(directory, key)
+    if sub is None:
+        raise IncompleteMemmapError(
+            f"{os.path.join(directory, fmt.META)} lists {key!r} but its directory "
+            f"{fmt.entry_path(directory, key)} is missing."
+        )
+    return sub
+
+
+def _load_td(directory: str, meta: dict[str, Any], ctx: _Load, depth: int) -> TensorDict:
     meta_path = os.path.join(directory, fmt.META)
     batch_size = _size(meta.get("shape", []), "'shape'", meta_path)
     device = _device(meta.get("device"), meta_path)
     source: dict[str, Any] = {}
     n = len(batch_size)
     for key, entry in meta.items():
-        if key in fmt.RESERVED and not isinstance(entry, dict):
-            continue
         if not isinstance(entry, dict):
             continue
         if "type" in entry:
-            sub = fmt.find_entry(directory, key)
-            if sub is None:
-                raise IncompleteMemmapError(
-                    f"{meta_path} lists {key!r} but its directory "
-                    f"{fmt.entry_path(directory, key)} is missing."
-                )
-            value = _load_node(sub, fmt.read_meta(sub), allow_pickle, batch_size)
+            sub = _child(directory, key)
+            value = _load_node(sub, fmt.read_meta(sub), ctx, batch_size, depth + 1)
         elif "dtype" in entry and "shape" in entry:
             value = _load_leaf(directory, key, entry, meta_path)
         else:
             continue
-        shape = (
-            getattr(value, "batch_size", None)
-            if not isinstance(value, torch.Tensor)
-            else value.shape
-        )
+        shape = value.shape if isinstance(value, torch.Tensor) else value.batch_size
         if isinstance(value, NonTensorData):
             value = value._with_batch_size(batch_size)
-            value._mark_saved(sub)  # type: ignore[arg-type]
-        elif shape is not None and tuple(shape[:n]) != tuple(batch_size):
+            value._mark_saved(sub)
+        elif tuple(shape[:n]) != tuple(batch_size):
             raise MemmapFormatError(
                 f"{meta_path}: entry {key!r} has shape {list(shape)}, which does not start with "
                 f"the batch size {list(batch_size)}."
@@ -179,32 +237,44 @@ def _load_leaf(directory: str, key: str, entry: dict[str, Any], meta_path: str) 
             "is missing (an interrupted write, or files removed)."
         )
     expected = numel * torch.empty((), dtype=dtype).element_size()
-    size = os.path.getsize(path)
-    if size != expected:
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise MemmapFormatError(f"{path} is not a regular file; refusing to map it.")
+    if st.st_size < expected:
         raise MemmapFormatError(
-            f"{path} holds {size} bytes, but {meta_path} describes {key!r} as {list(shape)} "
-            f"{dtype} ({expected} bytes). The file is truncated or does not match its metadata."
+            f"{path} holds {st.st_size} bytes, but {meta_path} describes {key!r} as "
+            f"{list(shape)} {dtype} ({expected} bytes). The file is truncated or does not match "
+            "its metadata."
         )
     return MemoryMappedTensor.from_filename(path, dtype, shape)
 
 
+def _member_count(meta: dict[str, Any], meta_path: str) -> int | None:
+    count = meta.get("num_members")
+    if count is None:
+        return None
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise MemmapFormatError(
+            f"{meta_path}: 'num_members' must be a non-negative int, got {count!r}."
+        )
+    return count
+
+
 def _load_members(
-    directory: str, meta: dict[str, Any], allow_pickle: bool, batch_size: Any
+    directory: str, meta: dict[str, Any], ctx: _Load, batch_size: Any, depth: int
 ) -> tuple[list[Any], int]:
-    """The members ``0/``, ``1/``, ... of a saved stack, and its stack dimension."""
+    """The members ``0/``, ``1/``, ... of a saved stack (as many as ``num_members`` says, when
+    the metadata says), and its stack dimension."""
     meta_path = os.path.join(directory, fmt.META)
     stack_dim = meta.get("stack_dim", 0)
     if not isinstance(stack_dim, int) or isinstance(stack_dim, bool):
         raise MemmapFormatError(f"{meta_path}: 'stack_dim' must be an int, got {stack_dim!r}.")
+    count = _member_count(meta, meta_path)
     member_bs = None
     if batch_size is not None and 0 <= stack_dim < len(batch_size):
         member_bs = torch.Size([*batch_size[:stack_dim], *batch_size[stack_dim + 1 :]])
-    members: list[Any] = []
-    while True:
-        sub = fmt.find_entry(directory, str(len(members)))
-        if sub is None or not os.path.isdir(sub):
-            break
-        members.append(_load_node(sub, fmt.read_meta(sub), allow_pickle, member_bs))
+    subs = _member_folders(directory, count, meta_path)
+    members = [_load_node(sub, fmt.read_meta(sub), ctx, member_bs, depth + 1) for sub in subs]
     if not members:
         raise IncompleteMemmapError(
             f"{directory} is a saved stack with no members: expected folders 0/, 1/, ... next to "
@@ -213,10 +283,30 @@ def _load_members(
     return members, stack_dim
 
 
+def _member_folders(directory: str, count: int | None, meta_path: str) -> list[str]:
+    subs: list[str] = []
+    while count is None or len(subs) < count:
+        sub = fmt.find_entry(directory, str(len(subs)))
+        if sub is None or not os.path.isdir(sub):
+            if count is None:
+                break
+            raise IncompleteMemmapError(
+                f"{meta_path} describes a stack of {count} members, but member folder "
+                f"{len(subs)}/ is missing (an interrupted copy, or files removed)."
+            )
+        subs.append(sub)
+    if count is not None and fmt.find_entry(directory, str(count)) is not None:
+        raise MemmapFormatError(
+            f"{meta_path} describes a stack of {count} members, but {directory} also holds a "
+            f"member folder {count}/: the directory does not match its metadata."
+        )
+    return subs
+
+
 def _load_lazy(
-    directory: str, meta: dict[str, Any], allow_pickle: bool, batch_size: Any = None
+    directory: str, meta: dict[str, Any], ctx: _Load, batch_size: Any, depth: int
 ) -> LazyStackedTensorDict:
-    members, stack_dim = _load_members(directory, meta, allow_pickle, batch_size)
+    members, stack_dim = _load_members(directory, meta, ctx, batch_size, depth)
     try:
         out = LazyStackedTensorDict(*members, stack_dim=stack_dim)
     except (ValueError, RuntimeError, IndexError) as err:
@@ -228,14 +318,14 @@ def _load_lazy(
 
 
 def _load_non_tensor(
-    directory: str, meta: dict[str, Any], allow_pickle: bool, batch_size: Any
+    directory: str, meta: dict[str, Any], ctx: _Load, batch_size: Any
 ) -> NonTensorData:
     if "data" in meta:
         data = meta["data"]
     else:
         path = os.path.join(directory, "other.pickle")
-        if os.path.exists(path):
-            data = _read_pickle(path, allow_pickle).get("data")
+        if os.path.lexists(path):
+            data = _read_pickle(path, ctx).get("data")
         elif os.path.exists(os.path.join(directory, "_tensordict")):
             data = None
         else:
@@ -246,17 +336,19 @@ def _load_non_tensor(
 
 
 def _load_non_tensor_stack(
-    directory: str, meta: dict[str, Any], allow_pickle: bool, batch_size: Any
+    directory: str, meta: dict[str, Any], ctx: _Load, batch_size: Any, depth: int
 ) -> Any:
     data = meta.get("data")
     if data == "pickle.pkl":
-        data = _read_pickle(os.path.join(directory, "pickle.pkl"), allow_pickle)
+        data = _read_pickle(os.path.join(directory, "pickle.pkl"), ctx)
     elif isinstance(data, str):
         raise MemmapFormatError(f"{directory}: invalid pickled NonTensorStack file name {data!r}.")
     if data is None:  # the older layout: one folder per member
-        members, stack_dim = _load_members(directory, meta, allow_pickle, batch_size)
+        members, stack_dim = _load_members(directory, meta, ctx, batch_size, depth)
         if not all(isinstance(m, (NonTensorData, NonTensorStack)) for m in members):
-            return _load_lazy(directory, meta, allow_pickle, batch_size)
+            out = LazyStackedTensorDict(*members, stack_dim=stack_dim)
+            out._saved_path = directory  # type: ignore[attr-defined]
+            return out
         return NonTensorStack.from_array(np.stack([m.to_array() for m in members], stack_dim))
     shape = list(batch_size) if batch_size is not None else None
     if shape is not None and not _has_shape(data, shape):
@@ -275,11 +367,14 @@ def _has_shape(data: Any, shape: list[int]) -> bool:
     return all(_has_shape(d, shape[1:]) for d in data)
 
 
-def _load_tensorclass(cls: type, directory: str, meta: dict[str, Any], allow_pickle: bool) -> Any:
-    fields = {k: v for k, v in meta.items() if k != "_type"}
+def _load_tensorclass(
+    cls: type, directory: str, meta: dict[str, Any], ctx: _Load, depth: int
+) -> Any:
+    fields = {k: v for k, v in meta.items() if k not in ("_type", "_class", "_format_version")}
     pickled = os.path.join(directory, "other.pickle")
-    if os.path.exists(pickled):
-        fields.update(_read_pickle(pickled, allow_pickle))
+    if os.path.lexists(pickled):
+        fields.update(_read_pickle(pickled, ctx))
     inner_dir = os.path.join(directory, "_tensordict")
-    td = _load_td(inner_dir, fmt.read_meta(inner_dir), allow_pickle)
+    ctx.visited.enter(inner_dir, depth + 1)
+    td = _load_td(inner_dir, fmt.read_meta(inner_dir), ctx, depth + 1)
     return cls._from_tensordict(td, fields)  # type: ignore[attr-defined]

@@ -7,15 +7,20 @@ into that storage. That is what it pickles to: a few hundred bytes, whatever the
 maps each file once and keeps the mapping in a small per-process cache, so workers that receive many
 chunks of the same file do not map it again for every chunk.
 
+The cache holds weak references only: a mapping lives exactly as long as a tensor uses it, so a
+deleted dataset gives its disk (or tmpfs memory) back as soon as nothing refers to it.
+
 Views stay MemoryMappedTensor; every other operation returns a plain tensor.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,12 +29,21 @@ from typing import Any
 import torch
 
 from tensordict.core.pickling import _DTYPES
-from tensordict.errors import IncompleteMemmapError, MemmapFormatError
+from tensordict.errors import (
+    IncompleteMemmapError,
+    MappingLimitError,
+    MemmapFormatError,
+    NoSpaceError,
+)
+from tensordict.sizes import format_bytes
 
 __all__ = ["MemoryMappedTensor", "rebuild_anonymous", "rebuild_file_view"]
 
 _CACHE_SIZE = 256
-_cache: OrderedDict[tuple[str, str, int], tuple[tuple[int, int, int], torch.Tensor]] = OrderedDict()
+#: (filename, dtype, numel) -> ((st_dev, st_ino, st_size), weak reference to the mapped base)
+_cache: OrderedDict[
+    tuple[str, str, int], tuple[tuple[int, int, int], weakref.ref[torch.Tensor]]
+] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
@@ -47,7 +61,8 @@ def dtype_from_str(name: str, where: Any = None) -> torch.dtype:
 def _file_base(
     filename: str, dtype: torch.dtype, numel: int, writable: bool | None = None
 ) -> torch.Tensor:
-    """The whole file as a 1-d tensor, from the per-process cache when it is still the same file."""
+    """The whole file as a 1-d tensor, from the per-process cache when it is still the same file
+    and still mapped."""
     if numel == 0:
         return torch.empty(0, dtype=dtype)
     try:
@@ -60,9 +75,10 @@ def _file_base(
     key = (filename, str(dtype), numel)
     with _cache_lock:
         hit = _cache.get(key)
-        if hit is not None and hit[0] == ident:
+        base = hit[1]() if hit is not None and hit[0] == ident else None
+        if base is not None:
             _cache.move_to_end(key)
-            return hit[1]
+            return base
     need = numel * _itemsize(dtype)
     if st.st_size < need:
         raise MemmapFormatError(
@@ -73,11 +89,57 @@ def _file_base(
         writable = os.access(filename, os.W_OK)
     base = _map_file(filename, dtype, numel, writable)
     with _cache_lock:
-        _cache[key] = (ident, base)
+        _cache[key] = (ident, weakref.ref(base))
         _cache.move_to_end(key)
+        for stale in [k for k, (_, ref) in _cache.items() if ref() is None]:
+            del _cache[stale]
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return base
+
+
+def current_mapping(filename: str, dtype: torch.dtype, numel: int) -> torch.Tensor | None:
+    """The cached mapping of ``filename`` if it maps the file now at that path, else None."""
+    try:
+        st = os.stat(filename)
+    except OSError:
+        return None
+    with _cache_lock:
+        hit = _cache.get((filename, str(dtype), numel))
+    if hit is None or hit[0] != (st.st_dev, st.st_ino, st.st_size):
+        return None
+    return hit[1]()
+
+
+def map_limit() -> int:
+    """How many memory mappings the kernel lets one process hold (``vm.max_map_count``)."""
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 1 << 30  # not Linux, or not readable: no known limit
+
+
+def maps_in_use() -> int:
+    """How many memory mappings this process holds now."""
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0
+
+
+def _mapping_failed(filename: str, err: RuntimeError) -> MappingLimitError | None:
+    """A clear error if ``err`` is the kernel refusing one mapping more."""
+    if "Cannot allocate memory" not in str(err) and "(12)" not in str(err):
+        return None
+    return MappingLimitError(
+        errno.ENOMEM,
+        f"cannot map {filename}: the kernel refused one more memory mapping ({maps_in_use()} in "
+        f"use, vm.max_map_count is {map_limit()}). Each memory-mapped file takes one: store "
+        "fewer, larger tensors, release tensordicts you no longer use, or raise the limit "
+        "(sysctl vm.max_map_count=...).",
+    )
 
 
 def _map_file(filename: str, dtype: torch.dtype, numel: int, writable: bool) -> torch.Tensor:
@@ -88,24 +150,33 @@ def _map_file(filename: str, dtype: torch.dtype, numel: int, writable: bool) -> 
     if writable:
         try:
             return torch.from_file(filename, shared=True, size=numel, dtype=dtype)
-        except RuntimeError:
-            pass
+        except RuntimeError as err:
+            limit = _mapping_failed(filename, err)
+            if limit is not None:
+                raise limit from None
     try:
         return torch.from_file(filename, shared=False, size=numel, dtype=dtype)
     except RuntimeError as err:
-        raise MemmapFormatError(f"cannot map {filename}: {err}") from None
+        raise _mapping_failed(filename, err) or MemmapFormatError(
+            f"cannot map {filename}: {err}"
+        ) from None
 
 
 def is_whole_file(value: Any, path: str) -> bool:
-    """Whether ``value`` is a MemoryMappedTensor that *is* the whole file at ``path``, in order."""
-    return (
+    """Whether ``value`` is a MemoryMappedTensor that *is* the whole file at ``path``, in order
+    (the file now at that path: not one that has been replaced since ``value`` mapped it)."""
+    if not (
         isinstance(value, MemoryMappedTensor)
         and value.filename == path
         and value.storage_offset() == 0
         and value.is_contiguous()
         and value.untyped_storage().nbytes() == value.numel() * value.element_size()
-        and os.path.exists(path)
-    )
+    ):
+        return False
+    if value.numel() == 0:
+        return os.path.exists(path)
+    base = current_mapping(path, value.dtype, value.numel())
+    return base is not None and base.data_ptr() == value.data_ptr()
 
 
 def forget_file(filename: str) -> None:
@@ -232,7 +303,7 @@ class MemoryMappedTensor(torch.Tensor):
         filename: Any = None,
         existsok: bool = False,
     ) -> MemoryMappedTensor:
-        """A new memory-mapped tensor (zero-filled: files are created sparse)."""
+        """A new memory-mapped tensor (zero-filled: files are preallocated, not sparse)."""
         size = _shape_arg(shape)
         dtype = dtype or torch.get_default_dtype()
         return cls.from_tensor(
@@ -397,7 +468,15 @@ def _shape_arg(shape: tuple[Any, ...]) -> torch.Size:
 def write_file(
     path: str, src: torch.Tensor | None, shape: Sequence[int], dtype: torch.dtype
 ) -> None:
-    """Write a raw C-contiguous file: the tensor's bytes, or zeros (sparse) when ``src`` is None."""
+    """Write a raw C-contiguous file: the tensor's bytes, or zeros when ``src`` is None.
+
+    Zeros are really allocated (``posix_fallocate``), never a sparse file that a full disk would
+    turn into a SIGBUS at the first read.
+
+    Raises:
+        NoSpaceError: the file system has no room for the file (nothing is left behind).
+        OSError: any other write error (nothing is left behind).
+    """
     nbytes = int(torch.Size(shape).numel()) * _itemsize(dtype)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     # Written under a temporary name and renamed into place: a mapping of the previous file (in
@@ -406,9 +485,9 @@ def write_file(
     try:
         with open(tmp, "wb") as f:
             if src is None or nbytes == 0:
-                f.truncate(nbytes)
+                preallocate(f.fileno(), nbytes, path)
             else:
-                flat = src.contiguous().reshape(-1)
+                flat = src.detach().cpu().resolve_conj().resolve_neg().contiguous().reshape(-1)
                 f.write(flat.view(torch.uint8).numpy().data)
         os.replace(tmp, path)
     except BaseException:
@@ -416,3 +495,32 @@ def write_file(
             os.unlink(tmp)
         raise
     forget_file(path)
+
+
+def preallocate(fd: int, nbytes: int, path: str) -> None:
+    """Give the file ``fd`` ``nbytes`` of allocated zeros (``path`` names it in errors).
+
+    Raises:
+        NoSpaceError: not enough space (errno ENOSPC), naming ``path`` and the size.
+    """
+    if nbytes == 0:
+        return
+    try:
+        os.posix_fallocate(fd, 0, nbytes)
+    except OSError as err:
+        if err.errno == errno.ENOSPC:
+            raise NoSpaceError(
+                errno.ENOSPC,
+                f"no space left to preallocate {path} ({format_bytes(nbytes)}, {nbytes} bytes). "
+                "Free space on that file system or choose another prefix",
+            ) from None
+        if err.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise
+        _write_zeros(fd, nbytes)  # a file system without fallocate: allocate by writing
+
+
+def _write_zeros(fd: int, nbytes: int) -> None:
+    block = bytes(1 << 20)
+    done = 0
+    while done < nbytes:
+        done += os.write(fd, block[: min(len(block), nbytes - done)])

@@ -243,10 +243,10 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
     def _get_str(self, key: str, default: Any) -> Any:
         return self._param_td._get_str(key, default)
 
-    def _set_str(self, key: str, value: Any, *, validated: bool) -> None:
+    def _set_str(self, key: str, value: Any, *, validated: bool, **upstream: Any) -> None:
         if not validated:
             value = self._convert(key, value, self.batch_size)
-        self._param_td._set_str(key, value, validated=True)
+        self._param_td._set_str(key, value, validated=True, **upstream)
 
     def _del_str(self, key: str) -> None:
         self._param_td._del_str(key)

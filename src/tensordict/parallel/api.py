@@ -19,12 +19,16 @@ import torch
 
 from tensordict.core.collection import TensorCollection
 from tensordict.core.combine import stack
-from tensordict.errors import BatchSizeError, NotPicklableError
+from tensordict.errors import BatchSizeError, NotPicklableError, WorkerCountWarning
 from tensordict.parallel.engine import OwnPool, drive, start_method_context, usable_cpus
+from tensordict.parallel.lifeline import check_can_start_workers
 from tensordict.parallel.out import check_out, check_slice, write_results
 from tensordict.parallel.plan import ChunkPlan, take
 
 __all__ = ["map", "map_iter"]
+
+#: at most this many workers per CPU the process may run on (more are capped, with a warning)
+MAX_WORKERS_PER_CPU = 4
 
 _GENERATOR_WARNING = (
     "map_iter/map called without a generator: the workers are seeded from a new "
@@ -75,6 +79,25 @@ def _base_seed(generator: torch.Generator | None) -> int:
         warnings.warn(_GENERATOR_WARNING, FutureWarning, stacklevel=_user_stacklevel())
         generator = torch.Generator()
     return int(torch.empty((), dtype=torch.int64).random_(generator=generator))
+
+
+def _capped_workers(num_workers: int | None) -> int:
+    """``num_workers`` (None: one per usable CPU), at most MAX_WORKERS_PER_CPU per usable CPU."""
+    cpus = usable_cpus()
+    if num_workers is None:
+        return cpus
+    cap = MAX_WORKERS_PER_CPU * cpus
+    if num_workers > cap:
+        warnings.warn(
+            f"num_workers={num_workers} is more than {MAX_WORKERS_PER_CPU} processes for each of "
+            f"the {cpus} CPUs this process may run on: starting {cap} workers instead. More "
+            "only compete for the same CPUs (and memory); for I/O-bound work, use threads in "
+            "fn or pass pool= a pool of the size you want.",
+            WorkerCountWarning,
+            stacklevel=_user_stacklevel(),
+        )
+        return cap
+    return num_workers
 
 
 def _remote_readable(td: Any) -> bool:
@@ -128,14 +151,16 @@ class _Options:
         self.pool = kw["pool"]
         self.kw = kw
         if self.pool is None:
+            check_can_start_workers()
             self.ctx = start_method_context(kw["mp_start_method"])
-            self.num_workers = num_workers if num_workers is not None else usable_cpus()
+            self.num_workers = _capped_workers(num_workers)
             self.base_seed: int | None = _base_seed(kw["generator"])
         else:
             from tensordict.parallel.pools import pool_size
 
             self.num_workers = pool_size(self.pool)
-            self.base_seed = None
+            # a user's pool is left unseeded, unless chunks are seeded on request
+            self.base_seed = _base_seed(kw["generator"]) if kw["seed_per_chunk"] else None
         perm = torch.randperm(n) if kw["shuffle"] else None
         self.plan = ChunkPlan(
             n,
@@ -145,6 +170,8 @@ class _Options:
             default_chunks=self.num_workers,
             perm=perm,
         )
+        if self.pool is None:  # never more workers than chunks
+            self.num_workers = max(1, min(self.num_workers, len(self.plan)))
 
 
 def _split_up_front(td: Any, plan: ChunkPlan) -> list[Any]:
@@ -171,6 +198,8 @@ def _job_and_payload(
     }
     if out is not None:
         job["out"] = (out, plan)
+    if opts.kw["seed_per_chunk"]:
+        job["seed_chunks"] = opts.base_seed
     own_fork = opts.pool is None and opts.ctx.get_start_method() == "fork"
     reachable = own_fork or _remote_readable(td)
     if opts.kw["index_with_generator"]:
@@ -246,6 +275,7 @@ def map_iter(
     num_chunks: int | None = None,
     pool: Any = None,
     generator: torch.Generator | None = None,
+    seed_per_chunk: bool = False,
     max_tasks_per_child: int | None = None,
     worker_threads: int = 1,
     index_with_generator: bool = True,
@@ -259,7 +289,8 @@ def map_iter(
     exception in ``fn`` is re-raised here with the worker's traceback, at its place in the order
     (the results before it are yielded first). A dead worker raises
     :class:`~tensordict.errors.WorkerDiedError` at once (results not yet yielded are dropped), and
-    closing the iterator stops the workers at once.
+    closing the iterator stops the workers at once. Workers never outlive this process: they are
+    stopped at interpreter exit, and killed if it is (see ``parallel.lifeline``).
 
     Args:
         td: the tensordict (dense, lazy stack or tensorclass) to split. Chunks are slices of it,
@@ -268,7 +299,8 @@ def map_iter(
         fn: called once per chunk in a worker; may return a tensordict, a tensorclass, a tensor
             or None. Must be picklable: define it at the top level of a module.
         dim: the batch dimension to split along (negative counts from the end).
-        num_workers: worker processes; None for one per CPU this process may run on.
+        num_workers: worker processes; None for one per CPU this process may run on. Never
+            more than the chunks, nor than 4 per such CPU (more warns, and starts that many).
         shuffle: chunks take their elements from a random permutation along ``dim`` (drawn from
             the global torch RNG); results come as workers finish them. On a memory-mapped
             ``td`` the parent sends indices and each worker gathers its rows from the files
@@ -283,6 +315,11 @@ def map_iter(
         generator: one int64 base seed is drawn from it; worker ``i`` seeds torch with
             ``base + i`` and NumPy and ``random`` from both. None: a new ``torch.Generator()``
             (the same seeds every call), with a FutureWarning about the 0.17 default.
+        seed_per_chunk: also seed torch, NumPy and ``random`` before each chunk, with the
+            chunk's own seed (``get_worker_info().chunk_seed``, derived from the base seed and
+            the chunk index): each chunk's random draws are then the same on every run with the
+            same base seed, whatever worker runs it. Works with a ``pool`` too (the base seed is
+            then drawn from ``generator`` as well). Defaults to False: workers are seeded once.
         max_tasks_per_child: replace a worker after that many chunks (new id and seed).
         worker_threads: ``torch.set_num_threads`` in each worker.
         index_with_generator: compute each chunk's index when a worker needs it (default);
@@ -305,6 +342,8 @@ def map_iter(
         ValueError: both ``chunksize`` and ``num_chunks``, or bad counts.
         RuntimeError: ``shuffle=True`` with ``index_with_generator=False``.
         WorkerDiedError: a worker died (signal, ``os._exit``, OOM killer) while holding a chunk.
+        NestedWorkersError: called inside a daemonic process (a ``multiprocessing.Pool``
+            worker), or from ``fn`` of a ``fn`` (pools nest one level: ``fn`` may call it).
     """
     opts = _Options(
         td,
@@ -316,6 +355,7 @@ def map_iter(
         num_chunks=num_chunks,
         pool=pool,
         generator=generator,
+        seed_per_chunk=seed_per_chunk,
         max_tasks_per_child=max_tasks_per_child,
         worker_threads=worker_threads,
         index_with_generator=index_with_generator,
@@ -338,6 +378,7 @@ def map(
     num_chunks: int | None = None,
     pool: Any = None,
     generator: torch.Generator | None = None,
+    seed_per_chunk: bool = False,
     max_tasks_per_child: int | None = None,
     worker_threads: int = 1,
     index_with_generator: bool = False,
@@ -378,6 +419,7 @@ def map(
         num_chunks=num_chunks,
         pool=pool,
         generator=generator,
+        seed_per_chunk=seed_per_chunk,
         max_tasks_per_child=max_tasks_per_child,
         worker_threads=worker_threads,
         index_with_generator=index_with_generator,

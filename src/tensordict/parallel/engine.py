@@ -25,7 +25,9 @@ KeyboardInterrupt and errors all take it):
 3. join each worker against a shared deadline, SIGKILL what is left, join again;
 4. close every channel: memfds still in flight are released with them.
 
-No thread, queue, semaphore or named shared memory is created, so nothing else can leak.
+The same close runs at interpreter exit for a generator still open (before ``multiprocessing``
+joins its children), and workers die with this process however it dies (see ``lifeline``). No
+queue, semaphore or named shared memory is created, so nothing else can leak.
 """
 
 from __future__ import annotations
@@ -43,12 +45,15 @@ from typing import Any
 
 from tensordict.errors import WorkerDiedError
 from tensordict.parallel.channel import SPIN_SECONDS, Channel
+from tensordict.parallel.lifeline import Lifeline, close_at_exit, sigint_held
 from tensordict.parallel.worker import decode_error, worker_main
 
 __all__ = ["Backend", "OwnPool", "drive", "exit_description"]
 
 #: how long shutdown waits for workers to exit before killing them
 SHUTDOWN_SECONDS = 1.5
+#: how long it then waits for the kernel to finish a killed worker (instant unless overloaded)
+KILLED_SECONDS = 5.0
 #: results arriving faster than this are "tiny chunks": the window is refilled in batches
 TINY_CHUNK_SECONDS = 200e-6
 #: results at least this large are queued one per worker instead of two, so that results
@@ -241,6 +246,8 @@ class OwnPool(Backend):
         self.retiring: list[_Worker] = []
         self.next_id = 0
         self.large_results = False
+        self.closed = False
+        close_at_exit(self)
         # Workers are started by the first submit(), one at a time: the first one receives its
         # chunk before the next is forked, so the first result is not delayed by the others.
 
@@ -261,16 +268,20 @@ class OwnPool(Backend):
                 self.job,
                 self.max_tasks,
                 inherited if self.fork else [],
+                Lifeline(self.ctx.get_start_method()),
             ),
             name=f"tensordict-worker-{wid}",
-            daemon=True,
+            daemon=False,  # so that fn may start its own workers (see lifeline)
         )
-        process.start()
-        child_end.close()
-        worker = _Worker(wid, process, Channel(parent_end), self.max_tasks)
-        self.workers[wid] = worker
-        self.selector.register(worker.chan.sock, selectors.EVENT_READ, ("chan", worker))
-        self.selector.register(worker.exit_fd, selectors.EVENT_READ, ("exit", worker))
+        # a Ctrl-C during the fork is delivered once the worker is registered (stopped with
+        # the others), never inside a fork hook that would drop it
+        with sigint_held():
+            process.start()
+            child_end.close()
+            worker = _Worker(wid, process, Channel(parent_end), self.max_tasks)
+            self.workers[wid] = worker
+            self.selector.register(worker.chan.sock, selectors.EVENT_READ, ("chan", worker))
+            self.selector.register(worker.exit_fd, selectors.EVENT_READ, ("exit", worker))
         return worker
 
     def _reap_retired(self) -> None:
@@ -426,9 +437,11 @@ class OwnPool(Backend):
         worker.chan.close()
 
     # ------------------------------------------------------------------ shutdown
-    def close(self, abort: bool) -> None:
-        if os.getpid() != self.owner:
+    def close(self, abort: bool, grace: float = SHUTDOWN_SECONDS) -> None:
+        """Stop the workers: SIGTERM first if ``abort``, SIGKILL after ``grace`` seconds."""
+        if os.getpid() != self.owner or self.closed:
             return  # a forked child finalising our iterator: the workers are not its to stop
+        self.closed = True
         workers = list(self.workers.values()) + self.retiring
         self.workers.clear()
         self.retiring.clear()
@@ -439,7 +452,7 @@ class OwnPool(Backend):
         for w in workers:
             with contextlib.suppress(OSError):
                 w.chan.sock.shutdown(socket.SHUT_RDWR)
-        deadline = time.monotonic() + SHUTDOWN_SECONDS
+        deadline = time.monotonic() + grace
         for w in workers:
             with contextlib.suppress(ValueError):
                 w.process.join(max(0.0, deadline - time.monotonic()))
@@ -448,7 +461,7 @@ class OwnPool(Backend):
                 if w.process.is_alive():
                     with contextlib.suppress(OSError, AttributeError):
                         w.process.kill()
-                    w.process.join(1.0)
+                    w.process.join(KILLED_SECONDS)
             w.chan.close()
             w.close_process()
         self.selector.close()

@@ -20,7 +20,7 @@ import signal
 import socket
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ import torch
 
 from tensordict.errors import ChunkError, NotPicklableError
 from tensordict.parallel.channel import IDLE_SECONDS
+from tensordict.parallel.lifeline import Lifeline
 from tensordict.parallel.out import write_result
 from tensordict.parallel.plan import take
 
@@ -36,7 +37,7 @@ __all__ = ["WorkerInfo", "get_worker_info"]
 
 @dataclass(frozen=True)
 class WorkerInfo:
-    """Who is running ``fn``: returned by :func:`get_worker_info` inside a worker.
+    """Who is running ``fn``, on which chunk: returned by :func:`get_worker_info` in a worker.
 
     Attributes:
         id: the worker's id, ``0 .. num_workers - 1`` (replacements under ``max_tasks_per_child``
@@ -44,30 +45,47 @@ class WorkerInfo:
         num_workers: the number of workers of the pool.
         seed: the torch seed of this worker (``base_seed + id``); None when unseeded (a user pool).
         pid: the worker's process id.
+        chunk: the index of the chunk ``fn`` is running on (None before the first).
+        chunk_seed: a seed for this chunk, derived from the base seed and ``chunk`` only, so the
+            same on every run with the same base seed, whichever worker runs the chunk and
+            whenever (None without a base seed: a user pool without ``seed_per_chunk``).
     """
 
     id: int | None
     num_workers: int
     seed: int | None
     pid: int
+    chunk: int | None = None
+    chunk_seed: int | None = None
 
 
 _info: WorkerInfo | None = None
+#: the chunk fn is running on, and the base seed chunk seeds derive from (set per chunk: cheap)
+_chunk: int | None = None
+_chunk_base: int | None = None
 
 
 def get_worker_info() -> WorkerInfo | None:
-    """Inside ``fn`` run by ``map``/``map_iter``: the worker's id, count and seed; else None.
+    """Inside ``fn`` run by ``map``/``map_iter``: the worker, its seed and the chunk; else None.
+
+    For random draws that are the same on every run, seed from ``chunk_seed`` (or pass
+    ``seed_per_chunk=True``, which seeds torch, NumPy and ``random`` with it before each chunk).
 
     Examples:
         >>> get_worker_info() is None  # in the main process
         True
     """
-    return _info
-
-
-def _set_info(info: WorkerInfo | None) -> None:
     global _info
-    _info = info
+    info = _info
+    if info is not None and info.chunk != _chunk:
+        seed = None if _chunk is None or _chunk_base is None else chunk_seed(_chunk_base, _chunk)
+        info = _info = replace(info, chunk=_chunk, chunk_seed=seed)
+    return info
+
+
+def _set_info(info: WorkerInfo | None, base_seed: int | None = None) -> None:
+    global _info, _chunk, _chunk_base
+    _info, _chunk, _chunk_base = info, None, base_seed
 
 
 def seed_worker(base_seed: int, worker_id: int) -> int:
@@ -80,6 +98,19 @@ def seed_worker(base_seed: int, worker_id: int) -> int:
 
 
 _MASK64 = (1 << 64) - 1
+#: keeps chunk seeds apart from the worker seeds ``base + i``
+_CHUNK_DOMAIN = 0x6A09E667F3BCC908
+
+
+def chunk_seed(base_seed: int, chunk: int) -> int:
+    """The seed of chunk ``chunk``: a non-negative 63-bit mix of the base seed and the index.
+
+    Examples:
+        >>> chunk_seed(7, 0) == chunk_seed(7, 0) != chunk_seed(7, 1)
+        True
+    """
+    words = numpy_seed(base_seed ^ _CHUNK_DOMAIN, chunk).tolist()
+    return (words[0] | words[1] << 32) & ((1 << 63) - 1)
 
 
 def numpy_seed(base_seed: int, worker_id: int) -> np.ndarray:
@@ -194,6 +225,11 @@ def _resolve_job(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run_one(job: dict[str, Any], k: int, payload: Any) -> Any:
+    global _chunk
+    _chunk = k
+    base = job.get("seed_chunks")
+    if base is not None:
+        seed_worker(chunk_seed(base, k), 0)
     if payload is None:
         chunk = take(job["source"], job["dim"], job["plan"].index(k))
     else:
@@ -229,21 +265,24 @@ def worker_main(
     job: dict[str, Any],
     max_tasks: int | None,
     inherited_fds: list[int],
+    lifeline: Lifeline,
 ) -> None:
     """The main function of a worker of a pool created by ``map_iter``."""
     from tensordict.parallel.channel import Channel, ChannelClosed
 
+    lifeline.attach()  # die with the owner, however it dies
     # Objects inherited through fork go to the GC's permanent generation: collections here would
     # otherwise write to every one of them and copy their pages (duplicating the parent's heap).
     gc.freeze()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # held while we were forked
     for fd in inherited_fds:
         with contextlib.suppress(OSError):
             os.close(fd)
     torch.set_num_threads(threads)
     trim = _HeapTrim()
     seed = seed_worker(base_seed, worker_id) if base_seed is not None else None
-    _set_info(WorkerInfo(worker_id, num_workers, seed, os.getpid()))
+    _set_info(WorkerInfo(worker_id, num_workers, seed, os.getpid()), base_seed)
     chan = Channel(sock)
     job = _resolve_job(job)
     done = 0
@@ -295,7 +334,7 @@ def run_external_task(job: dict[str, Any], k: int, payload: Any) -> Any:
     from tensordict.parallel.watchdog import report_start
 
     wid = report_start(job.get("watch"), k)
-    _set_info(WorkerInfo(wid, job["num_workers"], None, os.getpid()))
+    _set_info(WorkerInfo(wid, job["num_workers"], None, os.getpid()), job.get("seed_chunks"))
     try:
         return _run_one(_resolve_job(job), k, payload)
     finally:

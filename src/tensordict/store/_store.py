@@ -12,6 +12,7 @@ the same data.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import pickle
 import sys
@@ -47,6 +48,9 @@ from tensordict.store._utils import (
     _is_scattered_index,
     _tensor_to_bytes,
 )
+
+#: whether redis-py is installed (upstream's name; its tests skip on it)
+_has_redis = importlib.util.find_spec("redis") is not None
 
 __all__ = [
     "STORE_BACKENDS",
@@ -220,6 +224,24 @@ class TensorDictStore(BackedTensorDict):
             input_dict = input_dict.clone(False)
             input_dict.batch_size = batch_size
         return cls.from_tensordict(input_dict, device=device, **kwargs)
+
+    @classmethod
+    def from_schema(  # type: ignore[override]
+        cls,
+        schema: dict[Any, tuple[Sequence[int], torch.dtype]],
+        *,
+        batch_size: Any = None,
+        device: Any = None,
+        **kwargs: Any,
+    ) -> TensorDictStore:
+        """A new store of zeros from ``{key: (element_shape, dtype)}`` (written on the server
+        entry by entry, never built whole in memory)."""
+        out = cls(batch_size=batch_size, device=device, **kwargs)
+        for key, (shape, dtype) in schema.items():
+            path = KEY_SEP.join(key_path(key))
+            zeros = torch.zeros((), dtype=dtype).expand(*out._batch_size, *shape)
+            out._conn.run(_leaf_commands(out._conn, path, zeros), write=True)
+        return out
 
     @classmethod
     def from_store(
@@ -604,7 +626,7 @@ def _as_tensorclass(store: TensorDictStore, cls: Any) -> Any:
         cls = _find_class(cls)
         if cls is None:
             return store
-    return cls._from_tensordict(store)
+    return cls._from_tensordict(store, None)
 
 
 def _find_class(dotted: str) -> Any:

@@ -1,0 +1,138 @@
+"""Private entry points of upstream's ``TensorDictBase`` that client code calls.
+
+TorchRL (and other code written against upstream tensordict 0.15) calls a handful of upstream's
+underscore methods directly: ``_fast_apply`` / ``_apply_nest`` (apply with ``out=``,
+``call_on_nested=``, ...), ``_exclude``, ``_has_names``, ``_get_names_idx``, the lock helpers.
+They are served here, each in a few lines on the public behaviour, so that such code runs
+unchanged; new code should use the public methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from tensordict.core.collection import TensorCollection
+
+__all__ = ["UpstreamPrivateMixin"]
+
+_KEEP: Any = object()
+_MISSING: Any = object()
+
+
+def _is_collection(value: Any) -> bool:
+    return isinstance(value, TensorCollection) or getattr(type(value), "_is_tensorclass", False)
+
+
+class UpstreamPrivateMixin(TensorCollection):
+    """Upstream's private methods that TorchRL calls (see the module documentation)."""
+
+    __slots__ = ()
+
+    def _fast_apply(
+        self,
+        fn: Callable[..., Any],
+        *others: Any,
+        batch_size: Any = None,
+        device: Any = _KEEP,
+        names: Any = _KEEP,
+        inplace: bool = False,
+        default: Any = _MISSING,
+        filter_empty: bool | None = None,
+        named: bool = False,
+        nested_keys: bool = False,
+        call_on_nested: bool = False,
+        out: Any = None,
+        propagate_lock: bool = False,
+        **unused: Any,
+    ) -> Any:
+        """``apply`` with upstream's extra options: ``call_on_nested`` (``fn`` receives nested
+        tensordicts instead of the walk entering them), ``out`` (results written into it in
+        place) and ``propagate_lock`` (the result is locked like the source)."""
+        if call_on_nested:
+            result = self._apply_on_nested(fn, others, batch_size, default, filter_empty)
+            if out is not None and out is not result:
+                out.update_(result)
+                result = out
+            if propagate_lock and getattr(self, "is_locked", False) and not inplace:
+                result.lock_()
+            return result
+        # the other options are apply's own (one implementation: OpsMixin.apply)
+        kwargs: dict[str, Any] = {"default": default, "filter_empty": filter_empty}
+        if device is not _KEEP:
+            kwargs["device"] = device
+        if names is not _KEEP:
+            kwargs["names"] = names
+        if out is not None:
+            kwargs["out"] = out
+        if propagate_lock:
+            kwargs["propagate_lock"] = True
+        if named:
+            return self.named_apply(  # type: ignore[attr-defined]
+                fn,
+                *others,
+                nested_keys=nested_keys,
+                batch_size=batch_size,
+                inplace=inplace,
+                **kwargs,
+            )
+        return self.apply(fn, *others, batch_size=batch_size, inplace=inplace, **kwargs)  # type: ignore[attr-defined]
+
+    _apply_nest = _fast_apply
+
+    def _apply_on_nested(
+        self,
+        fn: Callable[..., Any],
+        others: tuple[Any, ...],
+        batch_size: Any,
+        default: Any,
+        filter_empty: Any,
+    ) -> Any:
+        """``fn`` on every direct entry, nested tensordicts included (it walks them itself)."""
+        source: dict[str, Any] = {}
+        for key, value in self._own_items():
+            theirs = [
+                o._get_str(key, default if default is not _MISSING else None)
+                if isinstance(o, TensorCollection)
+                else o
+                for o in others
+            ]
+            if isinstance(value, torch.Tensor) or _is_collection(value):
+                result = fn(value, *theirs)
+                if result is None or (
+                    filter_empty and _is_collection(result) and result.is_empty()
+                ):
+                    continue
+                source[key] = result
+            else:
+                source[key] = value
+        new_bs = self.batch_size if batch_size is None else torch.Size(batch_size)
+        return self._new_dense(
+            source, new_bs, None if batch_size is not None else self._names_or_none()
+        )
+
+    def _has_names(self) -> bool:
+        """Whether any batch dimension is named."""
+        return self._names_or_none() is not None
+
+    def _get_names_idx(self, idx: Any) -> list[str | None] | None:
+        """The dimension names after indexing with ``idx`` (None when unnamed)."""
+        if not self._has_names():
+            return None
+        return self._index(idx)._names_or_none()  # type: ignore[no-any-return]
+
+    def _exclude(self, *keys: Any, inplace: bool = False, set_shared: bool = True) -> Any:
+        return self.exclude(*keys, inplace=inplace)  # type: ignore[attr-defined]
+
+    def _check_unlock(self, *args: Any, **kwargs: Any) -> None:
+        """Raise if this tensordict cannot be unlocked (a locked tensordict holds it)."""
+        self._check_unlockable()  # type: ignore[attr-defined]
+
+    def _propagate_lock(self, *args: Any, **kwargs: Any) -> None:
+        self._set_locked(True)  # type: ignore[attr-defined]
+
+    def _propagate_unlock(self, *args: Any, **kwargs: Any) -> list[Any]:
+        self._set_locked(False)  # type: ignore[attr-defined]
+        return []

@@ -1,0 +1,97 @@
+"""PersistentTensorDict on Zarr stores: layout readable by zarr itself, lazy reads, writes."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+import torch
+import zarr
+
+from tensordict import NonTensorData, TensorDict
+from tensordict.errors import FormatValueError
+
+
+@pytest.fixture
+def td() -> TensorDict:
+    return TensorDict(
+        {"a": torch.arange(12.0).view(3, 4), "b": {"c": torch.arange(60).view(3, 4, 5)}, "s": "hi"},
+        [3, 4],
+        names=["x", "y"],
+    )
+
+
+def test_zarr_reads_what_was_written(tmp_path, td):
+    td.to_zarr(tmp_path / "s.zarr")
+    root = zarr.open_group(str(tmp_path / "s.zarr"), mode="r")
+    np.testing.assert_array_equal(root["a"][...], td["a"].numpy())
+    np.testing.assert_array_equal(root["b/c"][...], td["b", "c"].numpy())
+    assert root.attrs["__tensordict__"]["batch_size"] == [3, 4]
+    assert json.loads(bytes(root["s"][...])) == "hi"
+    assert root.metadata.consolidated_metadata is not None
+
+
+def test_round_trip_keeps_batch_sizes_names_and_strings(tmp_path, td):
+    td.to_zarr(tmp_path / "s.zarr")
+    back = TensorDict.from_zarr(tmp_path / "s.zarr")
+    assert back.batch_size == (3, 4) and back["b"].batch_size == (3, 4)
+    assert back.names == ["x", "y"] and back["s"] == "hi"
+    assert (back.to_tensordict() == td).all()
+
+
+def test_chunked_store_reads_only_the_rows_asked(tmp_path, monkeypatch):
+    td = TensorDict({"x": torch.arange(100.0).view(50, 2)}, [50])
+    ptd = td.to_zarr(tmp_path / "c.zarr", chunks=(10,))
+    assert zarr.open_group(str(tmp_path / "c.zarr"), mode="r")["x"].chunks == (10, 2)
+    regions = []
+    read = type(ptd._node).read
+    monkeypatch.setattr(type(ptd._node), "read", lambda s, k, r: regions.append(r) or read(s, k, r))
+    assert torch.equal(ptd[12:14]["x"], td["x"][12:14])
+    assert regions == [(slice(12, 14, None),)]
+
+
+def test_writes_and_structure_changes_keep_consolidated_metadata_fresh(tmp_path, td):
+    ptd = td.to_zarr(tmp_path / "s.zarr")
+    ptd[1] = TensorDict({"a": torch.zeros(4), "b": {"c": torch.zeros(4, 5, dtype=torch.long)}}, [4])
+    ptd["new"] = torch.ones(3, 4)
+    ptd.del_("s")
+    ptd.rename_key_("new", "renamed")
+    back = TensorDict.from_zarr(tmp_path / "s.zarr")
+    assert set(back.keys()) == {"a", "b", "renamed"}
+    assert (back["a"][1] == 0).all() and (back["a"][0] != 0).any()
+
+
+def test_python_objects_need_json_or_an_explicit_pickle(tmp_path):
+    ptd = TensorDict({"a": torch.zeros(3)}, [3]).to_zarr(tmp_path / "p.zarr")
+    ptd.set("j", NonTensorData({"k": [1, 2]}, batch_size=[3]))
+    assert ptd["j"] == {"k": [1, 2]}
+    strict = TensorDict({"a": torch.zeros(3)}, [3]).to_zarr(tmp_path / "q.zarr", allow_pickle=False)
+    with pytest.raises(FormatValueError, match="allow_pickle"):
+        strict.set("o", NonTensorData(object(), batch_size=[3]))
+
+
+def test_pickle_reopens_the_store(tmp_path, td):
+    ptd = td.to_zarr(tmp_path / "s.zarr")
+    again = pickle.loads(pickle.dumps(ptd[1:]))
+    assert torch.equal(again["b", "c"], td["b", "c"][1:])
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_map_iter_workers_read_the_store(tmp_path, start_method):
+    from . import helpers
+
+    td = TensorDict({"x": torch.arange(16.0).view(8, 2)}, [8])
+    ztd = td.to_zarr(tmp_path / "m.zarr", chunks=(2,))
+    out = list(
+        ztd.map_iter(
+            helpers.describe,
+            num_workers=2,
+            chunksize=0,
+            mp_start_method=start_method,
+            generator=torch.Generator(),
+        )
+    )
+    assert torch.equal(torch.stack([o["x"] for o in out]), td["x"])
+    assert all(bool(o["is_view"]) for o in out)
