@@ -111,7 +111,14 @@ def test_nocast_accepts_none_for_any_field() -> None:
 
 
 def test_nocast_accepts_anything_for_an_any_field() -> None:
-    assert NoCast(count=1, x=torch.zeros(1), anything=[1, 2]).anything == [1, 2]
+    assert NoCast(count=1, x=torch.zeros(1), anything=("a", 2)).anything == ("a", 2)
+
+
+def test_nocast_stacks_a_list_as_upstream() -> None:
+    # a list is not a number: the default (list-to-stack) rule makes it a tensor, as upstream
+    assert torch.equal(
+        NoCast(count=1, x=torch.zeros(1), anything=[1, 2]).anything, torch.tensor([1, 2])
+    )
 
 
 def test_nocast_accepts_a_member_of_an_optional() -> None:

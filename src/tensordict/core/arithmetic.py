@@ -101,7 +101,6 @@ def _key_str(path: tuple[str, ...]) -> str:
     return repr(path[0]) if len(path) == 1 else repr(path)
 
 
-
 def _on_data(op: Callable[[Any, Any], Any]) -> Callable[..., Any]:
     """``op`` on the python values of two non-tensor entries (upstream's ``|`` and ``^``)."""
 
@@ -114,6 +113,7 @@ def _on_data(op: Callable[[Any, Any], Any]) -> Callable[..., Any]:
         return value
 
     return fn
+
 
 class _InplaceCheck:
     """Raise before an in-place operator changes anything if one leaf would fail."""
