@@ -211,3 +211,32 @@ def test_a_complex_number_stays_a_python_object() -> None:
         v: Any
 
     assert Value(v=1 + 2j).v == 1 + 2j
+
+
+def test_state_dict_round_trip_flat_and_nested() -> None:
+    data = _nested(1.0)
+    flat = data.state_dict()
+    assert set(flat) == {"x", "inner.x"} and flat._metadata[""]["_non_tensor"]["label"] == "out1.0"
+    target = _nested(0.0)
+    target.load_state_dict(flat)
+    assert (target.inner.x == 1).all() and target.inner.label == "in1.0"
+    nested = data.state_dict(flatten=False)
+    assert set(nested) == {"x", "inner"}
+    other = _nested(0.0)
+    other.load_state_dict(nested)
+    assert (other.inner.x == 1).all()
+
+
+def test_load_state_dict_refuses_unknown_keys() -> None:
+    data = _nested(1.0)
+    state = data.state_dict()
+    state["bogus"] = torch.zeros(1)
+    with pytest.raises(KeyError, match="Key 'bogus' wasn't expected"):
+        data.load_state_dict(state)
+
+
+def test_select_as_tensordict_and_is_non_tensor() -> None:
+    data = _nested(1.0)
+    assert type(data.select("x", as_tensordict=True)) is TensorDict
+    assert data.select("x").label is None
+    assert data.is_non_tensor("label") and not data.is_non_tensor("x")

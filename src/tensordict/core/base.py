@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import torch
 
 from tensordict.core.arithmetic import ArithmeticMixin
-from tensordict.core.combine import CombineMixin
+from tensordict.core.combine import CombineMixin, stack
 from tensordict.core.conversion import ConversionMixin
 from tensordict.core.device import DeviceMixin
 from tensordict.core.entries import EntriesMixin, locked_message
@@ -279,8 +279,17 @@ class TensorDictBase(
     def sorted_keys(self) -> list[str]:
         return sorted(self._own_keys())
 
-    def select(self: T, *keys: NestedKey, inplace: bool = False, strict: bool = True) -> T:
+    def select(
+        self: T,
+        *keys: NestedKey,
+        inplace: bool = False,
+        strict: bool = True,
+        as_tensordict: bool = False,
+    ) -> T:
         """A tensordict with only the given keys (sharing the same tensors).
+
+        ``as_tensordict`` matters for tensorclasses (a plain tensordict); here it changes
+        nothing.
 
         Examples:
             >>> from tensordict import TensorDict
@@ -504,6 +513,56 @@ class TensorDictBase(
                 out[key] = value.to_dict()
             else:
                 out[key] = value.tolist() if convert_tensors else value
+        return out
+
+    @classmethod
+    def from_list(
+        cls,
+        input: Sequence[Any],
+        *,
+        auto_batch_size: bool | None = None,
+        batch_size: Sequence[int] | None = None,
+        device: Any = None,
+        batch_dims: int | None = None,
+        names: Sequence[str | None] | None = None,
+        lazy: bool | None = None,
+    ) -> Any:
+        """Stack a list of dicts (each built with :meth:`from_dict`) or tensor collections.
+
+        Args:
+            input: the dicts, tensordicts or tensorclass instances.
+            auto_batch_size: infer each element's batch size from its entries.
+            batch_size: the result's batch size (the length of the list first).
+            device: the device of the elements built from dicts.
+            batch_dims: with ``auto_batch_size``, at most this many dims per element.
+            names: names of the result's batch dimensions.
+            lazy: build a lazy stack (default: dense when the elements agree).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict.from_list([{"a": 1}, {"a": 2}])
+            >>> td.batch_size, td["a"]
+            (torch.Size([2]), tensor([1, 2]))
+        """
+        element_bs = None if batch_size is None else list(batch_size)[1:]
+        items = [
+            x
+            if is_tensor_collection(x)
+            else cls.from_dict(
+                x,
+                batch_size=element_bs,
+                device=device,
+                batch_dims=batch_dims,
+                auto_batch_size=auto_batch_size,
+            )
+            for x in input
+        ]
+        if lazy:
+            out = cls.lazy_stack(items, 0)
+        else:
+            out = stack(items, 0)
+        if names is not None:
+            out.names = names
         return out
 
     @classmethod

@@ -501,7 +501,9 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         members = [m._copy_structure(excluded, prefix) for m in self.tensordicts]
         return LazyStackedTensorDict(*members, stack_dim=self.stack_dim)
 
-    def select(self, *keys: Any, inplace: bool = False, strict: bool = True) -> Any:
+    def select(
+        self, *keys: Any, inplace: bool = False, strict: bool = True, as_tensordict: bool = False
+    ) -> Any:
         if inplace:
             return super().select(*keys, inplace=True, strict=strict)
         members = [m.select(*keys, strict=strict) for m in self.tensordicts]

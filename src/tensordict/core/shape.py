@@ -328,6 +328,57 @@ class ShapeMixin(TensorCollection):
             return out.update(result, inplace=True)
         return self._inplace_result(result, inplace, "gather")
 
+    def repeat_interleave(
+        self, repeats: int | torch.Tensor, dim: int | None = None, *, output_size: int | None = None
+    ) -> Any:
+        """Repeat each element along a batch dimension (the flattened batch when ``dim`` is None).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict(a=torch.arange(3), batch_size=[3])
+            >>> td.repeat_interleave(2, dim=0)["a"]
+            tensor([0, 0, 1, 1, 2, 2])
+        """
+        if dim is None:
+            return self.flatten(0, -1).repeat_interleave(repeats, 0, output_size=output_size)
+        bs = self.batch_size
+        d = normalize_dim(dim, len(bs), bs, "repeat_interleave")
+        if isinstance(repeats, torch.Tensor) and repeats.numel() > 1:
+            length = int(repeats.sum())
+        else:
+            length = bs[d] * int(repeats)
+        new_bs = torch.Size([*bs[:d], length, *bs[d + 1 :]])
+
+        def leaf_fn(t: torch.Tensor) -> torch.Tensor:
+            return torch.repeat_interleave(t, repeats, dim=d, output_size=output_size)
+
+        return self._transform(leaf_fn, new_bs, self._names_or_none())
+
+    def tensor_split(
+        self, indices_or_sections: int | Sequence[int] | torch.Tensor, dim: int = 0
+    ) -> tuple[Any, ...]:
+        """Split along a batch dimension as ``torch.tensor_split`` does (views of this one).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict(a=torch.arange(6), batch_size=[6])
+            >>> [part.batch_size[0] for part in td.tensor_split((1, 4))]
+            [1, 3, 2]
+        """
+        bs = self.batch_size
+        d = normalize_dim(dim, len(bs), bs, "tensor_split")
+        positions = torch.arange(bs[d])
+        if isinstance(indices_or_sections, torch.Tensor) and indices_or_sections.ndim == 0:
+            indices_or_sections = int(indices_or_sections)
+        parts = torch.tensor_split(positions, indices_or_sections)  # type: ignore[arg-type]
+        out = []
+        start = 0
+        for part in parts:
+            end = start + part.numel()
+            out.append(self[(slice(None),) * d + (slice(start, end),)])  # type: ignore[index]
+            start = end
+        return tuple(out)
+
     def flip(self, dims: int | Sequence[int]) -> Any:
         bs = self.batch_size
         dims_l = [dims] if isinstance(dims, int) else list(dims)

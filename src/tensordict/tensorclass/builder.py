@@ -28,7 +28,7 @@ from tensordict.core.dense import TensorDict
 from tensordict.core.non_tensor import NonTensorData
 from tensordict.errors import TensorclassDefinitionError
 from tensordict.memmap.format import register_class
-from tensordict.tensorclass import access, construct, forwarding
+from tensordict.tensorclass import access, construct, forwarding, state
 from tensordict.tensorclass.fields import ClassSpec, has_default
 from tensordict.tensorclass.printing import tensorclass_repr
 
@@ -77,6 +77,9 @@ def _written_methods() -> dict[str, Any]:
             "to_dict": _mark(construct.to_dict),
             "to_tensordict": _mark(construct.to_tensordict),
             "saved_path": property(_mark(access.saved_path)),
+            "state_dict": _mark(state.state_dict),
+            "load_state_dict": _mark(state.load_state_dict),
+            "select": _mark(state.select),
         }
     )
     classmethods: dict[str, Callable[..., Any]] = {

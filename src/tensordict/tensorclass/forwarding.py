@@ -52,7 +52,7 @@ FORWARDED: dict[Kind, tuple[str, ...]] = {
     Kind.WRAP: (
         # copies and conversions
         *("clone", "copy", "contiguous", "detach", "to", "cpu", "cuda", "empty"),
-        *("select", "exclude", "filter_non_tensor_data", "flatten_keys", "unflatten_keys"),
+        *("exclude", "filter_non_tensor_data", "flatten_keys", "unflatten_keys"),
         *("half", "bfloat16", "double", "float", "int", "long", "bool"),
         # shape
         *("reshape", "view", "permute", "transpose", "squeeze", "unsqueeze", "expand"),
