@@ -220,6 +220,8 @@ class TensorDictBase(
             if isinstance(value, TensorDictBase):
                 value.auto_batch_size_(batch_dims)  # (as upstream: nested ones get batch_dims too)
                 shape = list(value.batch_size)
+            elif isinstance(value, NonTensorStack):
+                shape = list(value.batch_size)  # one value per element: it has a shape
             elif is_non_tensor(value) or is_unbatched(value):
                 continue
             else:
@@ -464,8 +466,9 @@ class TensorDictBase(
             source[key] = value
         return TensorDict._new_unsafe(source, self.batch_size, self.device, self._names_or_none())
 
-    def contiguous(self: T) -> T:
-        """A tensordict whose leaves are contiguous in memory (copies where needed)."""
+    def contiguous(self: T, *, canonical: bool = False) -> T:
+        """A tensordict whose leaves are contiguous in memory (copies where needed;
+        ``canonical`` is accepted for upstream code)."""
         return self._apply_leaves(lambda t: t.contiguous())  # type: ignore[no-any-return]
 
     def detach(self: T) -> T:
@@ -775,11 +778,12 @@ class TensorDictBase(
 
     dumps = save
 
-    def memmap_refresh_(self: T) -> T:
-        """Reload the leaves from the files after another process rewrote the metadata."""
+    def memmap_refresh_(self: T, *, allow_pickle: bool | None = None) -> T:
+        """Reload the leaves from the files after another process rewrote the metadata
+        (``allow_pickle`` as for :meth:`load_memmap`)."""
         from tensordict.memmap import io
 
-        return io.memmap_refresh_(self)
+        return io.memmap_refresh_(self, allow_pickle=allow_pickle)
 
     def make_memmap(self, key: NestedKey, shape: Sequence[int], *, dtype: Any = None) -> Any:
         """Create a new memory-mapped leaf (zero-filled) in a memory-mapped tensordict."""

@@ -17,7 +17,7 @@ import torch
 
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import NestedKey, key_path, unravel_key
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
 from tensordict.core.non_tensor import list_to_stack as stack_list
 from tensordict.core.options import GET_DEFAULTS_TO_NONE, list_to_stack
 from tensordict.core.setitem import refuse_cycle
@@ -69,7 +69,14 @@ def locked_message(what: str) -> str:
 def inplace_value(path: tuple[str, ...], existing: torch.Tensor, item: Any) -> torch.Tensor:
     """``item`` as a tensor that can be copied into ``existing`` (or a clear error)."""
     if not isinstance(item, torch.Tensor):
-        item = torch.as_tensor(item, device=existing.device)
+        try:
+            item = torch.as_tensor(item, device=existing.device)
+        except (TypeError, ValueError, RuntimeError):
+            raise ShapeMismatchError(
+                f"Cannot update an existing entry of type {type(existing).__name__} with a value "
+                f"of type {type(item).__name__} (key {unravel_key(path)!r}): an in-place write "
+                "keeps the entry a tensor. Set it without inplace to replace it."
+            ) from None
     if not broadcasts_to(item.shape, existing.shape):
         raise ShapeMismatchError(
             f"Failed to update {unravel_key(path)!r} in tensordict: a value of shape "
@@ -351,6 +358,11 @@ class EntriesMixin(TensorCollection):
             type(existing), "_is_tensorclass", False
         ):
             existing.update_(item)
+        elif isinstance(item, torch.Tensor) and is_non_tensor(existing):
+            raise ShapeMismatchError(
+                f"Failed to update {unravel_key(path)!r} in tensordict: it holds non-tensor data "
+                f"and a tensor cannot be written into it in place. Set it without inplace."
+            )
         else:
             self._set_str(
                 path[-1],

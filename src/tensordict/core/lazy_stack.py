@@ -461,7 +461,8 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
             source[key] = value
         return self._new_dense(source, self.batch_size)
 
-    def contiguous(self) -> Any:
+    def contiguous(self, *, canonical: bool = False) -> Any:
+        """A dense copy (``canonical`` is accepted for upstream code; the copy is canonical)."""
         return self.to_tensordict()
 
     def clone(self, recurse: bool = True, **kwargs: Any) -> Any:

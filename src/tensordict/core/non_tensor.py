@@ -159,6 +159,31 @@ class NonTensorData(_NonTensorBase):
     def _index_planned(self, batch_size: torch.Size, leaf_index: Any) -> NonTensorData:
         return self._with_batch_size(batch_size)
 
+    def __setitem__(self, index: Any, value: Any) -> None:
+        """Write one value (the same for every element); an element read out of a
+        :class:`NonTensorStack` writes it back there.
+
+        Raises:
+            ValueError: ``value`` holds different values for different elements.
+        """
+        plan_index(index, self.batch_size)  # (checks the index)
+        if isinstance(value, NonTensorStack):
+            value = value.maybe_collapse()
+            if isinstance(value, NonTensorStack):
+                raise ValueError(
+                    "A NonTensorData holds one value for all its elements, so it cannot take "
+                    "another value at an index. Call maybe_to_stack() to get a NonTensorStack, "
+                    "which holds a value per element."
+                )
+        data = value.data if isinstance(value, NonTensorData) else value
+        self._check_updatable()
+        self.data = data
+        slot = self.__dict__.get("_stack_slot")
+        if slot is not None:
+            stack, leaf_index = slot
+            stack._fill(to_numpy_index(leaf_index), data)
+            stack._refresh_saved()
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the stored object (a stored function is callable through its wrapper)."""
         return self.data(*args, **kwargs)
@@ -551,6 +576,8 @@ class NonTensorStack(_NonTensorBase):
         entry = self._wrap(values)
         if self._is_memmap:
             entry.__dict__["_memmap_parent"] = True
+        if isinstance(entry, NonTensorData):  # one element: writes to it reach this stack
+            entry.__dict__["_stack_slot"] = (self, leaf_index)
         return entry
 
     def __setitem__(self, index: Any, value: Any) -> None:

@@ -313,6 +313,22 @@ def set_(self: Any, key: Any, item: Any, inplace: bool = False, **kwargs: Any) -
     return self
 
 
+def get_at(self: Any, key: Any, index: Any, default: Any = None) -> Any:
+    """``get(key)[index]``; ``default`` when there is no such field or entry (as upstream)."""
+    value = get(self, key, _MISSING)
+    if value is _MISSING or value is None:
+        return default
+    if isinstance(value, torch.Tensor) or hasattr(value, "batch_size"):
+        return value[index]
+    return value  # a python object is the same for every element
+
+
+def grad(self: Any) -> Any:
+    """The gradients of the tensor fields, as an instance of this class (None if none)."""
+    result = self._tensordict.grad
+    return None if result is None else wrap_result(self, result)
+
+
 def saved_path(self: Any) -> str | None:
     """The directory this instance was memory-mapped to (its ``meta.json``), if any."""
     path = self._tensordict.saved_path
@@ -384,6 +400,7 @@ ACCESS: dict[str, Callable[..., Any]] = {
     "__rand__": rand,
     "__ror__": ror,
     "get": get,
+    "get_at": get_at,
     "update": update,
     "update_": update_,
     "set": set_,

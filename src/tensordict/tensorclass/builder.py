@@ -77,6 +77,7 @@ def _written_methods() -> dict[str, Any]:
             "to_dict": _mark(construct.to_dict),
             "to_tensordict": _mark(construct.to_tensordict),
             "saved_path": property(_mark(access.saved_path)),
+            "grad": property(_mark(access.grad)),
             "state_dict": _mark(state.state_dict),
             "load_state_dict": _mark(state.load_state_dict),
             "select": _mark(state.select),

@@ -88,7 +88,7 @@ FORWARDED: dict[Kind, tuple[str, ...]] = {
     ),
     Kind.PLAIN: (
         *("keys", "values", "items", "sorted_keys", "numel", "size", "dim", "ndimension"),
-        *("is_empty", "is_memmap", "is_shared", "get_at", "setdefault", "pop"),
+        *("is_empty", "is_memmap", "is_shared", "setdefault", "pop"),
         *("make_memmap", "make_memmap_from_tensor", "__contains__", "__delitem__", "__bool__"),
         *("entry_class", "is_contiguous", "param_count", "bytes"),
         *("popitem", "get_non_tensor", "non_tensor_items", "tolist", "numpy"),
