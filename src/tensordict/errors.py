@@ -185,7 +185,7 @@ class MappingLimitError(OSError, RuntimeError):
     """
 
 
-class PickleNotAllowedError(MemmapFormatError):
+class PickleNotAllowedError(MemmapFormatError, RuntimeError):
     """A saved entry that can only be read by unpickling, while ``allow_pickle=False``."""
 
 

@@ -62,7 +62,7 @@ def test_index_message_gives_valid_range() -> None:
 
 
 def test_key_type_message_says_what_is_expected() -> None:
-    with pytest.raises(errors.KeyTypeError, match="str or a tuple of str"):
+    with pytest.raises(errors.KeyTypeError, match="a key must be a string or a non-empty"):
         TensorDict({}, []).get(3.0)  # type: ignore[arg-type]
 
 

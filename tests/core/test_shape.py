@@ -264,3 +264,24 @@ def test_expand_as_a_tensordict_expands_each_entry_to_the_matching_entry() -> No
     td1 = TensorDict({"a": torch.zeros(2, 3, 5, 4), "b": {"c": torch.zeros(2, 3, 2, 6, 4)}}, [2, 3])
     out = td0.expand_as(td1)
     assert out.batch_size == (2, 3) and out["b", "c"].shape == (2, 3, 2, 6, 4)
+
+
+def test_repeat_interleave_repeats_along_a_batch_dim() -> None:
+    td = TensorDict(a=torch.arange(6).reshape(2, 3), batch_size=[2, 3])
+    assert torch.equal(td.repeat_interleave(2, dim=1)["a"], td["a"].repeat_interleave(2, dim=1))
+    assert td.repeat_interleave(torch.tensor([1, 2]), dim=0).batch_size == (3, 3)
+    assert td.repeat_interleave(2).batch_size == (12,)  # no dim: the flattened batch
+
+
+def test_tensor_split_gives_views_like_torch() -> None:
+    td = TensorDict(a=torch.arange(6), batch_size=[6])
+    parts = td.tensor_split((1, 4))
+    assert [p.batch_size[0] for p in parts] == [1, 3, 2]
+    assert torch.equal(parts[1]["a"], torch.arange(1, 4))
+    assert [p.batch_size[0] for p in torch.tensor_split(td, 3)] == [2, 2, 2]
+
+
+def test_from_list_stacks_dicts() -> None:
+    td = TensorDict.from_list([{"a": 1, "s": "x"}, {"a": 2, "s": "y"}])
+    assert td.batch_size == (2,) and td["s"] == ["x", "y"]
+    assert torch.equal(td["a"], torch.tensor([1, 2]))

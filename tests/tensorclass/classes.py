@@ -47,9 +47,9 @@ class NoCast:
 class AutoCast:
     count: int
     x: torch.Tensor
-    rate: float | None = None
-    array: np.ndarray | None = None
-    nested: Sample | None = None
+    rate: float = 0.0
+    array: np.ndarray = None  # (not Optional: as upstream, unions are not cast)
+    nested: Sample = None
     anything: Any = None
 
 

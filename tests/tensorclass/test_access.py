@@ -82,7 +82,7 @@ def test_set_inplace_writes_into_the_existing_tensor() -> None:
 
 
 def test_set_of_an_undeclared_key_is_refused() -> None:
-    with pytest.raises(UndeclaredFieldError, match="no field 'other'"):
+    with pytest.raises(UndeclaredFieldError, match="Cannot set the attribute 'other'"):
         sample().set("other", torch.zeros(3))
 
 

@@ -64,12 +64,16 @@ def test_unknown_keyword_error_is_a_type_error() -> None:
 
 
 def test_missing_required_field_is_refused() -> None:
-    with pytest.raises(TensorclassArgumentError, match=r"missing required field\(s\) \['obs'\]"):
+    with pytest.raises(
+        TensorclassArgumentError, match=r"missing 1 required positional argument: 'obs'"
+    ):
         Sample()
 
 
 def test_too_many_positional_arguments_are_refused() -> None:
-    with pytest.raises(TensorclassArgumentError, match="takes 3 positional"):
+    with pytest.raises(
+        TensorclassArgumentError, match="takes 4 positional arguments but 5 were given"
+    ):
         Sample(torch.zeros(2), None, "a", "extra")
 
 
@@ -85,16 +89,7 @@ def test_leading_dims_contradicting_batch_size_are_refused() -> None:
 
 def test_signature_lists_fields_then_control_keywords() -> None:
     params = list(inspect.signature(Sample).parameters)
-    assert params == [
-        "obs",
-        "reward",
-        "label",
-        "batch_size",
-        "device",
-        "names",
-        "non_blocking",
-        "lock",
-    ]
+    assert params == ["obs", "reward", "label", "batch_size", "device", "names"]
 
 
 def test_dataclasses_fields_lists_the_fields() -> None:

@@ -24,7 +24,7 @@ class Plain:
 class WithDefaults:
     x: torch.Tensor
     tag: str = "t"
-    things: list = dataclasses.field(default_factory=list)
+    things: dict = dataclasses.field(default_factory=dict)
 
 
 def test_a_type_gives_a_new_tensorclass() -> None:
@@ -45,7 +45,7 @@ def test_flags_apply_to_the_made_class() -> None:
 def test_defaults_and_factories_are_kept() -> None:
     made = from_dataclass(WithDefaults)
     one, two = made(x=torch.zeros(1)), made(x=torch.zeros(1))
-    assert one.tag == "t" and one.things == [] and one.things is not two.things
+    assert one.tag == "t" and one.things == {} and one.things is not two.things
 
 
 def test_inplace_turns_the_type_itself_into_a_tensorclass() -> None:

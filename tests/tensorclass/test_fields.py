@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tensordict import NonTensorData, TensorDict
+from tensordict import NonTensorData, TensorDict, tensorclass
 from tensordict.errors import BatchSizeError, FieldTypeError, LockedError
 from tests.tensorclass.classes import AutoCast, NoCast, Sample, WithTensorDict
 
@@ -32,9 +32,24 @@ def test_number_becomes_a_tensor_by_default() -> None:
     assert isinstance(s.obs, torch.Tensor) and s.obs.item() == 3.0
 
 
-def test_dict_becomes_a_nested_tensordict_by_default() -> None:
-    w = WithTensorDict(td={"a": torch.zeros(2)}, x=torch.zeros(2), batch_size=[2])
+def test_dict_stays_a_python_object_by_default() -> None:
+    value = {"a": torch.zeros(2)}
+    w = WithTensorDict(td=value, x=torch.zeros(2), batch_size=[2])
+    assert w.td is value  # as upstream: only from_dict (or autocast) builds a tensordict
+
+
+def test_from_dict_builds_nested_tensordicts() -> None:
+    w = WithTensorDict.from_dict({"td": {"a": torch.zeros(2)}, "x": torch.zeros(2)}, [2])
     assert isinstance(w.td, TensorDict) and w.td.batch_size == torch.Size([2])
+
+
+def test_autocast_leaves_an_optional_field_to_the_default_rules() -> None:
+    @tensorclass(autocast=True)
+    class Opt:
+        td: TensorDict | None = None
+
+    value = {"a": 1}
+    assert Opt(td=value).td is value
 
 
 def test_setting_none_moves_a_field_out_of_the_tensordict() -> None:
@@ -96,7 +111,14 @@ def test_nocast_accepts_none_for_any_field() -> None:
 
 
 def test_nocast_accepts_anything_for_an_any_field() -> None:
-    assert NoCast(count=1, x=torch.zeros(1), anything=("a", 1)).anything == ("a", 1)
+    assert NoCast(count=1, x=torch.zeros(1), anything=("a", 2)).anything == ("a", 2)
+
+
+def test_nocast_stacks_a_list_as_upstream() -> None:
+    # a list is not a number: the default (list-to-stack) rule makes it a tensor, as upstream
+    assert torch.equal(
+        NoCast(count=1, x=torch.zeros(1), anything=[1, 2]).anything, torch.tensor([1, 2])
+    )
 
 
 def test_nocast_accepts_a_member_of_an_optional() -> None:

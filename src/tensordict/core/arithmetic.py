@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from tensordict.core.collection import TensorCollection
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack, same_value
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.ops import OpsMixin, _is_collection, keep_lock_of
 from tensordict.core.shape import broadcasts_to
 from tensordict.errors import DTypeCastError, KeyMismatchError, ShapeMismatchError
@@ -101,6 +101,20 @@ def _key_str(path: tuple[str, ...]) -> str:
     return repr(path[0]) if len(path) == 1 else repr(path)
 
 
+def _on_data(op: Callable[[Any, Any], Any]) -> Callable[..., Any]:
+    """``op`` on the python values of two non-tensor entries (upstream's ``|`` and ``^``)."""
+
+    def fn(value: Any, *theirs: Any) -> Any:
+        other = theirs[0] if theirs else None
+        if isinstance(value, NonTensorData) and isinstance(other, NonTensorData):
+            return value._with_batch_size(value.batch_size).update_(
+                NonTensorData(op(value.data, other.data))
+            )
+        return value
+
+    return fn
+
+
 class _InplaceCheck:
     """Raise before an in-place operator changes anything if one leaf would fail."""
 
@@ -149,6 +163,7 @@ class ArithmeticMixin(OpsMixin):
         keep_lock: bool = True,
         batch_align: bool = True,
         default: Any = None,
+        on_data: bool = False,
     ) -> Any:
         """``op`` on every leaf with the matching leaf of ``other``, or with ``other`` itself.
 
@@ -168,7 +183,9 @@ class ArithmeticMixin(OpsMixin):
                 target._apply_leaves(
                     _InplaceCheck(op), other, inplace=True, named=True, nested_keys=True
                 )
-            result = target._apply_leaves(op, other, inplace=inplace)
+            result = target._apply_leaves(
+                op, other, inplace=inplace, non_tensor_fn=_on_data(op) if on_data else None
+            )
         elif batch_align and isinstance(other, torch.Tensor) and other.ndim:
             target, aligned = self._align_tensor(other, inplace)
             if inplace:
@@ -262,10 +279,10 @@ class ArithmeticMixin(OpsMixin):
         return self._binary(other, operator.and_, batch_align=False)
 
     def __or__(self, other: Any) -> Any:
-        return self._binary(other, operator.or_, keep_lock=False)
+        return self._binary(other, operator.or_, keep_lock=False, on_data=True)
 
     def __xor__(self, other: Any) -> Any:
-        return self._binary(other, operator.xor, keep_lock=False)
+        return self._binary(other, operator.xor, keep_lock=False, on_data=True)
 
     def __rand__(self, other: Any) -> Any:
         return self._binary(other, lambda x, y: y & x, batch_align=False)
@@ -350,10 +367,8 @@ class ArithmeticMixin(OpsMixin):
             other_v = theirs[0]
             if isinstance(other_v, (NonTensorData, NonTensorStack)):
                 flags = value == other_v
-            else:
-                flags = torch.full(
-                    value.batch_size, same_value(getattr(value, "data", None), other_v)
-                )
+            else:  # compared with a number: nothing to compare (upstream gives an empty node)
+                return self._new_dense({}, value.batch_size)
             return ~flags if op is operator.ne else flags
 
         if _is_collection(other):

@@ -10,6 +10,7 @@ on core.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import gc
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -18,7 +19,7 @@ from typing import Any, TypeVar
 import torch
 
 from tensordict.core.arithmetic import ArithmeticMixin
-from tensordict.core.combine import CombineMixin
+from tensordict.core.combine import CombineMixin, stack
 from tensordict.core.conversion import ConversionMixin
 from tensordict.core.device import DeviceMixin
 from tensordict.core.entries import EntriesMixin, locked_message
@@ -219,6 +220,8 @@ class TensorDictBase(
             if isinstance(value, TensorDictBase):
                 value.auto_batch_size_(batch_dims)  # (as upstream: nested ones get batch_dims too)
                 shape = list(value.batch_size)
+            elif isinstance(value, NonTensorStack):
+                shape = list(value.batch_size)  # one value per element: it has a shape
             elif is_non_tensor(value) or is_unbatched(value):
                 continue
             else:
@@ -278,14 +281,23 @@ class TensorDictBase(
     def sorted_keys(self) -> list[str]:
         return sorted(self._own_keys())
 
-    def select(self: T, *keys: NestedKey, inplace: bool = False, strict: bool = True) -> T:
+    def select(
+        self: T,
+        *keys: NestedKey,
+        inplace: bool = False,
+        strict: bool = True,
+        as_tensordict: bool = False,
+    ) -> T:
         """A tensordict with only the given keys (sharing the same tensors).
+
+        ``as_tensordict`` matters for tensorclasses (a plain tensordict); here it changes
+        nothing.
 
         Examples:
             >>> from tensordict import TensorDict
             >>> td = TensorDict({"a": torch.zeros(2), "b": {"c": torch.ones(2)}}, [2])
             >>> list(td.select(("b", "c")).keys(include_nested=True))
-            ['b', ('b', 'c')]
+            [('b', 'c'), 'b']
         """
         paths = [key_path(k) for k in keys]
         out = self.empty()
@@ -478,9 +490,11 @@ class TensorDictBase(
             source[key] = value
         return TensorDict._new_unsafe(source, self.batch_size, self.device, self._names_or_none())
 
-    def contiguous(self: T) -> T:
-        """A tensordict whose leaves are contiguous in memory (copies where needed)."""
-        return self._apply_leaves(lambda t: t.contiguous())  # type: ignore[no-any-return]
+    def contiguous(self: T, *, inplace: bool = False, canonical: bool = False) -> T:
+        """A tensordict whose leaves are contiguous in memory (copies where needed;
+        ``inplace``: this tensordict holds them; ``canonical`` is accepted for upstream code)."""
+        result = self._apply_leaves(lambda t: t.contiguous())
+        return self._inplace_result(result, inplace, "contiguous")  # type: ignore[no-any-return]
 
     def detach(self: T) -> T:
         return keep_lock_of(self, self._apply_leaves(lambda t: t.detach()))  # type: ignore[no-any-return]
@@ -527,6 +541,56 @@ class TensorDictBase(
                 out[key] = value.to_dict()
             else:
                 out[key] = value.tolist() if convert_tensors else value
+        return out
+
+    @classmethod
+    def from_list(
+        cls,
+        input: Sequence[Any],
+        *,
+        auto_batch_size: bool | None = None,
+        batch_size: Sequence[int] | None = None,
+        device: Any = None,
+        batch_dims: int | None = None,
+        names: Sequence[str | None] | None = None,
+        lazy: bool | None = None,
+    ) -> Any:
+        """Stack a list of dicts (each built with :meth:`from_dict`) or tensor collections.
+
+        Args:
+            input: the dicts, tensordicts or tensorclass instances.
+            auto_batch_size: infer each element's batch size from its entries.
+            batch_size: the result's batch size (the length of the list first).
+            device: the device of the elements built from dicts.
+            batch_dims: with ``auto_batch_size``, at most this many dims per element.
+            names: names of the result's batch dimensions.
+            lazy: build a lazy stack (default: dense when the elements agree).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict.from_list([{"a": 1}, {"a": 2}])
+            >>> td.batch_size, td["a"]
+            (torch.Size([2]), tensor([1, 2]))
+        """
+        element_bs = None if batch_size is None else list(batch_size)[1:]
+        items = [
+            x
+            if is_tensor_collection(x)
+            else cls.from_dict(
+                x,
+                batch_size=element_bs,
+                device=device,
+                batch_dims=batch_dims,
+                auto_batch_size=auto_batch_size,
+            )
+            for x in input
+        ]
+        if lazy:
+            out = cls.lazy_stack(items, 0)
+        else:
+            out = stack(items, 0)
+        if names is not None:
+            out.names = names
         return out
 
     @classmethod
@@ -677,7 +741,19 @@ class TensorDictBase(
             entry = self._get_path(key if isinstance(key, tuple) else (key,), None)
             if is_non_tensor(entry):
                 entry.share_memory_()  # marks it shared and locks it, as upstream
+        self._is_shared = True
         return self.lock_()
+
+    @property
+    def _is_shared(self) -> bool:
+        """Whether ``share_memory_`` was called (or every tensor is in shared memory)."""
+        return bool(getattr(self, "_shared", False)) or self.is_shared()
+
+    @_is_shared.setter
+    def _is_shared(self, value: bool) -> None:
+        # (classes without the flag, lazy stacks, read their tensors instead)
+        with contextlib.suppress(AttributeError):
+            object.__setattr__(self, "_shared", bool(value))
 
     def is_shared(self) -> bool:
         """Whether the tensors live in shared memory (False when there are none)."""
@@ -727,11 +803,12 @@ class TensorDictBase(
 
     dumps = save
 
-    def memmap_refresh_(self: T) -> T:
-        """Reload the leaves from the files after another process rewrote the metadata."""
+    def memmap_refresh_(self: T, *, allow_pickle: bool | None = None) -> T:
+        """Reload the leaves from the files after another process rewrote the metadata
+        (``allow_pickle`` as for :meth:`load_memmap`)."""
         from tensordict.memmap import io
 
-        return io.memmap_refresh_(self)
+        return io.memmap_refresh_(self, allow_pickle=allow_pickle)
 
     def make_memmap(self, key: NestedKey, shape: Sequence[int], *, dtype: Any = None) -> Any:
         """Create a new memory-mapped leaf (zero-filled) in a memory-mapped tensordict."""

@@ -474,4 +474,10 @@ TORCH_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     torch.nn.functional.mse_loss: _loss(torch.nn.functional.mse_loss),
     torch.nn.functional.smooth_l1_loss: _loss(torch.nn.functional.smooth_l1_loss),
     torch.autograd.grad: _autograd_grad,
+    torch.tensor_split: lambda td, indices_or_sections, dim=0: td.tensor_split(
+        indices_or_sections, dim
+    ),
+    torch.repeat_interleave: lambda td, repeats, dim=None, **kw: td.repeat_interleave(
+        repeats, dim, **kw
+    ),
 }

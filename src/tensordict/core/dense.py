@@ -62,6 +62,7 @@ class TensorDict(TensorDictBase):
         "_last_op",
         "_memmap_prefix",
         "_names",
+        "_shared",
         "_tensordict",
         "_view_source",
     )
@@ -86,6 +87,7 @@ class TensorDict(TensorDictBase):
         self._memmap_prefix: str | None = None
         self._last_op: tuple[str, bool] | None = None
         self._context: list[tuple[str, bool] | None] | None = None
+        self._shared = False
         if source is None:
             source = kwargs
         elif kwargs:
@@ -147,6 +149,7 @@ class TensorDict(TensorDictBase):
         self._memmap_prefix = None
         self._last_op = None
         self._context = None
+        self._shared = False
         if lock:
             for value in source.values():
                 if getattr(type(value), "_is_tensorclass", False):
@@ -203,7 +206,8 @@ class TensorDict(TensorDictBase):
         source = getattr(self, "_view_source", None)
         if source is not None and result.batch_size == source.batch_size:
             return source  # a view viewed back: the tensordict it came from
-        result._view_source = self
+        if isinstance(result, TensorDict):  # (a lazy view, in legacy mode, knows its source)
+            result._view_source = self
         return result
 
     def flatten(
@@ -219,7 +223,7 @@ class TensorDict(TensorDictBase):
         result = super().unflatten(dim, unflattened_size)
         return self._inplace_result(result, inplace, "unflatten")
 
-    def contiguous(self, *, inplace: bool = False) -> TensorDict:
+    def contiguous(self, *, inplace: bool = False, canonical: bool = False) -> TensorDict:
         """Leaves contiguous in memory (copies where needed; ``inplace``: in this one)."""
         result = super().contiguous()
         return self._inplace_result(result, inplace, "contiguous")  # type: ignore[no-any-return]

@@ -17,7 +17,8 @@ import torch
 
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import NestedKey, key_path, unravel_key
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
+from tensordict.core.non_tensor import list_to_stack as stack_list
 from tensordict.core.options import GET_DEFAULTS_TO_NONE, list_to_stack
 from tensordict.core.setitem import refuse_cycle
 from tensordict.core.shape import broadcasts_to
@@ -68,7 +69,14 @@ def locked_message(what: str) -> str:
 def inplace_value(path: tuple[str, ...], existing: torch.Tensor, item: Any) -> torch.Tensor:
     """``item`` as a tensor that can be copied into ``existing`` (or a clear error)."""
     if not isinstance(item, torch.Tensor):
-        item = torch.as_tensor(item, device=existing.device)
+        try:
+            item = torch.as_tensor(item, device=existing.device)
+        except (TypeError, ValueError, RuntimeError):
+            raise ShapeMismatchError(
+                f"Cannot update an existing entry of type {type(existing).__name__} with a value "
+                f"of type {type(item).__name__} (key {unravel_key(path)!r}): an in-place write "
+                "keeps the entry a tensor. Set it without inplace to replace it."
+            ) from None
     if not broadcasts_to(item.shape, existing.shape):
         raise ShapeMismatchError(
             f"Failed to update {unravel_key(path)!r} in tensordict: a value of shape "
@@ -251,9 +259,10 @@ class EntriesMixin(TensorCollection):
         if shape is None or (n and tuple(shape[:n]) != tuple(batch_size)):
             got = list(shape) if shape is not None else type(value).__name__
             raise BatchSizeError(
-                f"cannot set {key!r}: its shape {got} does not start with the batch size "
-                f"{list(batch_size)}. Every entry's leading dimensions must equal the batch size; "
-                "reshape the value or change td.batch_size."
+                f"batch dimension mismatch, got self.batch_size={batch_size} and value.shape="
+                f"{shape} for key {key!r}: cannot set {key!r}, its shape {got} does not start "
+                f"with the batch size {list(batch_size)}. Every entry's leading dimensions must "
+                "equal the batch size; reshape the value or change td.batch_size."
             )
 
     def _convert(self, key: Any, value: Any, batch_size: torch.Size) -> Any:
@@ -288,7 +297,11 @@ class EntriesMixin(TensorCollection):
             return value
         if isinstance(value, Mapping):
             return self._new_nested(value, batch_size)
-        if isinstance(value, (bool, int, float, complex, np.number, np.bool_)):
+        if value.__class__ is list and list_to_stack():  # upstream 0.15's default
+            stacked = stack_list(value, device)
+            self._check_batch(key, stacked, batch_size)
+            return stacked
+        if isinstance(value, (bool, int, float, np.number, np.bool_)):  # (complex: python object)
             t = torch.tensor(value, device=device)
             self._check_batch(key, t, batch_size)
             return t
@@ -396,6 +409,11 @@ class EntriesMixin(TensorCollection):
             type(existing), "_is_tensorclass", False
         ):
             existing.update_(item)
+        elif isinstance(item, torch.Tensor) and is_non_tensor(existing):
+            raise ShapeMismatchError(
+                f"Failed to update {unravel_key(path)!r} in tensordict: it holds non-tensor data "
+                f"and a tensor cannot be written into it in place. Set it without inplace."
+            )
         else:
             self._set_str(
                 path[-1],

@@ -97,8 +97,8 @@ def _flatten_tuple(key: tuple[Any, ...], out: list[str]) -> None:
             out.append(str(part))
         else:
             raise KeyTypeError(
-                f"a key must be a str or a tuple of str, got {type(part).__name__} {part!r} "
-                f"inside {key!r}. Use strings for every part of a nested key."
+                GENERIC_NESTED_ERR.format(key) + f" It holds {type(part).__name__} {part!r}: "
+                "use strings for every part of a nested key."
             )
 
 
@@ -127,8 +127,8 @@ def key_path(key: Any) -> tuple[str, ...]:
     if isinstance(key, str):
         return (str(key),)
     raise KeyTypeError(
-        f"a key must be a str or a tuple of str, got {type(key).__name__} {key!r}. "
-        "Index batch dimensions with ints/slices/tensors, and entries with strings."
+        GENERIC_NESTED_ERR.format(key) + f" (a {type(key).__name__}). Index batch dimensions "
+        "with ints/slices/tensors, and entries with strings."
     )
 
 

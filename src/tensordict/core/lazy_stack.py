@@ -128,7 +128,10 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         """Stack without copying (with ``out=``: write the members into ``out``)."""
         if out is not None:
             return stack(input, dim, out=out)
-        return cls(*input, stack_dim=dim, strict_shape=kwargs.get("strict_shape", False))
+        members = list(input)
+        if members and getattr(type(members[0]), "_is_tensorclass", False):
+            return type(members[0]).lazy_stack(members, dim)  # the tensorclass around the stack
+        return cls(*members, stack_dim=dim, strict_shape=kwargs.get("strict_shape", False))
 
     @classmethod
     def maybe_dense_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
@@ -306,6 +309,8 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
             return stack_non_tensor(values, self.stack_dim)
         if isinstance(v0, TensorDictBase):
             return self._nested_stack(values)
+        if getattr(type(v0), "_is_tensorclass", False):  # kept lazy, as the members are
+            return type(v0).lazy_stack(values, self.stack_dim)
         return torch.stack(values, self.stack_dim)
 
     def _nested_stack(self, values: list[Any]) -> LazyStackedTensorDict:
@@ -474,8 +479,8 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
             source[key] = value
         return self._new_dense(source, self.batch_size)
 
-    def contiguous(self, *, inplace: bool = False) -> Any:
-        """A dense copy (see :meth:`to_tensordict`)."""
+    def contiguous(self, *, inplace: bool = False, canonical: bool = False) -> Any:
+        """A dense copy (see :meth:`to_tensordict`; ``canonical`` is accepted for upstream code)."""
         if inplace:
             raise InplaceNotSupportedError(
                 "contiguous(inplace=True) is not supported on a LazyStackedTensorDict: it keeps "
@@ -517,7 +522,9 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         members = [m._copy_structure(excluded, prefix) for m in self.tensordicts]
         return LazyStackedTensorDict(*members, stack_dim=self.stack_dim)
 
-    def select(self, *keys: Any, inplace: bool = False, strict: bool = True) -> Any:
+    def select(
+        self, *keys: Any, inplace: bool = False, strict: bool = True, as_tensordict: bool = False
+    ) -> Any:
         if inplace:
             return super().select(*keys, inplace=True, strict=strict)
         members = [m.select(*keys, strict=strict) for m in self.tensordicts]

@@ -184,7 +184,12 @@ class _ViewBase(TensorDictBase):
     def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
         return self._materialize().to_tensordict(retain_none=retain_none)
 
-    def contiguous(self) -> Any:
+    def contiguous(self, *, inplace: bool = False, canonical: bool = False) -> Any:
+        if inplace:
+            raise LazyViewError(
+                f"Cannot call contiguous inplace on a lazy tensordict ({type(self).__name__}): "
+                "call td.contiguous() (a dense copy)."
+            )
         return self.to_tensordict()
 
     def clone(self, recurse: bool = True, **kwargs: Any) -> Any:
@@ -240,13 +245,15 @@ class _ViewBase(TensorDictBase):
             raise self._dense_first("squeeze")
         return super().squeeze(dim)
 
-    def select(self, *keys: Any, inplace: bool = False, strict: bool = True) -> Any:
+    def select(
+        self, *keys: Any, inplace: bool = False, strict: bool = True, as_tensordict: bool = False
+    ) -> Any:
         if inplace:
             raise LazyViewError(
                 f"Cannot call select inplace on a lazy tensordict ({type(self).__name__}): "
                 "select on its source, or use inplace=False."
             )
-        return super().select(*keys, strict=strict)
+        return super().select(*keys, strict=strict, as_tensordict=as_tensordict)
 
     def split_keys(self, *key_sets: Any, inplace: bool = False, **kwargs: Any) -> tuple[Any, ...]:
         """Like :meth:`TensorDict.split_keys`; in place, the selected keys are deleted from the

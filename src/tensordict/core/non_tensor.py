@@ -46,6 +46,7 @@ __all__ = [
     "NonTensorStack",
     "cat_non_tensor",
     "is_non_tensor",
+    "list_to_stack",
     "register_save_hook",
     "same_value",
     "stack_non_tensor",
@@ -158,9 +159,40 @@ class NonTensorData(_NonTensorBase):
     def _index_planned(self, batch_size: torch.Size, leaf_index: Any) -> NonTensorData:
         return self._with_batch_size(batch_size)
 
+    def __setitem__(self, index: Any, value: Any) -> None:
+        """Write one value (the same for every element); an element read out of a
+        :class:`NonTensorStack` writes it back there.
+
+        Raises:
+            ValueError: ``value`` holds different values for different elements.
+        """
+        plan_index(index, self.batch_size)  # (checks the index)
+        if isinstance(value, NonTensorStack):
+            value = value.maybe_collapse()
+            if isinstance(value, NonTensorStack):
+                raise ValueError(
+                    "A NonTensorData holds one value for all its elements, so it cannot take "
+                    "another value at an index. Call maybe_to_stack() to get a NonTensorStack, "
+                    "which holds a value per element."
+                )
+        data = value.data if isinstance(value, NonTensorData) else value
+        self._check_updatable()
+        self.data = data
+        slot = self.__dict__.get("_stack_slot")
+        if slot is not None:
+            stack, leaf_index = slot
+            stack._fill(to_numpy_index(leaf_index), data)
+            stack._refresh_saved()
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the stored object (a stored function is callable through its wrapper)."""
         return self.data(*args, **kwargs)
+
+    @classmethod
+    def __torch_function__(
+        cls, func: Callable[..., Any], types: Any, args: Any = (), kwargs: Any = None
+    ) -> Any:
+        return _torch_function(cls, func, types, args, kwargs)
 
     # -- shape operations that give one value per element --------------------------------------
     def expand(self, *shape: Any) -> Any:
@@ -223,6 +255,7 @@ class NonTensorData(_NonTensorBase):
             ValueError: ``input_dict_or_td`` is a :class:`NonTensorStack` (call
                 ``maybe_to_stack()`` first).
         """
+        self._check_updatable()
         if isinstance(input_dict_or_td, NonTensorStack):
             raise ValueError(
                 "Cannot update a NonTensorDataBase object with a NonTensorStack. Call "
@@ -540,7 +573,12 @@ class NonTensorStack(_NonTensorBase):
             values = out
         if tuple(values.shape) != tuple(batch_size):
             values = values.reshape(tuple(batch_size))
-        return self._wrap(values)
+        entry = self._wrap(values)
+        if self._is_memmap:
+            entry.__dict__["_memmap_parent"] = True
+        if isinstance(entry, NonTensorData):  # one element: writes to it reach this stack
+            entry.__dict__["_stack_slot"] = (self, leaf_index)
+        return entry
 
     def __setitem__(self, index: Any, value: Any) -> None:
         plan = plan_index(index, self.batch_size)
@@ -567,8 +605,13 @@ class NonTensorStack(_NonTensorBase):
         else:
             self.values[idx] = value
 
-    def _transform(self, leaf_fn: Callable[[torch.Tensor], torch.Tensor]) -> NonTensorStack:
+    def _transform(
+        self, leaf_fn: Callable[[torch.Tensor], torch.Tensor]
+    ) -> NonTensorData | NonTensorStack:
         positions = leaf_fn(torch.arange(self.values.size).reshape(self.values.shape))
+        if positions.ndim == 0:  # no batch dimension left: the one element
+            data = self.values.reshape(-1)[int(positions)]
+            return NonTensorData._new(data, torch.Size([]), self._device)  # type: ignore[no-any-return]
         return NonTensorStack.from_array(self.values.reshape(-1)[positions.numpy()], self._device)
 
     def maybe_collapse(self) -> NonTensorData | NonTensorStack:
@@ -580,6 +623,25 @@ class NonTensorStack(_NonTensorBase):
 
     def maybe_to_stack(self) -> NonTensorStack:
         return self
+
+    def where(
+        self, condition: torch.Tensor, other: Any, *, out: Any = None, pad: Any = None
+    ) -> NonTensorStack:
+        """Elements of this stack where ``condition`` holds, of ``other`` elsewhere."""
+        mask = np.broadcast_to(condition.cpu().numpy().astype(bool), self.values.shape)
+        theirs = other.to_array() if is_non_tensor(other) else _full(other, ())
+        values = np.where(mask, self.values, np.broadcast_to(theirs, self.values.shape))
+        result = NonTensorStack.from_array(values.astype(object), self._device)
+        if out is not None:
+            out.update_(result)
+            return out  # type: ignore[no-any-return]
+        return result
+
+    @classmethod
+    def __torch_function__(
+        cls, func: Callable[..., Any], types: Any, args: Any = (), kwargs: Any = None
+    ) -> Any:
+        return _torch_function(cls, func, types, args, kwargs)
 
     # -- growing (as a lazy stack) -------------------------------------------------------------
     def append(self, item: Any) -> None:
@@ -630,6 +692,7 @@ class NonTensorStack(_NonTensorBase):
         Raises:
             LockedError: the stack is locked and ``inplace`` is False.
         """
+        self._check_updatable()
         if self.is_locked and not inplace:
             raise LockedError(
                 "Cannot modify locked TensorDict (this NonTensorStack is locked). Use update_ or "
@@ -667,6 +730,42 @@ class NonTensorStack(_NonTensorBase):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (NonTensorStack.from_array, (self.values, self._device))
+
+
+def _torch_function(
+    cls: type, func: Callable[..., Any], types: Any, args: Any = (), kwargs: Any = None
+) -> Any:
+    """``torch.stack`` / ``torch.cat`` of non-tensor entries (``__torch_function__``)."""
+    kwargs = kwargs or {}
+    if func not in (torch.stack, torch.cat) or not args:
+        return NotImplemented
+    items = list(args[0])
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    if not items or not all(is_non_tensor(i) for i in items):
+        return NotImplemented
+    n = len(items[0].batch_size) + (1 if func is torch.stack else 0)
+    dim = dim + n if dim < 0 else dim
+    out = (stack_non_tensor if func is torch.stack else cat_non_tensor)(items, dim)
+    target = kwargs.get("out")
+    if target is not None:
+        target.update_(out)
+        return target
+    return out
+
+
+def list_to_stack(values: list[Any], device: torch.device | None) -> Any:
+    """A list stored under ``list_to_stack()`` (upstream's default): tensors are stacked,
+    numbers make a tensor, anything else a :class:`NonTensorStack` shaped like the list."""
+    if values and all(isinstance(v, torch.Tensor) for v in values):
+        try:
+            out = torch.stack(values)
+        except RuntimeError:
+            return NonTensorStack.from_list(values, device)
+        return out if device is None else out.to(device)
+    try:
+        return torch.tensor(values, device=device)
+    except (TypeError, ValueError, RuntimeError):
+        return NonTensorStack.from_list(values, device)
 
 
 def is_non_tensor(value: Any) -> bool:

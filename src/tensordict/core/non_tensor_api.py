@@ -34,6 +34,8 @@ __all__ = [
 _SHELL_CLASS: list[Any] = []
 #: methods never forwarded: they would hand out the shell's (empty) content as if it were data
 _NOT_FORWARDED = frozenset({"get", "set", "keys", "values", "items", "data"})
+#: methods run with the entry itself as ``self`` (they write its own layout)
+_BORROWED = frozenset({"memmap_", "memmap", "memmap_like", "save", "memmap_refresh_"})
 
 
 def register_shell(cls: type) -> None:
@@ -76,6 +78,13 @@ def forward(obj: Any, name: str) -> Any:
         raise AttributeError(f"{type(obj).__name__!r} object has no attribute {name!r}")
     if not hasattr(_SHELL_CLASS[0], name):
         raise AttributeError(f"{type(obj).__name__!r} object has no attribute {name!r}")
+    if name in _BORROWED:  # storage: the entry itself is written (its own on-disk layout)
+        impl = getattr(_SHELL_CLASS[0], name)
+
+        def borrowed(*args: Any, **kwargs: Any) -> Any:
+            return impl(obj, *args, **kwargs)
+
+        return borrowed
     shell = obj._tensordict
     attr = getattr(shell, name)
     if not callable(attr):
@@ -242,7 +251,21 @@ class _NonTensorBase:
 
     @property
     def _is_memmap(self) -> bool:
+        if self.__dict__.get("_memmap_parent", False):
+            return True
         return self._shell is not None and bool(self._shell._is_memmap)
+
+    def _is_memmaped_from_above(self) -> bool:
+        """Whether this entry was read out of a memory-mapped stack (it cannot be updated)."""
+        return bool(self.__dict__.get("_memmap_parent", False))
+
+    def _check_updatable(self) -> None:
+        if self._is_memmaped_from_above():
+            raise RuntimeError(
+                "Cannot update a leaf NonTensorDataBase from a memmaped parent NonTensorStack: "
+                "its files belong to the stack. Write through the stack instead "
+                "(stack[index] = value or stack.update_at_(value, index))."
+            )
 
     def is_shared(self) -> bool:
         return self._is_shared

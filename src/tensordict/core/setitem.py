@@ -19,6 +19,7 @@ from tensordict.core.indexing import IndexPlan, plan_index
 from tensordict.core.keys import key_path
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.shape import broadcasts_to
+from tensordict.core.unbatched import is_unbatched
 from tensordict.errors import CycleError, LockedError, ShapeMismatchError
 
 __all__ = ["refuse_cycle", "setitem_index", "stage_setitem"]
@@ -256,6 +257,8 @@ def _stage_tensor(
     writes: list[Write],
 ) -> None:
     leaf_index = plan.leaf_index
+    if is_unbatched(target) or is_unbatched(value):
+        return  # an unbatched entry has no batch elements to write: it stays as it is
     if target is _MISSING:
         _check_unlocked(container, path)
         feature = value.shape[len(value_bs) :]
@@ -312,6 +315,11 @@ def _stage_non_tensor(
 
         def create() -> None:
             parent = _resolve(container)
+            if not isinstance(value, NonTensorStack):  # one value: it fills the batch (upstream)
+                data = value.data if isinstance(value, NonTensorData) else value
+                entry = NonTensorData._new(data, parent.batch_size, parent.device)
+                parent._set_str(key, entry, validated=True)
+                return
             values = np.empty(tuple(parent.batch_size), dtype=object)
             stack = NonTensorStack.from_array(values, parent.device)
             stack._setitem(leaf_index, value)

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from tensordict.core.collection import TensorCollection
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack
 from tensordict.core.options import lazy_legacy
 from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import BatchSizeError
@@ -76,6 +76,12 @@ def _sizes(args: tuple[Any, ...]) -> list[int]:
     return [int(s) for s in args]
 
 
+def _as_stack(fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Mark a shape function after which non-tensor data holds one value per element."""
+    fn.non_tensor_as_stack = True  # type: ignore[attr-defined]
+    return fn
+
+
 class ShapeMixin(TensorCollection):
     """Shape operations acting on the batch dimensions."""
 
@@ -100,7 +106,12 @@ class ShapeMixin(TensorCollection):
             if isinstance(value, torch.Tensor):
                 out[key] = rebatch(value, batch_size) if is_unbatched(value) else leaf_fn(value)
             elif isinstance(value, NonTensorData):
-                out[key] = value._with_batch_size(batch_size)
+                if getattr(leaf_fn, "non_tensor_as_stack", False) and not isinstance(
+                    value, MetaData
+                ):  # upstream's unsqueeze/expand give one element per batch element
+                    out[key] = value.maybe_to_stack()._transform(leaf_fn)
+                else:
+                    out[key] = value._with_batch_size(batch_size)
             elif isinstance(value, NonTensorStack):
                 out[key] = value._transform(leaf_fn)
             elif isinstance(value, ShapeMixin) or getattr(type(value), "_is_tensorclass", False):
@@ -240,7 +251,7 @@ class ShapeMixin(TensorCollection):
         new_bs = torch.Size([*bs[:d], 1, *bs[d:]])
         names = self._names_or_none()
         new_names = [*names[:d], None, *names[d:]] if names else None
-        return self._transform(lambda t: t.unsqueeze(d), new_bs, new_names)
+        return self._transform(_as_stack(lambda t: t.unsqueeze(d)), new_bs, new_names)
 
     def expand(self, *shape: Any) -> Any:
         """Expand to a larger batch size (new leading dims, or size-1 dims broadcast)."""
@@ -258,7 +269,9 @@ class ShapeMixin(TensorCollection):
         bd = len(bs)
         names = self._names_or_none()
         new_names = [*[None] * (len(new_bs) - bd), *names] if names else None
-        return self._transform(lambda t: t.expand(*new_bs, *t.shape[bd:]), new_bs, new_names)
+        return self._transform(
+            _as_stack(lambda t: t.expand(*new_bs, *t.shape[bd:])), new_bs, new_names
+        )
 
     def expand_as(self, other: Any) -> Any:
         """Expand to ``other``'s batch shape; with a tensordict, every entry to the shape of
@@ -340,6 +353,57 @@ class ShapeMixin(TensorCollection):
         if out is not None:
             return out.update(result, inplace=True)
         return self._inplace_result(result, inplace, "gather")
+
+    def repeat_interleave(
+        self, repeats: int | torch.Tensor, dim: int | None = None, *, output_size: int | None = None
+    ) -> Any:
+        """Repeat each element along a batch dimension (the flattened batch when ``dim`` is None).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict(a=torch.arange(3), batch_size=[3])
+            >>> td.repeat_interleave(2, dim=0)["a"]
+            tensor([0, 0, 1, 1, 2, 2])
+        """
+        if dim is None:
+            return self.flatten(0, -1).repeat_interleave(repeats, 0, output_size=output_size)
+        bs = self.batch_size
+        d = normalize_dim(dim, len(bs), bs, "repeat_interleave")
+        if isinstance(repeats, torch.Tensor) and repeats.numel() > 1:
+            length = int(repeats.sum())
+        else:
+            length = bs[d] * int(repeats)
+        new_bs = torch.Size([*bs[:d], length, *bs[d + 1 :]])
+
+        def leaf_fn(t: torch.Tensor) -> torch.Tensor:
+            return torch.repeat_interleave(t, repeats, dim=d, output_size=output_size)
+
+        return self._transform(leaf_fn, new_bs, self._names_or_none())
+
+    def tensor_split(
+        self, indices_or_sections: int | Sequence[int] | torch.Tensor, dim: int = 0
+    ) -> tuple[Any, ...]:
+        """Split along a batch dimension as ``torch.tensor_split`` does (views of this one).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict(a=torch.arange(6), batch_size=[6])
+            >>> [part.batch_size[0] for part in td.tensor_split((1, 4))]
+            [1, 3, 2]
+        """
+        bs = self.batch_size
+        d = normalize_dim(dim, len(bs), bs, "tensor_split")
+        positions = torch.arange(bs[d])
+        if isinstance(indices_or_sections, torch.Tensor) and indices_or_sections.ndim == 0:
+            indices_or_sections = int(indices_or_sections)
+        parts = torch.tensor_split(positions, indices_or_sections)  # type: ignore[arg-type]
+        out = []
+        start = 0
+        for part in parts:
+            end = start + part.numel()
+            out.append(self[(slice(None),) * d + (slice(start, end),)])  # type: ignore[index]
+            start = end
+        return tuple(out)
 
     def flip(self, dims: int | Sequence[int]) -> Any:
         bs = self.batch_size

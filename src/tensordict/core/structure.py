@@ -243,6 +243,24 @@ class StructureMixin(TensorCollection):
             return value.tolist()
         return value
 
+    def is_non_tensor(self, key: NestedKey) -> bool:
+        """Whether the entry under ``key`` is stored python data (``NonTensorData`` or a stack).
+
+        Raises:
+            KeyError: there is no entry under ``key``.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict(obs=torch.zeros(2), label="cat")
+            >>> td.is_non_tensor("label"), td.is_non_tensor("obs")
+            (True, False)
+        """
+        td: Any = self
+        value = td._get_path(key_path(key), _MISSING)
+        if value is _MISSING:
+            raise td._missing_key(unravel_key(key))
+        return is_non_tensor(value)
+
     def set_non_tensor(self: T, key: NestedKey, value: Any) -> T:
         """Store ``value`` under ``key`` as :class:`~tensordict.NonTensorData`, whatever it is."""
         td: Any = self

@@ -330,6 +330,50 @@ class TensorMethodsMixin(TensorCollection):
         """The entries' ``.data`` (detached, sharing storage)."""
         return keep_lock_of(self, self._apply_leaves(lambda x: x.data))  # type: ignore[no-any-return]
 
+    @property
+    def grad(self) -> Any:
+        """The gradients of the entries that have one, as a tensordict (None if none has)."""
+        keys = [
+            k
+            for k in self.keys(include_nested=True, leaves_only=True)  # type: ignore[attr-defined]
+            if isinstance(self.get(k), torch.Tensor) and self.get(k).grad is not None  # type: ignore[attr-defined]
+        ]
+        if not keys:
+            return None
+        grads = {k: self.get(k).grad for k in keys}  # type: ignore[attr-defined]
+        out = self.select(*keys)  # type: ignore[attr-defined]
+        return out._apply_leaves(lambda x: x).update(grads)  # (same structure, the grads)
+
+    def backward(
+        self,
+        gradient: Any = None,
+        retain_graph: bool | None = None,
+        create_graph: bool = False,
+    ) -> None:
+        """Back-propagate from every tensor entry (each a scalar, or with ``gradient``'s entry).
+
+        Raises:
+            RuntimeError: an entry is not a scalar and ``gradient`` does not give its gradient.
+        """
+        keys = [
+            k
+            for k in self.keys(include_nested=True, leaves_only=True)  # type: ignore[attr-defined]
+            if isinstance(self.get(k), torch.Tensor)  # type: ignore[attr-defined]
+        ]
+        tensors = [self.get(k) for k in keys]  # type: ignore[attr-defined]
+        grads = None if gradient is None else [gradient.get(k) for k in keys]
+        if grads is None:
+            for key, t in zip(keys, tensors):
+                if t.numel() != 1:
+                    raise RuntimeError(
+                        "grad can be implicitly created only for scalar outputs: the leaf at key "
+                        f"{key!r} has shape {tuple(t.shape)}. Pass a gradient tensordict matching "
+                        "the structure of this tensordict to backward()."
+                    )
+        torch.autograd.backward(
+            tensors, grads, retain_graph=retain_graph, create_graph=create_graph
+        )
+
     def zero_grad(self: T, set_to_none: bool = True) -> T:
         """Reset the gradients of every entry (to None, or to zeros in place)."""
         for t in self._leaves():

@@ -228,7 +228,13 @@ class BackedTensorDict(TensorDictBase):
         """Same as :meth:`to_tensordict`."""
         return self.to_tensordict()
 
-    def contiguous(self) -> Any:
+    def contiguous(self, *, inplace: bool = False, canonical: bool = False) -> Any:
+        """A dense in-memory copy (``inplace`` is refused: the data stays in the file)."""
+        if inplace:
+            raise ValueError(
+                "contiguous(inplace=True) is not supported on a file-backed tensordict: its data "
+                "stays in the file. Call td.contiguous() for an in-memory copy."
+            )
         return self.to_tensordict()
 
     def __repr__(self) -> str:

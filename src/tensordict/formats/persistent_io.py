@@ -117,6 +117,8 @@ def write_value(
     """Write one entry (a tensor, a nested tensordict or non-tensor data) as ``key``."""
     if getattr(type(value), "_is_tensorclass", False):
         value = value._tensordict
+    if isinstance(value, NonTensorStack):
+        value = value.maybe_collapse()  # a stack of one value is written once (as upstream)
     if isinstance(value, NonTensorData):
         node.write_non_tensor(key, value.data, False, allow_pickle=allow_pickle)
     elif isinstance(value, NonTensorStack):

@@ -141,7 +141,7 @@ def from_arrow(
         >>> import pyarrow as pa
         >>> td = from_arrow(pa.table({"x": [1.0, 2.0], "s": ["a", "b"], "p": [{"q": 1}, {"q": 2}]}))
         >>> td["x"], td["s"], td["p", "q"]
-        (tensor([1., 2.], dtype=torch.float64), ['a', 'b'], tensor([1, 2]))
+        (tensor([1., 2.], dtype=torch.float64), LinkedList(['a', 'b']), tensor([1, 2]))
     """
     pa = _pa()
     if nulls not in ("raise", "fill", "mask"):
@@ -365,7 +365,7 @@ def from_pandas(
         >>> import pandas as pd
         >>> td = from_pandas(pd.DataFrame({"obs.x": [1.0, 2.0], "name": ["a", "b"]}), separator=".")
         >>> td["obs", "x"], td["name"]
-        (tensor([1., 2.], dtype=torch.float64), ['a', 'b'])
+        (tensor([1., 2.], dtype=torch.float64), LinkedList(['a', 'b']))
     """
     pd = _pd()
     columns: dict[str, Any] = {}

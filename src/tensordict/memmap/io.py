@@ -476,13 +476,13 @@ def _rewrite_non_tensor(value: Any, directory: str) -> None:
 register_save_hook(_rewrite_non_tensor)
 
 
-def memmap_refresh_(td: Any) -> Any:
+def memmap_refresh_(td: Any, *, allow_pickle: bool | None = None) -> Any:
     """Reload the leaves from the directory (after another process rewrote its metadata)."""
     if td.saved_path is None:
         raise MemmapFormatError(
             "memmap_refresh_ needs a tensordict memory-mapped to a directory; this one has none."
         )
-    fresh = load_memmap(td.saved_path)
+    fresh = load_memmap(td.saved_path, allow_pickle=bool(allow_pickle))
     if isinstance(td, TensorDict):
         td._tensordict.clear()
         td._tensordict.update(fresh._tensordict)

@@ -79,6 +79,11 @@ def load_memmap(
         >>> TensorDict.load_memmap(d)["a", "b"]
         MemoryMappedTensor([0, 1, 2])
     """
+    if allow_pickle is not None and not isinstance(allow_pickle, bool):
+        raise TypeError(
+            f"allow_pickle must be a bool or None, got {type(allow_pickle).__name__} "
+            f"{allow_pickle!r}: pass True to allow unpickling, False (or None) to refuse it."
+        )
     root = os.path.abspath(os.fspath(prefix))
     if not os.path.lexists(root):
         _missing(root)

@@ -16,12 +16,15 @@ from typing import Any
 
 import torch
 
+from tensordict.core.indexing import plan_index
 from tensordict.core.keys import key_path
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.shape import broadcasts_to
 from tensordict.errors import (
     BatchSizeError,
     FrozenTensorclassError,
     LockedError,
+    ShapeMismatchError,
     UndeclaredFieldError,
 )
 from tensordict.tensorclass.construct import initialising, spec_of
@@ -47,8 +50,9 @@ def _is_tc(value: Any) -> bool:
     return getattr(type(value), "_is_tensorclass", False) is True
 
 
-def field_property(name: str, doc: str | None = None) -> property:
-    """The attribute of field ``name``: tensors as stored, non-tensor data unwrapped."""
+def field_property(name: str, doc: str | None = None, raw: bool = False) -> property:
+    """The attribute of field ``name``: tensors as stored, non-tensor data unwrapped (kept as
+    stored with ``raw``, as ``tensor_only`` classes read a ``NonTensorData`` field)."""
 
     def fget(self: Any) -> Any:
         try:  # a TensorDict keeps its entries in the dict `_tensordict`
@@ -57,7 +61,9 @@ def field_property(name: str, doc: str | None = None) -> property:
             value = self._tensordict._get_str(name, _MISSING)
             if value is _MISSING:
                 return self._non_tensordict.get(name)
-        return value if value.__class__ is _Tensor else _unwrap_non_tensor(value)
+        if raw or value.__class__ is _Tensor:
+            return value
+        return _unwrap_non_tensor(value)
 
     def fset(self: Any, value: Any) -> None:
         set_field(self, name, value)
@@ -92,8 +98,27 @@ def set_field(self: Any, name: str, value: Any) -> None:
     try:
         td.set(name, stored)
     except BatchSizeError as err:
-        raise BatchSizeError(f"{cls.__name__}.{name}: {err}") from None
+        raise BatchSizeError(
+            f"{_mismatch(td.batch_size, stored)} ({cls.__name__}.{name}: {err})"
+        ) from None
     nt.pop(name, None)
+
+
+def _mismatch(batch_size: torch.Size, value: Any) -> str:
+    """Upstream's wording for a value that does not fit the batch size."""
+    inner = value._tensordict if _is_tc(value) else value
+    if hasattr(inner, "_own_items"):
+        for key in inner.keys(include_nested=True, leaves_only=True):
+            leaf = inner.get(key)
+            shape = getattr(leaf, "shape", None)
+            if shape is not None and tuple(shape[: len(batch_size)]) != tuple(batch_size):
+                name = key if isinstance(key, str) else ".".join(key)
+                return (
+                    f"the {type(leaf).__name__} {name} has shape {shape} which is incompatible "
+                    f"with the batch-size {batch_size}."
+                )
+    shape = getattr(value, "shape", None)
+    return f"batch dimension mismatch, got self.batch_size={batch_size} and value.shape={shape}"
 
 
 def setattr_(self: Any, name: str, value: Any) -> None:
@@ -118,7 +143,7 @@ def setattr_(self: Any, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
         return
     raise UndeclaredFieldError(
-        f"{cls.__name__} has no field {name!r}, so it cannot be set. Declared fields: "
+        f"Cannot set the attribute {name!r}: {cls.__name__} has no such field. Declared fields: "
         f"{list(spec.order)}. Declare it in the class (e.g. `{name}: torch.Tensor`) to store it."
     )
 
@@ -206,20 +231,65 @@ def setitem(self: Any, index: Any, value: Any) -> None:
     if index.__class__ is str or (index.__class__ is tuple and index and index[0].__class__ is str):
         set_(self, index, value)
         return
-    self._tensordict[index] = value._tensordict if _is_tc(value) else value
+    target_bs = plan_index(index, self._tensordict.batch_size).batch_size
+    value_bs = getattr(value, "batch_size", None)
+    if value_bs is not None and not broadcasts_to(tuple(value_bs), tuple(target_bs)):
+        raise ShapeMismatchError(
+            f"indexed destination TensorDict batch size is {target_bs} (batch_size = "
+            f"{self._tensordict.batch_size}, index={index}), which differs from the source batch "
+            f"size {value_bs}. Index the source the same way, or give a broadcastable one."
+        )
+    if _is_tc(value):
+        if type(value) is not type(self) and set(spec_of(type(value)).names) != set(
+            spec_of(type(self)).names
+        ):
+            raise ValueError(
+                "__setitem__ is only allowed for same-class or compatible class (i.e. same "
+                f"members) assignment: {type(self).__name__} has fields "
+                f"{sorted(spec_of(type(self)).names)}, {type(value).__name__} has "
+                f"{sorted(spec_of(type(value)).names)}."
+            )
+        value = value._tensordict
+    self._tensordict[index] = value
 
 
-def get(self: Any, key: Any, default: Any = None) -> Any:
-    """The value of a field (as the attribute gives it) or of a nested entry, else ``default``."""
+def rxor(self: Any, other: Any) -> Any:
+    """``other ^ instance`` (exclusive or is symmetric)."""
+    return self.__xor__(other)
+
+
+def ror(self: Any, other: Any) -> Any:
+    """``other | instance`` (or is symmetric)."""
+    return self.__or__(other)
+
+
+def rand(self: Any, other: Any) -> Any:
+    """``other & instance`` (and is symmetric)."""
+    return self.__and__(other)
+
+
+def get(self: Any, key: Any, default: Any = None, **kwargs: Any) -> Any:
+    """The value of a field (as the attribute gives it) or of a nested entry, else ``default``.
+
+    Keyword arguments (``as_list=``, ``as_padded_tensor=``...) go to the inner tensordict's
+    ``get``; a name that is no field nor entry reads the attribute (``get("batch_size")``), as
+    upstream.
+    """
+    if kwargs:
+        return self._tensordict.get(key, default, **kwargs)
     if key.__class__ is str:
         if key in spec_of(type(self)).names:
             value = getattr(self, key)
             return default if value is None else value
-        return self._tensordict.get(key, default)
-    path = key_path(key)
-    if len(path) == 1:
-        return get(self, path[0], default)
-    return self._tensordict.get(path, default)
+        value = self._tensordict.get(key, _MISSING)
+        if value is _MISSING:
+            attr = getattr(type(self), key, None)
+            return getattr(self, key) if isinstance(attr, property) else default
+        return value
+    if key.__class__ is tuple and len(key) == 1:
+        return get(self, key[0], default)
+    value = self._tensordict.get(key, _MISSING)
+    return default if value is _MISSING else _unwrap_non_tensor(value)
 
 
 def set_(self: Any, key: Any, item: Any, inplace: bool = False, **kwargs: Any) -> Any:
@@ -232,7 +302,8 @@ def set_(self: Any, key: Any, item: Any, inplace: bool = False, **kwargs: Any) -
     spec = spec_of(type(self))
     if path[0] not in spec.names:
         raise UndeclaredFieldError(
-            f"{type(self).__name__} has no field {path[0]!r}, so it cannot be set. Declared "
+            f"Cannot set the attribute {path[0]!r}: {type(self).__name__} has no such field. "
+            "Declared "
             f"fields: {list(spec.order)}."
         )
     if len(path) > 1 or (inplace and self._tensordict.get(path[0], None) is not None):
@@ -240,6 +311,22 @@ def set_(self: Any, key: Any, item: Any, inplace: bool = False, **kwargs: Any) -
     else:
         set_field(self, path[0], item)
     return self
+
+
+def get_at(self: Any, key: Any, index: Any, default: Any = None) -> Any:
+    """``get(key)[index]``; ``default`` when there is no such field or entry (as upstream)."""
+    value = get(self, key, _MISSING)
+    if value is _MISSING or value is None:
+        return default
+    if isinstance(value, torch.Tensor) or hasattr(value, "batch_size"):
+        return value[index]
+    return value  # a python object is the same for every element
+
+
+def grad(self: Any) -> Any:
+    """The gradients of the tensor fields, as an instance of this class (None if none)."""
+    result = self._tensordict.grad
+    return None if result is None else wrap_result(self, result)
 
 
 def saved_path(self: Any) -> str | None:
@@ -250,6 +337,58 @@ def saved_path(self: Any) -> str | None:
     return path  # type: ignore[no-any-return]
 
 
+def _update_items(source: Any, kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
+    if source is None:
+        items: list[tuple[str, Any]] = []
+    elif _is_tc(source):
+        items = [(k, getattr(source, k)) for k in spec_of(type(source)).order]
+        items = [(k, v) for k, v in items if v is not None]
+    elif hasattr(source, "_own_items"):
+        items = list(source._own_items())
+    else:
+        items = list(dict(source).items())
+    return items + list(kwargs.items())
+
+
+def update(
+    self: Any,
+    input_dict_or_td: Any = None,
+    clone: bool = False,
+    inplace: bool = False,
+    *,
+    keys_to_update: Any = None,
+    non_blocking: bool = False,
+    **kwargs: Any,
+) -> Any:
+    """Write the fields found in a tensorclass, tensordict or dict (and keyword arguments).
+
+    A value for a field holding a tensorclass or tensordict updates it recursively; other
+    values replace the field (in place with ``inplace``). Keyword arguments win.
+    """
+    wanted = None if keys_to_update is None else {key_path(k)[0] for k in keys_to_update}
+    for key, value in _update_items(input_dict_or_td, kwargs):
+        if wanted is not None and key not in wanted:
+            continue
+        current = get(self, key)
+        nested = _is_tc(current) or hasattr(current, "_own_items")
+        if nested and (_is_tc(value) or isinstance(value, dict) or hasattr(value, "_own_items")):
+            current.update(value, clone=clone, inplace=inplace)
+            continue
+        if clone and hasattr(value, "clone"):
+            value = value.clone()
+        if inplace and self._tensordict._get_str(key, _MISSING) is not _MISSING:
+            # in place, as the tensordict writes it (locked and memory-mapped instances too)
+            self._tensordict.update_({key: value._tensordict if _is_tc(value) else value})
+        else:
+            set_(self, key, value)
+    return self
+
+
+def update_(self: Any, input_dict_or_td: Any = None, clone: bool = False, **kwargs: Any) -> Any:
+    """``update`` in place: tensors are copied into the existing ones."""
+    return update(self, input_dict_or_td, clone, inplace=True, **kwargs)
+
+
 #: name -> implementation, attached by the builder
 ACCESS: dict[str, Callable[..., Any]] = {
     "__setattr__": setattr_,
@@ -257,6 +396,12 @@ ACCESS: dict[str, Callable[..., Any]] = {
     "__getattr__": getattr_fallback,
     "__getitem__": getitem,
     "__setitem__": setitem,
+    "__rxor__": rxor,
+    "__rand__": rand,
+    "__ror__": ror,
     "get": get,
+    "get_at": get_at,
+    "update": update,
+    "update_": update_,
     "set": set_,
 }

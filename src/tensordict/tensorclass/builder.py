@@ -25,9 +25,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from tensordict.core.dense import TensorDict
+from tensordict.core.non_tensor import NonTensorData
 from tensordict.errors import TensorclassDefinitionError
 from tensordict.memmap.format import register_class
-from tensordict.tensorclass import access, construct, forwarding
+from tensordict.tensorclass import access, construct, forwarding, state
 from tensordict.tensorclass.fields import ClassSpec, has_default
 from tensordict.tensorclass.printing import tensorclass_repr
 
@@ -76,6 +77,10 @@ def _written_methods() -> dict[str, Any]:
             "to_dict": _mark(construct.to_dict),
             "to_tensordict": _mark(construct.to_tensordict),
             "saved_path": property(_mark(access.saved_path)),
+            "grad": property(_mark(access.grad)),
+            "state_dict": _mark(state.state_dict),
+            "load_state_dict": _mark(state.load_state_dict),
+            "select": _mark(state.select),
         }
     )
     classmethods: dict[str, Callable[..., Any]] = {
@@ -117,10 +122,14 @@ def _reader(name: str) -> Callable[..., Any]:
 WRITTEN = _written_methods()
 
 #: every tensordict name a tensorclass answers (a field of that name needs ``shadow=True``)
+_REST = forwarding.rest_of_api(frozenset(WRITTEN))
 API_NAMES = frozenset(
     [name for names in forwarding.FORWARDED.values() for name in names]
     + list(forwarding.PROPERTIES)
     + list(WRITTEN)
+    + list(_REST.methods)
+    + list(_REST.properties)
+    + list(_REST.constructors)
 )
 
 
@@ -206,7 +215,7 @@ class ClassBuilder:
     def _check_names(self, spec: ClassSpec) -> None:
         cls = self.cls
         for name in spec.order:
-            if name in RESERVED:
+            if name in RESERVED and not (spec.shadow and name in construct.CONTROL_KEYWORDS):
                 raise TensorclassDefinitionError(
                     f"{cls.__name__}: {name!r} cannot be a field name: it is reserved for the "
                     f"constructor keywords {list(construct.CONTROL_KEYWORDS)}, the storage "
@@ -216,7 +225,8 @@ class ClassBuilder:
             hidden = name in API_NAMES or hasattr(TensorDict, name)
             if not spec.shadow and name != "data" and hidden:
                 raise TensorclassDefinitionError(
-                    f"{cls.__name__}: the field {name!r} would hide the tensordict attribute "
+                    f"Attribute name {name} can't be used with @tensorclass: in "
+                    f"{cls.__name__}, the field {name!r} would hide the tensordict attribute "
                     f"{name!r}. Rename the field, or pass @tensorclass(shadow=True) to let the "
                     "field win (that method is then unavailable on instances)."
                 )
@@ -224,7 +234,11 @@ class ClassBuilder:
     # -------------------------------------------------------------------- add
     def _add_fields(self, spec: ClassSpec) -> None:
         for name in spec.order:
-            setattr(self.cls, name, access.field_property(name))
+            raw = spec.tensor_only and any(
+                isinstance(c, type) and issubclass(c, NonTensorData)
+                for c in spec.classes(name) or ()
+            )
+            setattr(self.cls, name, access.field_property(name, raw=raw))
 
     def _add(self, spec: ClassSpec, name: str, value: Any) -> None:
         if name in spec.names or _user_defined(self.cls, name):
@@ -233,6 +247,7 @@ class ClassBuilder:
 
     def _add_methods(self, spec: ClassSpec) -> None:
         cls = self.cls
+        spec.user_setattr = _user_defined(cls, "__setattr__")
         user_init = cls.__dict__.get("__init__")
         if user_init is not None and not _is_generated(user_init):
             init = construct.wrap_user_init(user_init, spec)
@@ -248,13 +263,15 @@ class ClassBuilder:
                 self._add(spec, name, method)
         for name, settable in forwarding.PROPERTIES.items():
             self._add(spec, name, forwarding.property_forwarder(name, settable))
-        methods, properties = forwarding.rest_of_api(frozenset(WRITTEN))
-        for name in methods:  # the rest of the TensorDict API, as the inner tensordict has it
+        rest = forwarding.rest_of_api(frozenset(WRITTEN))
+        for name in rest.methods:  # the rest of the TensorDict API, as the inner tensordict has it
             method = forwarding.forwarder(name, forwarding.Kind.WRAP)
             method.__qualname__ = f"{cls.__qualname__}.{name}"
             self._add(spec, name, method)
-        for name, settable in properties.items():
+        for name, settable in rest.properties.items():
             self._add(spec, name, forwarding.property_forwarder(name, settable))
+        for name in rest.constructors:
+            self._add(spec, name, forwarding.constructor(name))
 
     # -------------------------------------------------------------------- finish
     def _finish(self, spec: ClassSpec) -> type:
@@ -266,6 +283,7 @@ class ClassBuilder:
         cls._shadow = spec.shadow
         cls._tensor_only = spec.tensor_only
         cls.__tensorclass_spec__ = spec
+        cls.__expected_keys__ = frozenset(spec.order)
         register_class(cls)
         return cls  # type: ignore[no-any-return]
 

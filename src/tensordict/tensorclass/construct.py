@@ -58,7 +58,9 @@ def new_instance(cls: type, td: Any, non_tensordict: Mapping[str, Any] | None) -
     return self
 
 
-def _tensordict_protocol(cls: type, td: Any, non_tensordict: Mapping[str, Any] | None) -> Any:
+def _tensordict_protocol(
+    cls: type, td: Any, non_tensordict: Mapping[str, Any] | None = None, safe: bool = True
+) -> Any:
     """``cls._from_tensordict(td, non_tensordict)``: the hook memmap loading calls.
 
     Entries of ``non_tensordict`` that are not fields of ``cls`` are dropped; fields found in
@@ -66,9 +68,13 @@ def _tensordict_protocol(cls: type, td: Any, non_tensordict: Mapping[str, Any] |
     """
     spec = spec_of(cls)
     given = non_tensordict or {}
-    present = set(td._own_keys())  # (not read: a lazy stack would stack its members' entries)
+    present = set(td._own_keys())
     kept = {k: given.get(k) for k in spec.order if k not in present}
-    return new_instance(cls, td, kept)
+    out = new_instance(cls, td, kept)
+    post_init = getattr(cls, "__post_init__", None)
+    if post_init is not None and not getattr(cls, "_skip_post_init_on_rebuild", False):
+        post_init(out)  # as upstream: a rebuilt instance is checked like a constructed one
+    return out
 
 
 def _setup(self: Any, batch_size: Any, device: Any) -> TensorDict:
@@ -98,9 +104,9 @@ def bind_arguments(
     name = spec.cls.__name__
     if len(args) > len(spec.positional):
         raise TensorclassArgumentError(
-            f"{name}() takes {len(spec.positional)} positional field argument(s) "
-            f"{list(spec.positional)} but {len(args)} were given. Pass batch_size=, device=, "
-            "names= and lock= by keyword."
+            f"{name}.__init__() takes {len(spec.positional) + 1} positional arguments but "
+            f"{len(args) + 1} were given (its positional fields are {list(spec.positional)}; "
+            "pass batch_size=, device=, names= and lock= by keyword)."
         )
     given = dict(zip(spec.positional, args))
     for key, value in kwargs.items():
@@ -114,9 +120,12 @@ def bind_arguments(
         given[key] = value
     missing = [n for n in spec.required if n not in given]
     if missing:
+        plural = "s" if len(missing) > 1 else ""
+        listed = ", ".join(repr(m) for m in missing)
         raise TensorclassArgumentError(
-            f"{name}() is missing required field(s) {missing}. Give them (None is accepted for an "
-            "unset field), or declare a default in the class."
+            f"{name}.__init__() missing {len(missing)} required positional argument{plural}: "
+            f"{listed}. Give them (None is accepted for an unset field), or declare a default "
+            "in the class."
         )
     out: dict[str, Any] = {}
     for f in spec.fields:
@@ -141,10 +150,28 @@ def make_init(spec: ClassSpec, set_field: Callable[[Any, str, Any], None]) -> Ca
         lock: bool | None = None,
         **kwargs: Any,
     ) -> None:
+        if spec.shadowed_controls:  # a field named like a keyword takes the keyword
+            controls: dict[str, Any] = {"batch_size": batch_size, "device": device}
+            controls.update(names=names, non_blocking=non_blocking, lock=lock)
+            for key in spec.shadowed_controls:
+                if controls[key] is not None:
+                    kwargs[key] = controls[key]
+                controls[key] = None
+            batch_size, device = controls["batch_size"], controls["device"]
+            names, lock = controls["names"], controls["lock"]
         values = bind_arguments(spec, args, kwargs)
         td = _setup(self, batch_size, device)
-        for name, value in values.items():
-            set_field(self, name, value)
+        if spec.user_setattr:  # a user-written __setattr__ sees the constructor's assignments
+            d = self.__dict__
+            d[_INITIALISING] = True
+            try:
+                for name, value in values.items():
+                    setattr(self, name, value)
+            finally:
+                d.pop(_INITIALISING, None)
+        else:
+            for name, value in values.items():
+                set_field(self, name, value)
         if post_init is not None:
             post_init(self)
         _finish(self, td, names, lock, spec)
@@ -165,8 +192,9 @@ def _signature(spec: ClassSpec) -> inspect.Signature:
             kind = param.KEYWORD_ONLY if f.kw_only else param.POSITIONAL_OR_KEYWORD
             params.append(param(f.name, kind, default=_default_shown(f), annotation=f.type))
     params.sort(key=lambda p: p.kind)
-    for key in CONTROL_KEYWORDS:
-        params.append(param(key, param.KEYWORD_ONLY, default=None))
+    for key in ("batch_size", "device", "names"):  # (non_blocking and lock are accepted too)
+        if key not in spec.names:
+            params.append(param(key, param.KEYWORD_ONLY, default=None))
     return inspect.Signature(params)
 
 
@@ -238,7 +266,7 @@ def from_tensordict(
     for name in spec.order:
         sub = spec.tensorclass_of(name)
         if sub is None:
-            continue  # (not read: a ragged entry of a lazy stack cannot be stacked)
+            continue
         value = tensordict.get(name, None)
         if isinstance(value, TensorDictBase):
             tensordict._set_str(name, from_tensordict(sub, value), validated=True)
@@ -299,6 +327,9 @@ def from_dict(
             value = from_dict(
                 sub, value, batch_size, device, auto_batch_size=infer or auto_batch_size
             )
+        elif isinstance(value, Mapping) and not isinstance(value, TensorDictBase):
+            bs = batch_size if batch_size is not None else []
+            value = TensorDict(dict(value), batch_size=bs, device=device)
         kwargs[key] = value
     out = cls(**kwargs, batch_size=batch_size, device=device)
     if infer:

@@ -5,9 +5,10 @@ A tensorclass instance keeps its data in two places: the inner :class:`~tensordi
 upstream does. Which one, and in what form, depends on the class options:
 
 * **default**: ``None`` goes to ``_non_tensordict``; tensors, tensordicts, tensorclasses and
-  non-tensor data are stored as they are; any other value is stored the way
-  :class:`~tensordict.TensorDict` stores it (numbers and numeric arrays become tensors, dicts
-  become nested tensordicts, other python objects become :class:`~tensordict.NonTensorData`).
+  non-tensor data are stored as they are; a dict stays one python object (``from_dict`` builds
+  nested tensordicts); any other value is stored the way :class:`~tensordict.TensorDict` stores
+  it (numbers and numeric arrays become tensors, other python objects become
+  :class:`~tensordict.NonTensorData`).
 * **nocast**: numbers and numpy arrays are never turned into tensors: they are stored as
   :class:`~tensordict.NonTensorData` unchanged (``1`` stays the python int ``1``). Other values
   follow the default rules. As upstream, the annotation is not checked.
@@ -129,6 +130,12 @@ class ClassSpec:
         self.frozen = frozen
         self.shadow = shadow
         self.tensor_only = tensor_only
+        #: constructor keywords that are also field names (``shadow=True`` classes)
+        self.shadowed_controls = tuple(
+            k for k in ("batch_size", "device", "names", "non_blocking", "lock") if k in self.names
+        )
+        #: whether the class (or a user base) writes its own ``__setattr__``
+        self.user_setattr = False
         self._hints: dict[str, Any] | None = None
 
     def hint(self, name: str) -> Any:
@@ -198,6 +205,14 @@ def store_value(spec: ClassSpec, name: str, value: Any, batch_size: torch.Size, 
         return _nocast(spec, name, value)
     if spec.autocast:
         return _autocast(spec, name, value, batch_size, device)
+    return _default(value)
+
+
+def _default(value: Any) -> Any:
+    """The default rule: as a TensorDict stores it, except that a mapping stays one python
+    object (upstream keeps a dict given to a field as it is)."""
+    if isinstance(value, Mapping) and not isinstance(value, TensorDictBase):
+        return NonTensorData(value)
     return value
 
 
@@ -214,6 +229,9 @@ def _nocast(spec: ClassSpec, name: str, value: Any) -> Any:
 
 
 def _tensor_only(spec: ClassSpec, name: str, value: Any) -> Any:
+    declared = spec.classes(name) or ()
+    if any(isinstance(c, type) and issubclass(c, NonTensorData) for c in declared):
+        return value if isinstance(value, NonTensorData) else NonTensorData(value)
     if isinstance(value, (torch.Tensor, TensorDictBase, Mapping)) or is_tensorclass_type(
         type(value)
     ):
@@ -235,16 +253,13 @@ def _tensor_only(spec: ClassSpec, name: str, value: Any) -> Any:
 
 def _autocast(spec: ClassSpec, name: str, value: Any, batch_size: torch.Size, device: Any) -> Any:
     classes = spec.classes(name)
-    targets = tuple(c for c in classes or () if c is not _NONE_TYPE)
-    if not targets:
-        return value
+    if classes is None or len(classes) != 1 or classes[0] is _NONE_TYPE:
+        return _default(value)  # as upstream, unions (Optional too) are not cast
+    target = classes[0]
     if isinstance(value, NonTensorData):
         value = value.data
-    if isinstance(value, targets):  # exactly: autocast turns an int into a declared float
+    if isinstance(value, target):  # exactly: autocast turns an int into a declared float
         return value if stored_as_is(value) else NonTensorData(value)
-    if len(targets) != 1:
-        return value
-    target = targets[0]
     try:
         return _cast(target, value, batch_size, device)
     except FieldTypeError:
@@ -260,8 +275,9 @@ def _cast(target: type, value: Any, batch_size: torch.Size, device: Any) -> Any:
     if is_collection_type(target):
         if isinstance(value, Mapping) and not issubclass(target, torch.Tensor):
             if is_tensorclass_type(target):
+                fields = dict.fromkeys(target.__tensorclass_spec__.required)  # type: ignore[attr-defined]
                 return target.from_dict(  # type: ignore[attr-defined]
-                    dict(value), batch_size=batch_size, device=device
+                    {**fields, **value}, batch_size=batch_size, device=device
                 )
             return TensorDict(dict(value), batch_size=batch_size, device=device)
         if issubclass(target, torch.Tensor):

@@ -23,7 +23,7 @@ import enum
 import functools
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -52,7 +52,7 @@ FORWARDED: dict[Kind, tuple[str, ...]] = {
     Kind.WRAP: (
         # copies and conversions
         *("clone", "copy", "contiguous", "detach", "to", "cpu", "cuda", "empty"),
-        *("select", "exclude", "filter_non_tensor_data", "flatten_keys", "unflatten_keys"),
+        *("exclude", "filter_non_tensor_data", "flatten_keys", "unflatten_keys"),
         *("half", "bfloat16", "double", "float", "int", "long", "bool"),
         # shape
         *("reshape", "view", "permute", "transpose", "squeeze", "unsqueeze", "expand"),
@@ -79,7 +79,7 @@ FORWARDED: dict[Kind, tuple[str, ...]] = {
         *("_apply_leaves", "_transform", "_index"),
     ),
     Kind.SELF: (
-        *("lock_", "unlock_", "share_memory_", "update", "update_", "set_", "set_at_"),
+        *("lock_", "unlock_", "share_memory_", "set_", "set_at_"),
         *("copy_", "zero_", "fill_", "apply_", "detach_", "clear_device_"),
         *("auto_batch_size_", "refine_names", "del_", "rename_key_", "__enter__"),
         *("add_", "sub_", "mul_", "div_", "pow_", "abs_", "neg_", "exp_", "sqrt_", "clamp_"),
@@ -91,7 +91,7 @@ FORWARDED: dict[Kind, tuple[str, ...]] = {
     ),
     Kind.PLAIN: (
         *("keys", "values", "items", "sorted_keys", "numel", "size", "dim", "ndimension"),
-        *("is_empty", "is_memmap", "is_shared", "get_at", "setdefault", "pop"),
+        *("is_empty", "is_memmap", "is_shared", "setdefault", "pop"),
         *("make_memmap", "make_memmap_from_tensor", "__contains__", "__delitem__", "__bool__"),
         *("entry_class", "is_contiguous", "param_count", "bytes"),
         *("popitem", "get_non_tensor", "non_tensor_items", "tolist", "numpy"),
@@ -197,6 +197,12 @@ def property_forwarder(name: str, settable: bool) -> property:
         return getattr(self._tensordict, name)
 
     def fset(self: Any, value: Any) -> None:
+        if name == "device":
+            raise RuntimeError(
+                "device cannot be set using tensorclass.device = device, because the tensors "
+                "would stay where they are. Use instance.to(device) to move them, or "
+                "instance.clear_device_() to forget the device."
+            )
         setattr(self._tensordict, name, value)
 
     fget.__tensorclass_generated__ = True  # type: ignore[attr-defined]
@@ -226,6 +232,14 @@ def torch_function(
     impl = TORCH_FUNCTIONS.get(func)
     if impl is None:
         return NotImplemented
+    mixed = (
+        func in (torch.stack, torch.cat)
+        and args
+        and isinstance(args[0], (list, tuple))
+        and not all(_is_tc(a) or isinstance(a, TensorDictBase) for a in args[0])
+    )
+    if mixed:
+        return NotImplemented  # tensors mixed in: torch raises its dispatch TypeError
     return _dispatch(impl, args, kwargs or {})
 
 
@@ -262,25 +276,56 @@ def lazy_stack(cls: type, input: Sequence[Any], dim: int = 0, **kw: Any) -> Any:
 _NOT_FORWARDED = frozenset({"data", "grad"})
 
 
+#: TensorDict constructors that keep building plain tensordicts from a tensorclass
+_PLAIN_CONSTRUCTORS = frozenset({"from_module", "from_modules"})
+
+
+class RestOfApi(NamedTuple):
+    methods: tuple[str, ...]
+    properties: dict[str, bool]
+    constructors: tuple[str, ...]
+
+
 @functools.cache
-def rest_of_api(written: frozenset[str]) -> tuple[tuple[str, ...], dict[str, bool]]:
-    """The public TensorDict methods and properties that neither :data:`FORWARDED`,
-    :data:`PROPERTIES` nor ``written`` cover: forwarded as ``WRAP`` methods / read-through
-    properties, so a tensorclass answers the whole API as the dense class grows."""
+def rest_of_api(written: frozenset[str]) -> RestOfApi:
+    """The public TensorDict methods, properties and classmethods that neither
+    :data:`FORWARDED`, :data:`PROPERTIES` nor ``written`` cover: forwarded as ``WRAP`` methods,
+    read-through properties and re-wrapping constructors (:func:`constructor`), so that a
+    tensorclass answers the whole API as the dense class grows."""
     declared = {n for names in FORWARDED.values() for n in names} | set(PROPERTIES) | written
     methods: list[str] = []
     properties: dict[str, bool] = {}
+    constructors: list[str] = []
     for name in dir(TensorDict):
         if name.startswith("_") or name in declared or name in _NOT_FORWARDED:
             continue
         attr = inspect.getattr_static(TensorDict, name)
         if isinstance(attr, property):
             properties[name] = attr.fset is not None
-        elif isinstance(attr, (classmethod, staticmethod)):
-            continue  # constructors: the tensorclass has its own (from_dict, stack, ...)
+        elif isinstance(attr, classmethod):
+            if name not in _PLAIN_CONSTRUCTORS:
+                constructors.append(name)
+        elif isinstance(attr, staticmethod):
+            continue
         elif callable(attr):
             methods.append(name)
-    return tuple(methods), properties
+    return RestOfApi(tuple(methods), properties, tuple(constructors))
+
+
+def constructor(name: str) -> classmethod:  # type: ignore[type-arg]
+    """``Cls.name(...)``: the TensorDict classmethod, its tensordict result as a ``Cls``."""
+    impl = getattr(TensorDict, name)
+
+    def method(cls: type, *args: Any, **kwargs: Any) -> Any:
+        result = impl(*args, **kwargs)
+        if isinstance(result, TensorDictBase):
+            return cls._from_tensordict(result)  # type: ignore[attr-defined]
+        return result
+
+    method.__name__ = name
+    method.__doc__ = f"``TensorDict.{name}``, the result as an instance of this tensorclass."
+    method.__tensorclass_generated__ = True  # type: ignore[attr-defined]
+    return classmethod(method)
 
 
 def _names(kinds: tuple[Kind, ...], extra: tuple[str, ...] = ()) -> list[str]:
@@ -290,11 +335,13 @@ def _names(kinds: tuple[Kind, ...], extra: tuple[str, ...] = ()) -> list[str]:
 #: Upstream's names for the forwarded API, derived from :data:`FORWARDED` (sorted, disjoint):
 #: comparisons that always run on the inner tensordict ...
 _FALLBACK_METHOD_FROM_TD_FORCE = sorted(
-    n for n in FORWARDED[Kind.WRAP] if n in ("__ge__", "__gt__", "__le__", "__lt__", "__ror__")
+    n
+    for n in (*FORWARDED[Kind.WRAP], "__ror__")
+    if n in ("__ge__", "__gt__", "__le__", "__lt__", "__ror__")
 )
 #: ... methods whose tensordict result comes back as the tensorclass (or that return it) ...
 _FALLBACK_METHOD_FROM_TD = sorted(
-    (set(_names((Kind.WRAP, Kind.SELF))) | set(rest_of_api(frozenset())[0]))
+    (set(_names((Kind.WRAP, Kind.SELF))) | set(rest_of_api(frozenset()).methods))
     - set(_FALLBACK_METHOD_FROM_TD_FORCE)
     - set(_names((Kind.PLAIN, Kind.BORROW)))
 )

@@ -12,6 +12,7 @@ import sys
 from typing import Any, ClassVar
 
 from tensordict.errors import TensorclassDefinitionError
+from tensordict.tensorclass.access import setattr_
 from tensordict.tensorclass.builder import ClassBuilder
 
 if sys.version_info >= (3, 11):
@@ -45,6 +46,17 @@ class TensorClass:
 
     #: options of this class and its subclasses (set by ``TensorClass[...]`` and class keywords)
     _tensorclass_options: ClassVar[dict[str, bool]] = {}
+    _autocast: ClassVar[bool] = False
+    _nocast: ClassVar[bool] = False
+    _frozen: ClassVar[bool] = False
+    _shadow: ClassVar[bool] = False
+    _tensor_only: ClassVar[bool] = False
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # what ``super().__setattr__`` reaches from a subclass's own __setattr__
+        setattr_(self, name, value)
+
+    __setattr__.__tensorclass_generated__ = True  # type: ignore[attr-defined]
     #: True on the option-carrying bases ``TensorClass[...]`` makes (they are not built)
     _options_base: ClassVar[bool] = True
 
