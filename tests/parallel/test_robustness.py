@@ -125,7 +125,9 @@ def test_map_iter_keeps_the_users_frozen_objects_frozen():
         list(
             td.map_iter(helpers.as_tensor, num_workers=2, chunksize=2, generator=torch.Generator())
         )
-        assert gc.get_freeze_count() >= frozen
+        # gc.unfreeze() would empty the permanent generation; frozen objects that are freed
+        # meanwhile (caches of a long test session) leave it one by one, hence the margin
+        assert gc.get_freeze_count() >= frozen * 0.9
     finally:
         gc.unfreeze()
 
