@@ -34,7 +34,9 @@ __all__ = [
     "FileNameTooLongError",
     "LockedError",
     "MappingLimitError",
+    "MemmapDeviceError",
     "MemmapExistsError",
+    "MemmapSymlinkError",
     "MetaDataTypeError",
     "MemmapFormatError",
     "MemmapParamsError",
@@ -171,6 +173,16 @@ class MemmapExistsError(FileExistsError, RuntimeError):
 
     Subclasses ``RuntimeError`` too, which upstream raises for the same mistake.
     """
+
+
+class MemmapDeviceError(RuntimeError, ValueError):
+    """A memory-mapped tensor asked for on a device other than the CPU (files live in host
+    memory). Subclasses ``RuntimeError`` and ``ValueError``, both of which upstream raises."""
+
+
+class MemmapSymlinkError(RuntimeError):
+    """A memory-mapped file asked for at a path that is a symbolic link: writing through it
+    would change a file elsewhere. Upstream raises ``RuntimeError`` for the same call."""
 
 
 class NoSpaceError(OSError):
