@@ -30,8 +30,10 @@ __all__ = [
     "IndexingError",
     "KeyMismatchError",
     "KeyTypeError",
+    "LazyFirstClassDimError",
     "LazyViewError",
     "FileNameTooLongError",
+    "FirstClassDimMemmapError",
     "LockedError",
     "MappingLimitError",
     "MemmapDeviceError",
@@ -137,6 +139,16 @@ class InplaceNotSupportedError(NotImplementedError):
 class LazyViewError(RuntimeError):
     """An operation a lazy view (``_CustomOpTensorDict``, ``_SubTensorDict``) cannot do: make
     it dense first (``to_tensordict()``), or act on its source."""
+
+
+class LazyFirstClassDimError(IndexingError, ValueError):
+    """A first-class dimension (``functorch.dim``) used on a lazy stack's stack dimension.
+    Subclasses ``ValueError``, which upstream raises."""
+
+
+class FirstClassDimMemmapError(IndexingError, ValueError):
+    """A first-class dimension (``functorch.dim``) used to index a MemoryMappedTensor.
+    Subclasses ``ValueError``, which upstream raises."""
 
 
 class LockedError(RuntimeError):

@@ -29,9 +29,11 @@ from typing import Any
 
 import torch
 
+from tensordict.core.indexing import is_first_class_dim
 from tensordict.core.pickling import _DTYPES
 from tensordict.errors import (
     AlreadyMemmappedError,
+    FirstClassDimMemmapError,
     IncompleteMemmapError,
     MappingLimitError,
     MemmapDeviceError,
@@ -579,6 +581,11 @@ class MemoryMappedTensor(torch.Tensor):
         return _wrap(t, self.filename, self._handler, parent)
 
     def __getitem__(self, index: Any) -> Any:
+        if not _is_basic(index) and _has_first_class_dim(index):
+            raise FirstClassDimMemmapError(
+                "Using first class dimension indices with MemoryMappedTensor is not supported: "
+                "the result would not be memory-mapped. Index a copy instead (t.clone()[dim])."
+            )
         out = torch.Tensor.__getitem__(self, index)
         if self.is_nested or _is_basic(index):
             return self._derive(out)
@@ -640,6 +647,11 @@ def _new_shared(shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
         return torch.empty(shape, dtype=dtype).share_memory_()
     storage = torch.UntypedStorage._new_shared(nbytes)
     return torch.empty(0, dtype=dtype).set_(storage).view(shape)
+
+
+def _has_first_class_dim(index: Any) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    return any(is_first_class_dim(i) for i in items)
 
 
 def _shape_of(t: torch.Tensor) -> torch.Size | torch.Tensor:
