@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from tensordict.core import consolidated
 from tensordict.core.arithmetic import ArithmeticMixin
 from tensordict.core.combine import CombineMixin, stack
 from tensordict.core.conversion import ConversionMixin
@@ -43,6 +44,7 @@ from tensordict.core.unbatched import is_unbatched
 from tensordict.core.upstream_private import UpstreamPrivateMixin
 from tensordict.errors import (
     BatchSizeError,
+    InplaceNotSupportedError,
     KeyTypeError,
     LockedError,
     ShapeMismatchError,
@@ -843,6 +845,41 @@ class TensorDictBase(
     def saved_path(self) -> str | None:
         """The directory this tensordict was memory-mapped to, if any."""
         raise NotImplementedError
+
+    # ================================================================== consolidation
+    def consolidate(
+        self,
+        filename: Any = None,
+        *,
+        num_threads: int = 0,
+        device: Any = None,
+        non_blocking: bool = False,
+        inplace: bool = False,
+        return_early: bool = False,
+        use_buffer: bool = False,
+        share_memory: bool = False,
+        pin_memory: bool = False,
+        metadata: bool = False,
+    ) -> Any:
+        """A copy whose leaves view one flat storage (see :mod:`tensordict.core.consolidated`).
+
+        ``num_threads``, ``non_blocking``, ``return_early``, ``use_buffer``, ``pin_memory`` and
+        ``metadata`` are accepted for upstream's signature; the copy is one pass either way.
+        """
+        if inplace:
+            raise InplaceNotSupportedError(
+                "consolidate(inplace=True) is not supported: use td = td.consolidate()."
+            )
+        return consolidated.consolidate(self, filename, share_memory=share_memory, device=device)
+
+    def is_consolidated(self) -> bool:
+        """Whether this tensordict came from :meth:`consolidate`."""
+        return consolidated.is_consolidated(self)
+
+    @classmethod
+    def from_consolidated(cls, filename: Any) -> Any:
+        """Reopen a tensordict written by ``consolidate(filename=...)``."""
+        return consolidated.from_consolidated(filename)
 
     # ================================================================== nn.Module parameters
     # These are implemented by tensordict.nn.functional_modules, which builds on core.

@@ -1,4 +1,4 @@
-"""Placeholders: names of upstream's API not assigned yet (archives, consolidation)."""
+"""Placeholders: names of upstream's API not assigned yet (archives, futures)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,10 @@ unpack_memmap = coming_function("unpack_memmap", _MODULE, _FEATURE, _ISSUE)
 is_memmap_archive = coming_function("is_memmap_archive", _MODULE, _FEATURE, _ISSUE)
 append_memmap = coming_function("append_memmap", _MODULE, _FEATURE, _ISSUE)
 refresh_archive_checksums = coming_function("refresh_archive_checksums", _MODULE, _FEATURE, _ISSUE)
-from_consolidated = coming_function("from_consolidated", _MODULE, _FEATURE, _ISSUE)
 
 __all__ = [
     "append_memmap",
     "_ArchiveReader",
-    "from_consolidated",
     "is_memmap_archive",
     "pack_memmap",
     "PackLayout",

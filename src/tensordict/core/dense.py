@@ -55,6 +55,7 @@ class TensorDict(TensorDictBase):
     __slots__ = (
         "__weakref__",
         "_batch_size",
+        "_consolidated",  # set by consolidate(); unset reads as None
         "_context",
         "_device",
         "_is_locked",
