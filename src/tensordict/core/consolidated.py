@@ -165,7 +165,7 @@ def consolidate(
         >>> from tensordict import TensorDict
         >>> td = TensorDict(a=torch.arange(3), b={"c": torch.ones(3)}, batch_size=[3])
         >>> c = td.consolidate()
-        >>> c.is_consolidated(), (c == td).all().item()
+        >>> c.is_consolidated(), bool((c == td).all())
         (True, True)
         >>> c["b", "c"].untyped_storage().data_ptr() == c["a"].untyped_storage().data_ptr()
         True
