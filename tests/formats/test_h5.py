@@ -250,3 +250,15 @@ def test_to_h5_and_from_h5_are_methods_of_tensordict(tmp_path, td):
         assert f["n/z"].compression == "gzip"
     back = TensorDict.from_h5(tmp_path / "m.h5")
     assert torch.equal(back["n", "y"], td["n", "y"])
+
+
+def test_from_any_opens_an_h5py_file_lazily(tmp_path):
+    from tensordict import from_any
+
+    path = tmp_path / "any.h5"
+    TensorDict(a=torch.arange(12.0).view(3, 4), batch_size=[3]).to_h5(path)
+    with h5py.File(path, "r") as f:
+        assert isinstance(from_any(f), PersistentTensorDict)
+        assert TensorDict.from_any(f, auto_batch_size=True).batch_size == (3, 4)
+        got = TensorDict.from_any(f, batch_size=[3])
+        assert got.batch_size == (3,) and torch.equal(got["a"][2], torch.arange(8.0, 12.0))
