@@ -106,3 +106,13 @@ def test_a_store_written_by_zarr_itself_opens_lazily(tmp_path):
     np.testing.assert_array_equal(back[2:4]["x"].numpy(), root["x"][2:4])
     assert back["sub", "y"].dtype == torch.int64 and back[5]["sub", "y"].item() == 5
     assert TensorDict.from_zarr(tmp_path / "raw.zarr", batch_dims=2).batch_size == (6,)
+
+
+def test_map_into_a_zarr_out(tmp_path):
+    from . import helpers
+
+    td = TensorDict({"x": torch.arange(16.0).view(8, 2)}, [8])
+    source = td.to_zarr(tmp_path / "in.zarr", chunks=(2,))
+    out = td.clone().zero_().to_zarr(tmp_path / "out.zarr", chunks=(2,))
+    source.map(helpers.double, num_workers=2, num_chunks=4, out=out, generator=torch.Generator())
+    assert torch.equal(TensorDict.from_zarr(tmp_path / "out.zarr")["x"], td["x"] * 2)
