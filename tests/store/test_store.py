@@ -228,7 +228,9 @@ def test_a_server_that_goes_away_raises_a_clear_error(td):
         pytest.skip("no redis-server binary")
     server = RedisServer(binary)
     try:
-        s = TensorDictStore.from_tensordict(td, port=server.port)
+        # no retries with backoff (redis-py's default, ~3.5 s per call once the server is gone)
+        no_retry = redis.retry.Retry(redis.backoff.NoBackoff(), 0)
+        s = TensorDictStore.from_tensordict(td, port=server.port, retry=no_retry)
         server.kill()
         with pytest.raises(StoreConnectionError, match=r"went away|cannot be reached"):
             s["obs"]
