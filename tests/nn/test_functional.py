@@ -139,8 +139,8 @@ def test_to_module_without_preserving_state_plain_tensors_are_attributes():
     # the restored parameters are registered again
     module2 = nn.Linear(2, 2)
     weight = module2.weight
-    with TensorDict.from_module(module2).data.clone().to_module(
-        module2, preserve_module_state=False
+    with (
+        TensorDict.from_module(module2).data.clone().to_module(module2, preserve_module_state=False)
     ):
         assert "weight" not in module2._parameters
     assert module2._parameters["weight"] is weight and "weight" not in module2.__dict__

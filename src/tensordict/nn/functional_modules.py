@@ -191,9 +191,7 @@ def _current(module: nn.Module, name: str) -> Any:
 
 def _tracks_gradients(value: torch.Tensor) -> bool:
     """A new leaf ``nn.Parameter`` around ``value`` would cut its gradients off."""
-    return not isinstance(value, nn.Parameter) and (
-        value.requires_grad or is_batchedtensor(value)
-    )
+    return not isinstance(value, nn.Parameter) and (value.requires_grad or is_batchedtensor(value))
 
 
 def _placed(value: torch.Tensor, kind: str, current: Any, preserve: bool) -> tuple[str, Any]:
