@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import pickle
 import selectors
 import signal
 import socket
@@ -177,7 +178,17 @@ def exit_description(exitcode: int | None) -> str:
 
 
 class _Worker:
-    __slots__ = ("_pidfd", "assigned", "chan", "id", "process", "quota", "watching_writes")
+    __slots__ = (
+        "_pidfd",
+        "assigned",
+        "chan",
+        "id",
+        "job_gen",
+        "process",
+        "quota",
+        "stale",
+        "watching_writes",
+    )
 
     def __init__(self, wid: int, process: Any, chan: Channel, quota: int | None) -> None:
         self.id = wid
@@ -186,6 +197,11 @@ class _Worker:
         self.assigned: deque[int] = deque()
         self.quota = quota
         self.watching_writes = False
+        #: chunks of an earlier call (closed early) the worker still answers: their results are
+        #: dropped, in the order they come (a worker answers its chunks in the order sent)
+        self.stale = 0
+        #: the call whose job this worker has (persistent pools)
+        self.job_gen = 0
         # A pidfd becomes readable when the process itself exits; the multiprocessing sentinel
         # only when every holder of its pipe has, which a grandchild started by fn delays.
         try:
@@ -207,7 +223,11 @@ class _Worker:
 
 
 class OwnPool(Backend):
-    """Worker processes started for one ``map_iter`` call.
+    """Worker processes started for one ``map_iter`` call, or kept for many (``job=None``).
+
+    A persistent pool (``parallel.WorkerPool``) starts its workers without a job: each call
+    (:meth:`begin` ... :meth:`end_call`) sends its job to every worker before its first chunk, and
+    :meth:`close` stops the workers for good.
 
     Args:
         ctx: the multiprocessing context (start method).
@@ -223,7 +243,7 @@ class OwnPool(Backend):
         self,
         ctx: Any,
         num_workers: int,
-        job: dict[str, Any],
+        job: dict[str, Any] | None,
         base_seed: int | None,
         threads: int,
         max_tasks: int | None,
@@ -247,6 +267,9 @@ class OwnPool(Backend):
         self.next_id = 0
         self.large_results = False
         self.closed = False
+        #: persistent pools: the current call's number, and its job message
+        self.gen = 0
+        self.job_msg: tuple[str, bytes] | None = None
         close_at_exit(self)
         # Workers are started by the first submit(), one at a time: the first one receives its
         # chunk before the next is forked, so the first result is not delayed by the others.
@@ -319,6 +342,10 @@ class OwnPool(Backend):
     def _send(self, batches: dict[int, list[tuple[int, Any]]]) -> None:
         for wid, batch in batches.items():
             worker = self.workers[wid]
+            if self.job_msg is not None and worker.job_gen != self.gen:
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    worker.chan.send(self.job_msg, plain=True, block=False)
+                worker.job_gen = self.gen
             plain = all(payload is None for _, payload in batch)
             # never blocks: a worker busy sending its own result cannot deadlock with us; a worker
             # that died meanwhile is reported through its sentinel
@@ -342,9 +369,10 @@ class OwnPool(Backend):
         best = None
         depth = 1 if self.large_results else self.depth
         for w in self.workers.values():
-            if len(w.assigned) >= depth or (w.quota is not None and w.quota <= 0):
+            load = len(w.assigned) + w.stale
+            if load >= depth or (w.quota is not None and w.quota <= 0):
                 continue
-            if best is None or len(w.assigned) < len(best.assigned):
+            if best is None or load < len(best.assigned) + best.stale:
                 best = w
         return best
 
@@ -387,6 +415,9 @@ class OwnPool(Backend):
 
     def _collect(self, worker: _Worker, events: list[Event]) -> None:
         for msg in worker.chan.messages():
+            if worker.stale:  # the answer to a chunk of an earlier call
+                worker.stale -= 1
+                continue
             self.large_results = worker.chan.last_oob_bytes >= LARGE_RESULT_BYTES
             k = msg[1]
             worker.assigned.remove(k)
@@ -435,6 +466,31 @@ class OwnPool(Backend):
                 self.selector.unregister(obj)
         self.workers.pop(worker.id, None)
         worker.chan.close()
+
+    # ------------------------------------------------------------------ persistent calls
+    def begin(self, job: dict[str, Any]) -> None:
+        """Start a call on persistent workers: ``job`` (pickled once, here) reaches each worker
+        before its first chunk of the call. Workers that died since the last call are replaced."""
+        self.gen += 1
+        self.job_msg = ("job", pickle.dumps(job, protocol=5))
+        self.where_ran.clear()
+        self.large_results = False
+        # notice deaths (and drop stale answers) now, not when a chunk is sent to a dead worker
+        events: list[Event] = []
+        for key, mask in self.selector.select(0):
+            self._handle(key, mask, events)
+
+    def end_call(self) -> None:
+        """End a call without stopping the workers: the chunks they still hold become stale."""
+        for w in self.workers.values():
+            w.stale += len(w.assigned)
+            w.assigned.clear()
+        self.job_msg = None
+
+    @property
+    def busy(self) -> bool:
+        """Whether a worker still holds chunks (of a call or stale)."""
+        return any(w.assigned or w.stale for w in self.workers.values())
 
     # ------------------------------------------------------------------ shutdown
     def close(self, abort: bool, grace: float = SHUTDOWN_SECONDS) -> None:
