@@ -20,7 +20,8 @@ Shutdown protocol (the generator's ``finally``, so ``break``, ``close()``, garba
 KeyboardInterrupt and errors all take it):
 
 1. stop sending; results received but not yielded are dropped;
-2. all chunks done: close the channels, so that the workers read end-of-stream and exit;
+2. all chunks done: close the channels, so that the workers read end-of-stream and exit, and
+   return: ``reaper`` joins them in the background (SIGKILL after the deadline);
    otherwise: SIGTERM every worker at once (they may be inside ``fn``);
 3. join each worker against a shared deadline, SIGKILL what is left, join again;
 4. close every channel: memfds still in flight are released with them.
@@ -47,6 +48,7 @@ from typing import Any
 from tensordict.errors import WorkerDiedError
 from tensordict.parallel.channel import SPIN_SECONDS, Channel
 from tensordict.parallel.lifeline import Lifeline, close_at_exit, sigint_held
+from tensordict.parallel.reaper import reap_later
 from tensordict.parallel.worker import decode_error, worker_main
 
 __all__ = ["Backend", "OwnPool", "drive", "exit_description"]
@@ -508,6 +510,14 @@ class OwnPool(Backend):
         for w in workers:
             with contextlib.suppress(OSError):
                 w.chan.sock.shutdown(socket.SHUT_RDWR)
+        if not abort and not any(w.assigned for w in workers):
+            # every chunk done: the workers read end-of-stream and exit; nothing is in flight,
+            # so the call returns now and they are reaped (or killed after grace) in the background
+            for w in workers:
+                w.chan.close()
+            self.selector.close()
+            reap_later(workers, grace)
+            return
         deadline = time.monotonic() + grace
         for w in workers:
             with contextlib.suppress(ValueError):
