@@ -267,6 +267,11 @@ def chunk_draws(data):
     return TensorDict({"row": row.expand(*data.batch_size, 5).clone()}, data.batch_size)
 
 
+def sigterm_is_default(data):
+    """Whether SIGTERM has its default action in the worker (1) or a handler (0)."""
+    return torch.tensor([int(signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)])
+
+
 # ------------------------------------------------------------ persistent pools
 def mapping_of_x(data):
     """Where the chunk's ``x`` is mapped (the start of its storage) and its first value."""
