@@ -103,6 +103,15 @@ def test_closed_pool_raises_pool_closed():
     assert issubclass(PoolClosedError, ValueError)
 
 
+def test_closing_the_pool_during_a_call_raises_pool_closed_at_the_next_result():
+    pool = WorkerPool(2, generator=torch.Generator())
+    it = source(40).map_iter(helpers.add_one, chunksize=1, pool=pool)
+    next(it)
+    pool.close()
+    with pytest.raises(PoolClosedError, match="while this map_iter call was running"):
+        list(it)
+
+
 def test_close_stops_workers_that_still_hold_chunks():
     pool = WorkerPool(2, generator=torch.Generator())
     it = source(8).map_iter(helpers.busy_sum, chunksize=1, pool=pool)

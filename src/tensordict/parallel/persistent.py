@@ -178,10 +178,19 @@ class _Call(Backend):
         self.num_workers = self.pool.num_workers
         self.done = False
 
+    def _check_open(self) -> None:
+        if self.pool.closed:
+            raise PoolClosedError(
+                "the WorkerPool was closed while this map_iter call was running: its workers "
+                "are gone and the remaining chunks were cancelled. Close the pool after the loop."
+            )
+
     def submit(self, ks: range, payload: Callable[[int], Any]) -> int:
+        self._check_open()
         return self.pool.submit(ks, payload)
 
     def wait(self) -> list[Event]:
+        self._check_open()
         return self.pool.wait()
 
     def where(self, k: int) -> str:
