@@ -62,6 +62,8 @@ __all__ = [
     "UnsafeKeyError",
     "WorkerCountWarning",
     "WorkerDiedError",
+    "PoolBusyError",
+    "PoolClosedError",
 ]
 
 
@@ -208,6 +210,17 @@ class WorkerDiedError(RuntimeError):
         self.chunk = chunk
         self.pid = pid
         self.exitcode = exitcode
+
+
+class PoolBusyError(RuntimeError):
+    """A :class:`~tensordict.parallel.WorkerPool` already runs another ``map_iter`` call."""
+
+
+class PoolClosedError(ValueError):
+    """A :class:`~tensordict.parallel.WorkerPool` used after ``close()``.
+
+    Subclasses ``ValueError``, which a closed ``multiprocessing.Pool`` raises.
+    """
 
 
 class ChunkError(RuntimeError):
