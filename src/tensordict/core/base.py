@@ -359,6 +359,8 @@ class TensorDictBase(
                 continue
             if isinstance(value, TensorDictBase):
                 value = value._copy_structure(excluded, path)
+            elif getattr(type(value), "_is_tensorclass", False):
+                value = value.clone(False)  # a new instance over the same tensors
             source[key] = value
         return self._new_dense(source, self.batch_size, self._names_or_none())
 
