@@ -20,6 +20,7 @@ import torch
 
 from tensordict.core.arithmetic import ArithmeticMixin
 from tensordict.core.combine import CombineMixin, stack
+from tensordict.core.consolidate import ConsolidateMixin
 from tensordict.core.conversion import ConversionMixin
 from tensordict.core.device import DeviceMixin
 from tensordict.core.entries import EntriesMixin, locked_message
@@ -102,6 +103,7 @@ class TensorDictBase(
     TensorMethodsMixin,
     RaggedMixin,
     ConversionMixin,
+    ConsolidateMixin,
     UpstreamPrivateMixin,
 ):
     """The behaviour shared by every tensordict class.
@@ -111,7 +113,8 @@ class TensorDictBase(
     """
 
     # weak references to the locked tensordicts holding this one (see the lock graph below)
-    __slots__ = ("_lock_parents",)
+    # _consolidated: the storage and metadata of a consolidated tensordict (see consolidate)
+    __slots__ = ("_consolidated", "_lock_parents")
     _lock_parents: list[weakref.ref[TensorDictBase]] | None
 
     # ================================================================== size, device, names
@@ -659,6 +662,8 @@ class TensorDictBase(
         was_locked = self.is_locked
         self._check_unlockable()
         self._set_locked(False)
+        if getattr(self, "_consolidated", None) is not None:
+            self._consolidated = None  # (as upstream: writes may now break the single storage)
         self._last_op = ("unlock_", was_locked)
         return self
 
