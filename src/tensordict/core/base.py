@@ -20,7 +20,7 @@ import torch
 
 from tensordict.core.arithmetic import ArithmeticMixin
 from tensordict.core.combine import CombineMixin, stack
-from tensordict.core.consolidate import ConsolidateMixin
+from tensordict.core.consolidate import ConsolidateMixin, run_early
 from tensordict.core.conversion import ConversionMixin
 from tensordict.core.device import DeviceMixin
 from tensordict.core.entries import EntriesMixin, locked_message
@@ -88,6 +88,13 @@ def as_size(batch_size: Any) -> torch.Size:
             f"torch.Size([4, 5])), got {batch_size!r}."
         )
     return size
+
+
+class _CallableList(list):  # type: ignore[type-arg]
+    """A list that returns itself when called (``sorted_keys`` was a method here before)."""
+
+    def __call__(self) -> list[Any]:
+        return list(self)
 
 
 class TensorDictBase(
@@ -281,8 +288,17 @@ class TensorDictBase(
         upstream)."""
         return ItemsView(self, include_nested, leaves_only, is_leaf, sort)
 
+    @property
     def sorted_keys(self) -> list[str]:
-        return sorted(self._own_keys())
+        """The top-level keys, sorted (a property, as upstream; calling it works too).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict(b=torch.zeros(1), a=torch.zeros(1))
+            >>> td.sorted_keys, td.sorted_keys()
+            (['a', 'b'], ['a', 'b'])
+        """
+        return _CallableList(sorted(self._own_keys()))
 
     def select(
         self: T,
@@ -518,6 +534,18 @@ class TensorDictBase(
     def copy(self: T) -> T:
         """A shallow copy (same as ``clone(recurse=False)``)."""
         return self.clone(recurse=False)
+
+    def to_namedtuple(self, dest_cls: Any = None) -> Any:
+        """The entries as a (nested) namedtuple (see ``tensordict.core.convert``).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> TensorDict(a=torch.zeros(1)).to_namedtuple()
+            GenericDict(a=tensor([0.]))
+        """
+        from tensordict.core.convert import to_namedtuple  # conversions build on the base
+
+        return to_namedtuple(self, dest_cls)
 
     def to_pytree(self) -> Any:
         """The pytree this tensordict stands for (see :func:`~tensordict.from_pytree`); a
@@ -793,9 +821,14 @@ class TensorDictBase(
         return io.memmap_(self, prefix, copy_existing=copy_existing, **kwargs)
 
     def memmap(self, prefix: Any = None, copy_existing: bool = False, **kwargs: Any) -> Any:
-        """A memory-mapped copy; the source is unchanged (see ``tensordict.memmap.io.memmap``)."""
+        """A memory-mapped copy; the source is unchanged (see ``tensordict.memmap.io.memmap``).
+
+        ``return_early=True`` with a ``prefix`` writes in a background thread and returns a
+        :class:`~tensordict.utils.TensorDictFuture` (as upstream)."""
         from tensordict.memmap import io
 
+        if kwargs.pop("return_early", False) and prefix is not None:
+            return run_early(lambda: io.memmap(self, prefix, copy_existing=copy_existing, **kwargs))
         return io.memmap(self, prefix, copy_existing=copy_existing, **kwargs)
 
     def memmap_like(self, prefix: Any = None, **kwargs: Any) -> Any:

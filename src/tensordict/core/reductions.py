@@ -350,6 +350,64 @@ class ReductionsMixin(OpsMixin):
             return result
         return _write_into(out, result)
 
+    def quantile(
+        self,
+        q: float | torch.Tensor,
+        dim: Any = None,
+        keepdim: bool = False,
+        *,
+        interpolation: str = "linear",
+        reduce: bool | None = None,
+    ) -> Any:
+        """The ``q``-th quantiles over a batch dimension (``torch.quantile``); without ``dim``,
+        of each leaf; ``reduce=True``: of all leaves together; ``dim="feature"``: over the
+        non-batch dims of each leaf.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.arange(5.0)}, [5])
+            >>> td.quantile(0.5, dim=0)["a"]
+            tensor(2.)
+        """
+
+        def fn(x: torch.Tensor, dim: Any = None, keepdim: bool = False) -> torch.Tensor:
+            if isinstance(dim, tuple):
+                dim = dim[0]
+            x = x if x.is_floating_point() else x.float()
+            return torch.quantile(x, q, dim=dim, keepdim=keepdim, interpolation=interpolation)
+
+        if dim is None and reduce:  # (over every element of every leaf)
+            leaves = [x.reshape(-1) for x in self._tensor_leaves()]
+            dtype = functools.reduce(torch.promote_types, (x.dtype for x in leaves))
+            return fn(torch.cat([x.to(dtype) for x in leaves]))
+        if dim is None or isinstance(dim, str):
+            return self._reduce("quantile", fn, dim, keepdim, reduce)
+        if reduce:
+            return self._reduce("quantile", fn, dim, keepdim, reduce)
+        d = self._reduce_dims(dim)[0]
+        bs = list(self.batch_size)
+        bs[d : d + 1] = [1] if keepdim else []
+        if isinstance(q, torch.Tensor) and q.ndim:
+            bs = [q.numel(), *bs]
+        return self._apply_leaves(
+            lambda x: x if is_unbatched(x) else fn(x, d, keepdim),
+            batch_size=torch.Size(bs),
+            names=None,
+            nested_extra=True,
+        )
+
+    def norm(self, *args: Any, **kwargs: Any) -> Any:
+        """The norm of every leaf (``torch.norm`` arguments), as a tensordict without batch dims.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> TensorDict({"a": torch.tensor([3.0, 4.0])}, [2]).norm()["a"]
+            tensor(5.)
+        """
+        return self._apply_leaves(
+            lambda x: torch.norm(x, *args, **kwargs), batch_size=torch.Size([]), names=None
+        )
+
     def std(
         self,
         dim: Any = None,

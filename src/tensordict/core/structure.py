@@ -139,6 +139,28 @@ class StructureMixin(TensorCollection):
         """
         return load_state_dict(self, state_dict, strict, assign, from_flatten)  # type: ignore[no-any-return]
 
+    @property
+    def depth(self) -> int:
+        """How deep the nesting goes: 0 for a flat tensordict, 1 with nested tensordicts whose
+        entries are all leaves, ...
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> TensorDict(a=torch.zeros(1), n={"b": {"c": torch.zeros(1)}}).depth
+            2
+        """
+        td: Any = self
+        nested = (len(key) - 1 for key in td.keys(True, True) if isinstance(key, tuple))
+        return max(nested, default=0)
+
+    def get_item_shape(self, key: NestedKey) -> torch.Size:
+        """The shape of the entry under ``key`` (a tensordict's: its batch size)."""
+        td: Any = self
+        value = td.get(key)
+        shape = getattr(value, "batch_size", None) if not torch.is_tensor(value) else None
+        return torch.Size(value.shape if shape is None else shape)
+
     def clear(self: T) -> T:
         """Remove every entry (not allowed on a locked tensordict)."""
         if self.is_locked:
@@ -287,6 +309,33 @@ class StructureMixin(TensorCollection):
         if kwargs:
             out.update(kwargs)
         return out  # type: ignore[no-any-return]
+
+    def copy_at_(
+        self: T, src: Any, idx: Any, non_blocking: bool = False, *, fast: bool = True
+    ) -> T:
+        """Copy ``src`` into this tensordict at batch index ``idx``, in place.
+
+        ``fast=True`` (the default) takes tensors only: non-tensor data raises; ``fast=False``
+        copies those too (as :meth:`update_at_`).
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(4)}, [4])
+            >>> td.copy_at_(TensorDict({"a": torch.ones(2)}, [2]), slice(0, 2))["a"]
+            tensor([1., 1., 0., 0.])
+        """
+        if fast is None:
+            raise TypeError(
+                "copy_at_(..., fast=None) is no longer supported: pass fast=True to copy tensors "
+                "only, or fast=False to copy non-tensor data too (update_at_ semantics)."
+            )
+        if fast and getattr(src, "_has_non_tensor", False):
+            raise RuntimeError(
+                "copy_at_(fast=True) copies tensors only, and the source holds non-tensor data. "
+                "Pass fast=False to copy it too."
+            )
+        return self.update_at_(src, idx)
 
     def update_at_(
         self: T,

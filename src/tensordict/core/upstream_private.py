@@ -17,7 +17,7 @@ import torch
 from tensordict.core.collection import TensorCollection
 from tensordict.core.non_tensor import is_non_tensor
 from tensordict.core.unbatched import is_unbatched
-from tensordict.errors import BatchSizeError
+from tensordict.errors import BatchSizeError, DeviceMismatchError
 
 __all__ = ["UpstreamPrivateMixin"]
 
@@ -135,6 +135,23 @@ class UpstreamPrivateMixin(TensorCollection):
                     raise BatchSizeError(
                         f"batch_size are incongruent: entry {key!r} has shape {list(shape)}, "
                         f"which does not start with the batch_size {list(bs)}."
+                    )
+                return False
+        return True
+
+    def _check_device(self, *, raise_exception: bool = True) -> bool:
+        """Whether every tensor (nested ones included) is on this tensordict's device (always,
+        without a device); raises ``RuntimeError`` on the first stray tensor unless told not
+        to."""
+        device = self.device
+        if device is None:
+            return True
+        td: Any = self
+        for key, value in td.items(True, True):
+            if isinstance(value, torch.Tensor) and value.device != device:
+                if raise_exception:
+                    raise DeviceMismatchError(
+                        f"entry {key!r} is on {value.device}, the tensordict on {device}."
                     )
                 return False
         return True
