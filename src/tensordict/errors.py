@@ -113,8 +113,9 @@ class DTypeCastError(RuntimeError, TypeError):
     """An in-place operation whose result dtype cannot be stored in the tensor it writes to."""
 
 
-class DeviceMismatchError(ValueError):
-    """Tensordicts on different devices where one device is required (members of a lazy stack)."""
+class DeviceMismatchError(ValueError, RuntimeError):
+    """Tensordicts on different devices where one device is required (members of a lazy stack),
+    or a tensor off its tensordict's device. Subclasses ``RuntimeError`` too, as upstream raises."""
 
 
 class NotATensorDictError(TypeError):
