@@ -18,7 +18,7 @@ from tensordict.core.coming import (
     refresh_archive_checksums,
     unpack_memmap,
 )
-from tensordict.core.consolidated import from_consolidated
+from tensordict.core.consolidate import from_consolidated
 from tensordict.core.convert import from_any, from_namedtuple, from_pytree, from_tuple
 from tensordict.core.dense import TensorDict
 from tensordict.core.functional import (

@@ -66,6 +66,8 @@ __all__ = [
     "UnsafeKeyError",
     "WorkerCountWarning",
     "WorkerDiedError",
+    "PoolBusyError",
+    "PoolClosedError",
 ]
 
 
@@ -115,8 +117,9 @@ class DTypeCastError(RuntimeError, TypeError):
     """An in-place operation whose result dtype cannot be stored in the tensor it writes to."""
 
 
-class DeviceMismatchError(ValueError):
-    """Tensordicts on different devices where one device is required (members of a lazy stack)."""
+class DeviceMismatchError(ValueError, RuntimeError):
+    """Tensordicts on different devices where one device is required (members of a lazy stack),
+    or a tensor off its tensordict's device. Subclasses ``RuntimeError`` too, as upstream raises."""
 
 
 class NotATensorDictError(TypeError):
@@ -232,6 +235,17 @@ class WorkerDiedError(RuntimeError):
         self.chunk = chunk
         self.pid = pid
         self.exitcode = exitcode
+
+
+class PoolBusyError(RuntimeError):
+    """A :class:`~tensordict.parallel.WorkerPool` already runs another ``map_iter`` call."""
+
+
+class PoolClosedError(ValueError):
+    """A :class:`~tensordict.parallel.WorkerPool` used after ``close()``.
+
+    Subclasses ``ValueError``, which a closed ``multiprocessing.Pool`` raises.
+    """
 
 
 class ChunkError(RuntimeError):

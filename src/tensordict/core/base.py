@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 
 import torch
 
-from tensordict.core import consolidated
 from tensordict.core.arithmetic import ArithmeticMixin
 from tensordict.core.combine import CombineMixin, stack
+from tensordict.core.consolidate import ConsolidateMixin, run_early
 from tensordict.core.conversion import ConversionMixin
 from tensordict.core.device import DeviceMixin
 from tensordict.core.entries import EntriesMixin, locked_message
@@ -44,7 +44,6 @@ from tensordict.core.unbatched import is_unbatched
 from tensordict.core.upstream_private import UpstreamPrivateMixin
 from tensordict.errors import (
     BatchSizeError,
-    InplaceNotSupportedError,
     KeyTypeError,
     LockedError,
     ShapeMismatchError,
@@ -91,6 +90,13 @@ def as_size(batch_size: Any) -> torch.Size:
     return size
 
 
+class _CallableList(list):  # type: ignore[type-arg]
+    """A list that returns itself when called (``sorted_keys`` was a method here before)."""
+
+    def __call__(self) -> list[Any]:
+        return list(self)
+
+
 class TensorDictBase(
     EntriesMixin,
     StructureMixin,
@@ -104,6 +110,7 @@ class TensorDictBase(
     TensorMethodsMixin,
     RaggedMixin,
     ConversionMixin,
+    ConsolidateMixin,
     UpstreamPrivateMixin,
 ):
     """The behaviour shared by every tensordict class.
@@ -113,7 +120,8 @@ class TensorDictBase(
     """
 
     # weak references to the locked tensordicts holding this one (see the lock graph below)
-    __slots__ = ("_lock_parents",)
+    # _consolidated: the storage and metadata of a consolidated tensordict (see consolidate)
+    __slots__ = ("_consolidated", "_lock_parents")
     _lock_parents: list[weakref.ref[TensorDictBase]] | None
 
     # ================================================================== size, device, names
@@ -280,8 +288,17 @@ class TensorDictBase(
         upstream)."""
         return ItemsView(self, include_nested, leaves_only, is_leaf, sort)
 
+    @property
     def sorted_keys(self) -> list[str]:
-        return sorted(self._own_keys())
+        """The top-level keys, sorted (a property, as upstream; calling it works too).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict(b=torch.zeros(1), a=torch.zeros(1))
+            >>> td.sorted_keys, td.sorted_keys()
+            (['a', 'b'], ['a', 'b'])
+        """
+        return _CallableList(sorted(self._own_keys()))
 
     def select(
         self: T,
@@ -361,6 +378,8 @@ class TensorDictBase(
                 continue
             if isinstance(value, TensorDictBase):
                 value = value._copy_structure(excluded, path)
+            elif getattr(type(value), "_is_tensorclass", False):
+                value = value.clone(False)  # a new instance over the same tensors
             source[key] = value
         return self._new_dense(source, self.batch_size, self._names_or_none())
 
@@ -516,6 +535,18 @@ class TensorDictBase(
         """A shallow copy (same as ``clone(recurse=False)``)."""
         return self.clone(recurse=False)
 
+    def to_namedtuple(self, dest_cls: Any = None) -> Any:
+        """The entries as a (nested) namedtuple (see ``tensordict.core.convert``).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> TensorDict(a=torch.zeros(1)).to_namedtuple()
+            GenericDict(a=tensor([0.]))
+        """
+        from tensordict.core.convert import to_namedtuple  # conversions build on the base
+
+        return to_namedtuple(self, dest_cls)
+
     def to_pytree(self) -> Any:
         """The pytree this tensordict stands for (see :func:`~tensordict.from_pytree`); a
         tensordict that :func:`~tensordict.from_pytree` did not make is returned as it is.
@@ -659,6 +690,8 @@ class TensorDictBase(
         was_locked = self.is_locked
         self._check_unlockable()
         self._set_locked(False)
+        if getattr(self, "_consolidated", None) is not None:
+            self._consolidated = None  # (as upstream: writes may now break the single storage)
         self._last_op = ("unlock_", was_locked)
         return self
 
@@ -788,9 +821,14 @@ class TensorDictBase(
         return io.memmap_(self, prefix, copy_existing=copy_existing, **kwargs)
 
     def memmap(self, prefix: Any = None, copy_existing: bool = False, **kwargs: Any) -> Any:
-        """A memory-mapped copy; the source is unchanged (see ``tensordict.memmap.io.memmap``)."""
+        """A memory-mapped copy; the source is unchanged (see ``tensordict.memmap.io.memmap``).
+
+        ``return_early=True`` with a ``prefix`` writes in a background thread and returns a
+        :class:`~tensordict.utils.TensorDictFuture` (as upstream)."""
         from tensordict.memmap import io
 
+        if kwargs.pop("return_early", False) and prefix is not None:
+            return run_early(lambda: io.memmap(self, prefix, copy_existing=copy_existing, **kwargs))
         return io.memmap(self, prefix, copy_existing=copy_existing, **kwargs)
 
     def memmap_like(self, prefix: Any = None, **kwargs: Any) -> Any:
@@ -845,41 +883,6 @@ class TensorDictBase(
     def saved_path(self) -> str | None:
         """The directory this tensordict was memory-mapped to, if any."""
         raise NotImplementedError
-
-    # ================================================================== consolidation
-    def consolidate(
-        self,
-        filename: Any = None,
-        *,
-        num_threads: int = 0,
-        device: Any = None,
-        non_blocking: bool = False,
-        inplace: bool = False,
-        return_early: bool = False,
-        use_buffer: bool = False,
-        share_memory: bool = False,
-        pin_memory: bool = False,
-        metadata: bool = False,
-    ) -> Any:
-        """A copy whose leaves view one flat storage (see :mod:`tensordict.core.consolidated`).
-
-        ``num_threads``, ``non_blocking``, ``return_early``, ``use_buffer``, ``pin_memory`` and
-        ``metadata`` are accepted for upstream's signature; the copy is one pass either way.
-        """
-        if inplace:
-            raise InplaceNotSupportedError(
-                "consolidate(inplace=True) is not supported: use td = td.consolidate()."
-            )
-        return consolidated.consolidate(self, filename, share_memory=share_memory, device=device)
-
-    def is_consolidated(self) -> bool:
-        """Whether this tensordict came from :meth:`consolidate`."""
-        return consolidated.is_consolidated(self)
-
-    @classmethod
-    def from_consolidated(cls, filename: Any) -> Any:
-        """Reopen a tensordict written by ``consolidate(filename=...)``."""
-        return consolidated.from_consolidated(filename)
 
     # ================================================================== nn.Module parameters
     # These are implemented by tensordict.nn.functional_modules, which builds on core.

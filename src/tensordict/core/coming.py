@@ -1,4 +1,4 @@
-"""Placeholders: names of upstream's API not assigned yet (archives, futures)."""
+"""Placeholders: names of upstream's API not assigned yet (archives)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from tensordict.core.placeholders import coming_class, coming_function
 _FEATURE, _ISSUE = "a later issue (not assigned yet)", 12
 _MODULE = "tensordict"
 
-TensorDictFuture = coming_class("TensorDictFuture", _MODULE, _FEATURE, _ISSUE)
 PackLayout = coming_class("PackLayout", _MODULE, _FEATURE, _ISSUE)
 _ArchiveReader = coming_class("_ArchiveReader", _MODULE, _FEATURE, _ISSUE)
 pack_memmap = coming_function("pack_memmap", _MODULE, _FEATURE, _ISSUE)
@@ -23,6 +22,5 @@ __all__ = [
     "pack_memmap",
     "PackLayout",
     "refresh_archive_checksums",
-    "TensorDictFuture",
     "unpack_memmap",
 ]

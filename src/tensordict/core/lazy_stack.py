@@ -16,7 +16,6 @@ import torch
 
 from tensordict.core.base import TensorDictBase
 from tensordict.core.combine import stack
-from tensordict.core.consolidated import reduce_consolidated
 from tensordict.core.entries import inplace_value, locked_message
 from tensordict.core.indexing import plan_index
 from tensordict.core.lazy_index import (
@@ -86,7 +85,6 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
 
     __slots__ = (
         "__weakref__",
-        "_consolidated",  # set by consolidate(); unset reads as None
         "_context",
         "_empty_device",  # the device of a stack with no member
         "_is_locked",
@@ -705,8 +703,6 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         return LazyStackedTensorDict(*self.unbind(d), stack_dim=d)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        if getattr(self, "_consolidated", None) is not None:
-            return reduce_consolidated(self)  # type: ignore[return-value]
         return (_rebuild_lazy, (self.tensordicts, self.stack_dim, self._is_locked))
 
 

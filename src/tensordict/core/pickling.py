@@ -104,10 +104,6 @@ def unpack_tensor(dtype_name: str, shape: tuple[int, ...], payload: Any) -> torc
 
 def reduce_tensordict(td: Any, protocol: Any) -> tuple[Any, ...]:
     """``__reduce_ex__`` of :class:`~tensordict.TensorDict`."""
-    if getattr(td, "_consolidated", None) is not None:
-        from tensordict.core.consolidated import reduce_consolidated  # imports core.base
-
-        return reduce_consolidated(td)  # type: ignore[return-value]
     proto = protocol if isinstance(protocol, int) else pickle.DEFAULT_PROTOCOL
     packed: dict[str, Any] = {}
     for key, value in td._tensordict.items():
