@@ -23,7 +23,7 @@ from tests.stress import stress_count
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_every_ctrl_c_stops_map_iter_even_during_a_fork(tmp_path, method):
     # the lost Ctrl-C is a fork-hook failure: the suite tries fork (the code before the fix lost
-    # the 2nd of 8); spawn, which starts a fresh interpreter per try, runs under make stress only
+    # the 2nd of 8); spawn runs under make stress only
     tries = stress_count(8, 200) if method == "fork" else stress_count(0, 40)
     if tries == 0:
         pytest.skip("spawn: make stress only (the suite tries fork, where Ctrl-C was lost)")
