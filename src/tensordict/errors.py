@@ -30,11 +30,15 @@ __all__ = [
     "IndexingError",
     "KeyMismatchError",
     "KeyTypeError",
+    "LazyFirstClassDimError",
     "LazyViewError",
     "FileNameTooLongError",
+    "FirstClassDimMemmapError",
     "LockedError",
     "MappingLimitError",
+    "MemmapDeviceError",
     "MemmapExistsError",
+    "MemmapSymlinkError",
     "MetaDataTypeError",
     "MemmapFormatError",
     "MemmapParamsError",
@@ -113,8 +117,9 @@ class DTypeCastError(RuntimeError, TypeError):
     """An in-place operation whose result dtype cannot be stored in the tensor it writes to."""
 
 
-class DeviceMismatchError(ValueError):
-    """Tensordicts on different devices where one device is required (members of a lazy stack)."""
+class DeviceMismatchError(ValueError, RuntimeError):
+    """Tensordicts on different devices where one device is required (members of a lazy stack),
+    or a tensor off its tensordict's device. Subclasses ``RuntimeError`` too, as upstream raises."""
 
 
 class NotATensorDictError(TypeError):
@@ -137,6 +142,16 @@ class InplaceNotSupportedError(NotImplementedError):
 class LazyViewError(RuntimeError):
     """An operation a lazy view (``_CustomOpTensorDict``, ``_SubTensorDict``) cannot do: make
     it dense first (``to_tensordict()``), or act on its source."""
+
+
+class LazyFirstClassDimError(IndexingError, ValueError):
+    """A first-class dimension (``functorch.dim``) used on a lazy stack's stack dimension.
+    Subclasses ``ValueError``, which upstream raises."""
+
+
+class FirstClassDimMemmapError(IndexingError, ValueError):
+    """A first-class dimension (``functorch.dim``) used to index a MemoryMappedTensor.
+    Subclasses ``ValueError``, which upstream raises."""
 
 
 class LockedError(RuntimeError):
@@ -173,6 +188,16 @@ class MemmapExistsError(FileExistsError, RuntimeError):
 
     Subclasses ``RuntimeError`` too, which upstream raises for the same mistake.
     """
+
+
+class MemmapDeviceError(RuntimeError, ValueError):
+    """A memory-mapped tensor asked for on a device other than the CPU (files live in host
+    memory). Subclasses ``RuntimeError`` and ``ValueError``, both of which upstream raises."""
+
+
+class MemmapSymlinkError(RuntimeError):
+    """A memory-mapped file asked for at a path that is a symbolic link: writing through it
+    would change a file elsewhere. Upstream raises ``RuntimeError`` for the same call."""
 
 
 class NoSpaceError(OSError):
