@@ -30,6 +30,7 @@ from tensordict.demo.jobs import (
     row_features,
 )
 from tensordict.parallel import WorkerPool
+from tensordict.parallel.reaper import wait_reaped
 from tensordict.procmem import MemorySample, MemorySampler
 
 __all__ = [
@@ -85,7 +86,12 @@ class StageResult:
 def measure(
     name: str, workers: int, nbytes: int, chunks: int, run: Callable[[], T]
 ) -> tuple[T, StageResult]:
-    """Run ``run()`` under a timer and a memory sampler; return its value and the figures."""
+    """Run ``run()`` under a timer and a memory sampler; return its value and the figures.
+
+    Workers of an earlier stage still exiting in the background are waited for first (untimed),
+    so that this stage is not charged for them.
+    """
+    wait_reaped()
     with MemorySampler() as memory:
         start = time.perf_counter()
         value = run()
