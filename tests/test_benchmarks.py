@@ -142,6 +142,7 @@ def test_epochs_rows_report_the_persistent_pool_against_both_references(
 def test_shuffle_gather_visits_every_row_once_in_permuted_chunks() -> None:
     import torch
     from benchmarks import cpu_bound
+
     from tensordict import TensorDict
 
     td = TensorDict({"x": torch.arange(40.0)}, [40])
