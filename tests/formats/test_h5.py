@@ -131,11 +131,11 @@ def test_setitem_refuses_a_tensordict_of_another_batch_size(ptd, td):
     assert torch.equal(ptd["x"], td["x"])
 
 
-def test_rename_onto_an_existing_key_needs_safe_false(ptd, td):
-    with pytest.raises(KeyError, match="already present in TensorDict"):
-        ptd.rename_key_("x", "n", safe=True)
-    ptd.rename_key_("x", "n")
-    assert torch.equal(ptd["n"], td["x"]) and "x" not in ptd.keys()
+def test_rename_onto_an_existing_key_is_refused(ptd, td):
+    for safe in (True, False):
+        with pytest.raises(KeyError, match="already present in TensorDict"):
+            ptd.rename_key_("x", "n", safe=safe)
+    assert torch.equal(ptd["x"], td["x"]) and torch.equal(ptd["n", "y"], td["n", "y"])
 
 
 def test_view_writes_go_to_the_file(ptd):
