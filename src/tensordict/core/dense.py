@@ -66,6 +66,7 @@ class TensorDict(TensorDictBase):
         "_tensordict",
         "_view_source",
     )
+    _view_source: TensorDict  # set on a view only: the tensordict it views
 
     def __init__(
         self,

@@ -21,17 +21,23 @@ from torch.utils.data import DataLoader
 
 from tensordict import TensorDict
 from tensordict.demo.jobs import (
+    ChunkFeatures,
     ChunkMoments,
     add_moments,
     chunk_moments,
     load_minibatch,
     normalise_chunk,
+    row_features,
 )
+from tensordict.parallel import WorkerPool
 from tensordict.procmem import MemorySample, MemorySampler
 
 __all__ = [
     "EpochResult",
     "StageResult",
+    "features_dataloader",
+    "features_loop",
+    "features_map_iter",
     "measure",
     "normalise",
     "reduce_dataloader",
@@ -160,8 +166,9 @@ class EpochResult:
     moments: TensorDict
 
 
-def shuffled_epoch(data: TensorDict, workers: int, batch_size: int) -> EpochResult:
-    """One epoch of shuffled minibatches, with ``map_iter(shuffle=True)`` as the data loader.
+def shuffled_epoch(data: TensorDict, pool: WorkerPool, batch_size: int) -> EpochResult:
+    """One epoch of shuffled minibatches, with ``map_iter(shuffle=True)`` as the data loader, on
+    the workers of ``pool`` (started by the first epoch, kept for the next ones).
 
     The loop body stands for a training step: it counts the ids it receives and accumulates the
     moments of the features.
@@ -169,15 +176,42 @@ def shuffled_epoch(data: TensorDict, workers: int, batch_size: int) -> EpochResu
     counts = torch.zeros(data.batch_size[0], dtype=torch.int32)
     moments = None
     for batch in data.map_iter(
-        load_minibatch,
-        num_workers=workers,
-        chunksize=batch_size,
-        shuffle=True,
-        pbar=True,
-        generator=torch.default_generator,
+        load_minibatch, chunksize=batch_size, shuffle=True, pbar=True, pool=pool
     ):
         ids = batch["id"]
         counts.index_add_(0, ids, torch.ones_like(ids, dtype=torch.int32))
         moments = add_moments(moments, chunk_moments(batch))
     assert moments is not None
     return EpochResult(counts, moments)
+
+
+def _ordered_features(parts: list[TensorDict]) -> torch.Tensor:
+    rows = torch.cat([p["features"] for p in parts])
+    ids = torch.cat([p["id"] for p in parts])
+    return rows[ids.argsort()]
+
+
+def features_map_iter(data: TensorDict, workers: int, chunksize: int) -> torch.Tensor:
+    """Per-row Python features of every row with ``map_iter`` (ordered by row id)."""
+    parts = data.map_iter(
+        row_features,
+        num_workers=workers,
+        chunksize=chunksize,
+        pbar=True,
+        generator=torch.default_generator,
+    )
+    return _ordered_features(list(parts))
+
+
+def features_loop(data: TensorDict, chunksize: int) -> torch.Tensor:
+    """The same features in this process, chunk after chunk."""
+    n = data.batch_size[0]
+    return _ordered_features(
+        [row_features(data[s : s + chunksize]) for s in range(0, n, chunksize)]
+    )
+
+
+def features_dataloader(data: TensorDict, workers: int, chunksize: int) -> torch.Tensor:
+    """The same features with ``torch.utils.data.DataLoader`` over a dataset of chunks."""
+    loader = DataLoader(ChunkFeatures(data, chunksize), batch_size=None, num_workers=workers)
+    return _ordered_features(list(loader))
