@@ -8,6 +8,8 @@ Workloads (see ``benchmarks/workloads.py``), each over chunks of a tensordict:
 - ``matmul``: ``(x @ W).relu().sum(-1)``, W 256x256 (torch-bound);
 - ``decode``: bytes -> tensor per sample over a ``NonTensorStack`` of 1 KiB byte strings;
 - ``reduce`` / ``transform``: the memory-bound workloads of ``benchmarks/map_iter.py``;
+- ``shuffle``: the reduce over chunks gathered from a permutation (``map_iter(shuffle=True)``;
+  the other contenders gather the rows of a fixed permutation themselves);
 - ``tiny``: the reduce with ``chunksize=1`` (the engine's cost per chunk).
 
 Contenders, run in turn ``repeat`` times (rounds interleaved, so that ratios compare runs that saw
@@ -57,8 +59,23 @@ WORKLOADS: dict[str, tuple[Callable[[TensorDict], Any], int, int, str]] = {
     "decode": (decode_chunk, 1 << 16, 2048, "images"),
     "reduce": (reduce_chunk, 1 << 20, 16_384, "dataset"),
     "transform": (transform_chunk, 1 << 19, 16_384, "dataset"),
+    "shuffle": (reduce_chunk, 1 << 20, 16_384, "dataset"),
     "tiny": (reduce_chunk, 20_000, 1, "dataset"),
 }
+
+
+class Gather:
+    """``fn`` on the rows a chunk of row numbers names, taken from a fixed permutation of ``td``:
+    the shuffle workload for the contenders that slice chunks themselves (map_iter runs
+    ``shuffle=True`` on ``td`` instead)."""
+
+    def __init__(self, fn: Callable[[TensorDict], Any], td: TensorDict) -> None:
+        self.fn = fn
+        self.td = td
+        self.perm = torch.randperm(td.batch_size[0], generator=torch.Generator().manual_seed(0))
+
+    def __call__(self, positions: TensorDict) -> Any:
+        return self.fn(self.td[self.perm[positions["i"]]])
 
 
 def _with_threads(threads: int, run: Callable[[], int]) -> Callable[[], int]:
@@ -73,16 +90,22 @@ def _with_threads(threads: int, run: Callable[[], int]) -> Callable[[], int]:
     return call
 
 
-def contenders(td: TensorDict, fn: Callable[..., Any], chunksize: int) -> dict[str, Any]:
+def contenders(
+    td: TensorDict, fn: Callable[..., Any], chunksize: int, *, shuffle: bool = False
+) -> dict[str, Any]:
     """Every contender of one workload, as zero-argument callables."""
     kw = {"num_workers": WORKERS, "chunksize": chunksize, "generator": torch.Generator()}
-    loop = lambda: plain_loop(td, fn, chunksize)  # noqa: E731
+    source, each = td, fn
+    if shuffle:  # the others take chunks of row numbers and gather the rows themselves
+        n = td.batch_size[0]
+        source, each = TensorDict({"i": torch.arange(n)}, [n]), Gather(fn, td)
+    loop = lambda: plain_loop(source, each, chunksize)  # noqa: E731
     return {
         "loop": loop,
         "loop, default threads": _with_threads(usable_cpus(), loop),
-        "map_iter": lambda: _drain(td.map_iter(fn, **kw)),
-        "DataLoader": _dataloader(td, fn, chunksize),
-        "bare processes": lambda: bare_processes(td, fn, chunksize),
+        "map_iter": lambda: _drain(td.map_iter(fn, shuffle=shuffle, **kw)),
+        "DataLoader": _dataloader(source, each, chunksize),
+        "bare processes": lambda: bare_processes(source, each, chunksize),
     }
 
 
@@ -91,9 +114,10 @@ def workload(name: str, td: TensorDict, chunksize: int, repeat: int) -> list[Row
     processes of the same rounds."""
     fn = WORKLOADS[name][0]
     small = td[: 2 * chunksize]
-    for warm in contenders(small, fn, chunksize).values():
+    shuffle = name == "shuffle"
+    for warm in contenders(small, fn, chunksize, shuffle=shuffle).values():
         warm()
-    samples = interleaved(contenders(td, fn, chunksize), repeat=repeat)
+    samples = interleaved(contenders(td, fn, chunksize, shuffle=shuffle), repeat=repeat)
     n = td.batch_size[0]
     label = f"{name} {n:,} rows x {chunksize:,}"
     rows = []

@@ -137,3 +137,18 @@ def test_epochs_rows_report_the_persistent_pool_against_both_references(
         "DataLoader persistent (mean epoch)",
     ]
     assert set(rows[0]["ratios"]) == {"fresh pool", "DataLoader"}
+
+
+def test_shuffle_gather_visits_every_row_once_in_permuted_chunks() -> None:
+    import torch
+    from benchmarks import cpu_bound
+
+    from tensordict import TensorDict
+
+    td = TensorDict({"x": torch.arange(40.0)}, [40])
+    gather = cpu_bound.Gather(lambda chunk: chunk["x"], td)
+    positions = TensorDict({"i": torch.arange(40)}, [40])
+    chunks = [gather(positions[s : s + 16]) for s in range(0, 40, 16)]
+    seen = torch.cat(chunks)
+    assert torch.equal(seen.sort().values, td["x"])
+    assert not torch.equal(seen, td["x"])  # permuted, not in order

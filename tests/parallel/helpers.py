@@ -282,3 +282,9 @@ def mapping_of_x(data):
 
 def pid_of_worker(data):
     return torch.full(data.batch_size, os.getpid(), dtype=torch.int64)
+
+
+def pid_leaving_a_thread(data):
+    """The worker's pid, after starting a non-daemon thread that keeps the process from exiting."""
+    leave_a_thread(data)
+    return pid_of_worker(data)

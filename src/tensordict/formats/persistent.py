@@ -569,12 +569,12 @@ class PersistentTensorDict(BackedTensorDict):
         if self._get_path(old, _MISSING) is _MISSING:
             raise self._missing_key(old_key)
         if self._get_path(new, _MISSING) is not _MISSING:
-            if safe:
-                raise TensorDictKeyError(
-                    f"key {new_key!r} already present in TensorDict: cannot rename {old_key!r} "
-                    "to it with safe=True. Pass safe=False to overwrite it."
-                )
-            self.del_(new_key)
+            # refused whatever ``safe`` says, as upstream's own tests expect of a file: an entry
+            # on disk is not overwritten by a rename
+            raise TensorDictKeyError(
+                f"key {new_key!r} already present in TensorDict: cannot rename {old_key!r} to it "
+                "in a file. Delete it first (del_) if it is to be replaced."
+            )
         if self._selection is not None or len(old) != len(new) or old[:-1] != new[:-1]:
             return super().rename_key_(old_key, new_key, safe)  # type: ignore[return-value]
         self._check_writable(f"rename {old_key!r}")

@@ -21,7 +21,7 @@ from typing import Any
 
 from tensordict.parallel.lifeline import close_at_exit
 
-__all__ = ["reap_later"]
+__all__ = ["reap_later", "wait_reaped"]
 
 #: how often the thread looks for workers handed over while it waits
 POLL_SECONDS = 0.05
@@ -70,6 +70,9 @@ class Reaper:
                 self._pending = [item for item in self._pending if item[0] not in done]
             for w in ours:
                 w.close_process()
+            if ours:
+                with self._cond:
+                    self._cond.notify_all()
 
     @staticmethod
     def _poll(items: list[tuple[Any, float]]) -> list[Any]:
@@ -87,6 +90,14 @@ class Reaper:
                 w.process.join(KILLED_SECONDS)
                 done.append(w)
         return done
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until every worker handed over has been reaped; False if some remain."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._pending and time.monotonic() < deadline:
+                self._cond.wait(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+            return not self._pending
 
     def close(self, abort: bool = True, grace: float = 0.5) -> None:
         """Reap every pending worker now: wait ``grace`` seconds, then kill what is left."""
@@ -109,3 +120,15 @@ _REAPER = Reaper()
 def reap_later(workers: list[Any], grace: float) -> None:
     """Hand over workers whose channels are closed: they are reaped as they exit."""
     _REAPER.adopt(workers, grace)
+
+
+def wait_reaped(timeout: float = 10.0) -> bool:
+    """Wait until the workers of finished calls have exited; False if some remain after
+    ``timeout`` seconds. Benchmarks call it between timed runs, so that one run's workers
+    exiting in the background do not slow the next run down.
+
+    Examples:
+        >>> wait_reaped(0.1)
+        True
+    """
+    return _REAPER.wait_idle(timeout)
