@@ -10,14 +10,7 @@ from tensordict.core.checks import assert_close
 from tensordict.core.checks import assert_close as assert_allclose_td
 from tensordict.core.collection import TensorCollection
 from tensordict.core.combine import cat, stack
-from tensordict.core.coming import (
-    PackLayout,
-    append_memmap,
-    is_memmap_archive,
-    pack_memmap,
-    refresh_archive_checksums,
-    unpack_memmap,
-)
+from tensordict.core.coming import PackLayout, append_memmap
 from tensordict.core.consolidate import from_consolidated
 from tensordict.core.convert import from_any, from_namedtuple, from_pytree, from_tuple
 from tensordict.core.dense import TensorDict
@@ -76,6 +69,12 @@ from tensordict.formats import (
     to_safetensors,
 )
 from tensordict.memmap.api import load, load_memmap, memmap, save
+from tensordict.memmap.archive import (
+    is_memmap_archive,
+    pack_memmap,
+    refresh_archive_checksums,
+    unpack_memmap,
+)
 from tensordict.memmap.tensor import MemoryMappedTensor
 from tensordict.nn.common import as_tensordict_module
 from tensordict.nn.functional_modules import from_module, from_modules

@@ -4,6 +4,11 @@ from tensordict.core.coming import (
     PackLayout,
     _ArchiveReader,  # noqa: F401
     append_memmap,
+)
+from tensordict.memmap.archive import (
+    ARCHIVE_SUFFIX as TENSORDICT_ARCHIVE_SUFFIX,
+)
+from tensordict.memmap.archive import (
     is_memmap_archive,
     pack_memmap,
     refresh_archive_checksums,
@@ -11,6 +16,7 @@ from tensordict.core.coming import (
 )
 
 __all__ = [
+    "TENSORDICT_ARCHIVE_SUFFIX",
     "PackLayout",
     "append_memmap",
     "is_memmap_archive",

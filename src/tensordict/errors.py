@@ -359,3 +359,9 @@ class ParamsWriteError(ValueError, RuntimeError):
 
 class MemmapParamsError(RuntimeError):
     """``memmap_`` on a ``TensorDictParams``: module parameters are not moved to disk in place."""
+
+
+class MemmapArchiveError(MemmapFormatError):
+    """A file given as a memory-mapped archive (``.tdz``) that is not one, or that is damaged or
+    truncated, or an archive that cannot be written where asked. Subclasses ``ValueError``
+    (through :class:`MemmapFormatError`), which upstream raises."""

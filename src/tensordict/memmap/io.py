@@ -38,6 +38,7 @@ from tensordict.errors import (
     MemmapFormatError,
     NoSpaceError,
 )
+from tensordict.memmap import archive as tdz
 from tensordict.memmap import format as fmt
 from tensordict.memmap import tensor as mmt
 from tensordict.memmap import transaction as tx
@@ -265,6 +266,31 @@ def _prepare_in_place(plan: Plan, real: str) -> None:
         tx.remove_tree(path)
 
 
+def _archive_options(prefix: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """The pack options when ``prefix`` names an archive (``.tdz`` or ``archive=True``), else
+    None; ``compression`` without an archive is refused."""
+    archive = kwargs.pop("archive", None)
+    options: dict[str, Any] = {
+        k: kwargs.pop(k) for k in ("compression", "compresslevel") if k in kwargs
+    }
+    if prefix is not None and tdz.is_archive_target(prefix, archive):
+        return options
+    if any(v is not None for v in options.values()):
+        raise ValueError(
+            "compression is only supported when writing a memmap archive: pass archive=True or "
+            "a prefix ending in '.tdz'."
+        )
+    return None
+
+
+def _check_archive_target(prefix: Any, existsok: bool) -> None:
+    if not existsok and os.path.lexists(prefix):
+        raise MemmapExistsError(
+            f"{os.fspath(prefix)} already exists and existsok=False: remove it, choose another "
+            "archive path, or pass existsok=True to replace it."
+        )
+
+
 def _prefix(prefix: Any) -> str:
     return os.path.abspath(os.fspath(prefix))
 
@@ -354,6 +380,7 @@ def memmap_(
     robust_key: bool | None = None,
     return_early: bool = False,
     share_non_tensor: bool = False,
+    **kwargs: Any,
 ) -> Any:
     """Write every leaf to memory-mapped files under ``prefix`` and use the files from now on.
 
@@ -378,6 +405,11 @@ def memmap_(
         raise ValueError(
             "return_early=True is not supported; the write completes before returning."
         )
+    archive = _archive_options(prefix, kwargs)
+    if archive is not None:
+        _check_archive_target(prefix, existsok)
+        tdz.write_archive(td, prefix, lambda t, d: memmap(t, d, num_threads=num_threads), **archive)
+        return memmap_(td, None)
     if prefix is None:
         if td.is_memmap() and td.saved_path is None and td.is_locked and _is_written(td, None):
             return td
@@ -424,6 +456,11 @@ def memmap(
         >>> TensorDict({"x": torch.ones(2)}, [2]).memmap(d)["x"]  # replaces the saved one
         MemoryMappedTensor([1., 1.])
     """
+    archive = _archive_options(prefix, kwargs)
+    if archive is not None:
+        _check_archive_target(prefix, existsok)
+        tdz.write_archive(td, prefix, lambda t, d: memmap(t, d, num_threads=num_threads), **archive)
+        return load_memmap(prefix, allow_pickle=True)
     if prefix is None:
         return _anonymous(td, like=False, inplace=False)
     new, build = plan(td, _prefix(prefix), like=False, inplace=False)
@@ -459,6 +496,11 @@ def memmap_like(
         >>> out["y"]
         MemoryMappedTensor([0., 0., 0.])
     """
+    archive = _archive_options(prefix, kwargs)
+    if archive is not None:
+        _check_archive_target(prefix, existsok)
+        tdz.write_archive(td, prefix, lambda t, d: memmap_like(t, d), **archive)
+        return load_memmap(prefix, allow_pickle=True)
     if prefix is None:
         return _anonymous(td, like=True, inplace=False)
     new, build = plan(td, _prefix(prefix), like=True, inplace=False)

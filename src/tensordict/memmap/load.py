@@ -28,6 +28,7 @@ from tensordict.core.dense import TensorDict
 from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack, _object_array
 from tensordict.errors import IncompleteMemmapError, MemmapFormatError, PickleNotAllowedError
+from tensordict.memmap import archive as tdz
 from tensordict.memmap import format as fmt
 from tensordict.memmap import transaction as tx
 from tensordict.memmap.tensor import MemoryMappedTensor, dtype_from_str
@@ -87,6 +88,9 @@ def load_memmap(
     root = os.path.abspath(os.fspath(prefix))
     if not os.path.lexists(root):
         _missing(root)
+    if os.path.isfile(root):
+        node = tdz.load_archive(root, load_memmap, allow_pickle=allow_pickle)
+        return _finish(node, device, out)
     for attempt in range(_RETRIES + 1):
         before = _identity(root)
         try:
@@ -97,6 +101,11 @@ def load_memmap(
             continue  # switched to a new version under us: load that one
         if _identity(root) == before:
             break
+    return _finish(node, device, out)
+
+
+def _finish(node: Any, device: Any, out: Any) -> Any:
+    """Move a loaded tensordict to ``device`` and/or copy it into ``out``."""
     if device is not None and torch.device(device) != CPU:
         node = node.to(device)
     if out is not None:

@@ -1,0 +1,454 @@
+"""Single-file memory-mapped archives (``.tdz``), in upstream tensordict 0.15's format.
+
+An archive is a plain zip file holding the files of a memory-mapped directory (``meta.json`` at
+the top level). Tensor payloads are stored uncompressed by default, and every entry's data starts
+at a multiple of :data:`ALIGNMENT` bytes: the local header carries a padding extra field (id
+:data:`PAD_EXTRA_ID`), so ``unzip``, :mod:`zipfile` and upstream all read it.
+
+Writing is atomic: the archive is written under a temporary name next to its target, flushed and
+renamed in, so a failed or interrupted write leaves the old file (or none). Reading checks every
+entry name (no absolute path, no ``..``), the number of entries (:data:`MAX_ENTRIES`) and the
+free space before anything is extracted; a damaged or truncated archive raises
+:class:`~tensordict.errors.MemmapArchiveError` naming the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+import shutil
+import struct
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tensordict.errors import MemmapArchiveError
+from tensordict.memmap import format as fmt
+from tensordict.memmap import transaction as tx
+
+__all__ = [
+    "ALIGNMENT",
+    "ARCHIVE_SUFFIX",
+    "is_archive_target",
+    "is_memmap_archive",
+    "load_archive",
+    "pack_memmap",
+    "refresh_archive_checksums",
+    "unpack_memmap",
+]
+
+#: the suffix that makes ``save`` / ``memmap`` write an archive instead of a directory
+ARCHIVE_SUFFIX = ".tdz"
+#: the alignment of every entry's data in the archive (bytes)
+ALIGNMENT = 64
+#: the id of the zip extra field that pads local headers up to :data:`ALIGNMENT`
+PAD_EXTRA_ID = 0x6474
+#: the most entries an archive may hold before it is refused (as a directory's file count)
+MAX_ENTRIES = 1 << 20
+_LOCAL_FIXED = 30  # bytes of a zip local file header before its name
+_ZIP64_LOCAL_EXTRA = 20  # the zip64 extra field zipfile adds to a local header
+_CENTRAL_FIXED = 46
+_CHUNK = 8 << 20
+#: where ZipInfo keeps the compression level (renamed in Python 3.13)
+_LEVEL_ATTR = "compress_level" if hasattr(zipfile.ZipInfo, "compress_level") else "_compresslevel"
+_COMPRESSION = {
+    "stored": zipfile.ZIP_STORED,
+    "deflate": zipfile.ZIP_DEFLATED,
+    "deflated": zipfile.ZIP_DEFLATED,
+    "bzip2": zipfile.ZIP_BZIP2,
+    "lzma": zipfile.ZIP_LZMA,
+}
+
+
+def _compression(value: str | int | None) -> int:
+    if value is None:
+        return zipfile.ZIP_STORED
+    if isinstance(value, str) and value.lower() in _COMPRESSION:
+        return _COMPRESSION[value.lower()]
+    if isinstance(value, int) and value in _COMPRESSION.values():
+        return value
+    raise ValueError(
+        f"compression must be one of {sorted(_COMPRESSION)} or a zipfile constant "
+        f"(ZIP_STORED, ZIP_DEFLATED, ZIP_BZIP2, ZIP_LZMA), got {value!r}."
+    )
+
+
+def is_archive_target(prefix: Any, archive: bool | None = None) -> bool:
+    """Whether ``save`` / ``memmap`` to ``prefix`` writes an archive (``archive`` forces it)."""
+    if archive is not None:
+        return bool(archive)
+    return prefix is not None and os.fspath(prefix).endswith(ARCHIVE_SUFFIX)
+
+
+def is_memmap_archive(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a memory-mapped tensordict archive.
+
+    An archive is a zip file with a top-level ``meta.json`` entry, as :func:`pack_memmap` or
+    ``td.save("x.tdz")`` write it. A directory, a missing path or any other file gives False.
+
+    Args:
+        path: the path to check.
+
+    Examples:
+        >>> import tempfile, torch
+        >>> from pathlib import Path
+        >>> from tensordict import TensorDict
+        >>> d = Path(tempfile.mkdtemp())
+        >>> _ = TensorDict(a=torch.zeros(2)).save(d / "td.tdz")
+        >>> is_memmap_archive(d / "td.tdz"), is_memmap_archive(d)
+        (True, False)
+    """
+    try:
+        if not os.path.isfile(path):
+            return False
+        with zipfile.ZipFile(path) as zf:
+            return any(info.filename == fmt.META for info in zf.infolist())
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError):
+        return False
+
+
+def _files(prefix: str) -> Iterator[tuple[str, str]]:
+    """(path, archive name) of each regular file under ``prefix``, ``meta.json`` first."""
+    found: list[tuple[str, str]] = []
+    for dirpath, dirs, files in os.walk(prefix):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(dirpath, name)
+            if os.path.isfile(path) and not name.startswith(".") and ".tmp" not in name:
+                rel = os.path.relpath(path, prefix).replace(os.sep, "/")
+                found.append((path, rel))
+    found.sort(key=lambda item: (item[1] != fmt.META, item[1].count("/"), item[1]))
+    return iter(found)
+
+
+def _pad_extra(offset: int, name: bytes, zip64: bool) -> bytes:
+    """The padding extra field that puts an entry's data at a multiple of :data:`ALIGNMENT`."""
+    start = offset + _LOCAL_FIXED + len(name) + 4 + (_ZIP64_LOCAL_EXTRA if zip64 else 0)
+    pad = -start % ALIGNMENT
+    return struct.pack("<HH", PAD_EXTRA_ID, pad) + b"\0" * pad
+
+
+def _add(zf: zipfile.ZipFile, path: str, name: str, method: int, level: int | None) -> None:
+    size = os.path.getsize(path)
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.compress_type = method if name.endswith(".memmap") else zipfile.ZIP_STORED
+    if info.compress_type != zipfile.ZIP_STORED:
+        setattr(info, _LEVEL_ATTR, level)
+    info.external_attr = 0o644 << 16
+    info.file_size = size
+    zip64 = size * 1.05 > zipfile.ZIP64_LIMIT
+    assert zf.fp is not None
+    info.extra = _pad_extra(zf.fp.tell(), name.encode("utf-8"), zip64)
+    with open(path, "rb") as src, zf.open(info, "w", force_zip64=zip64) as dst:
+        shutil.copyfileobj(src, dst, _CHUNK)
+
+
+def _check_target(prefix: str, archive: str) -> None:
+    real_prefix, real_archive = os.path.realpath(prefix), os.path.realpath(archive)
+    if real_archive == real_prefix or real_archive.startswith(real_prefix + os.sep):
+        raise MemmapArchiveError(
+            f"the archive {archive} would be written inside the directory it packs ({prefix}): "
+            "choose an archive path outside it."
+        )
+    if os.path.isdir(real_archive):
+        raise MemmapArchiveError(
+            f"{archive} is a directory: pass the path of the archive file to write."
+        )
+
+
+def pack_memmap(
+    prefix: str | os.PathLike[str],
+    archive_path: str | os.PathLike[str],
+    *,
+    compression: str | int | None = None,
+    compresslevel: int | None = None,
+) -> Path:
+    """Pack a memory-mapped tensordict directory into a single-file zip archive.
+
+    The entries are the files of the directory (:func:`unpack_memmap` or ``unzip`` give it back),
+    each one's data aligned to 64 bytes. The archive is written under a temporary name and
+    renamed in: an interrupted pack leaves the previous file, if any, untouched.
+
+    Args:
+        prefix: a directory written by ``memmap`` / ``save``.
+        archive_path: the archive to create (outside ``prefix``); an existing file is replaced.
+        compression: ``"stored"`` (default), ``"deflate"``, ``"bzip2"``, ``"lzma"`` or a
+            :mod:`zipfile` constant, for the tensor payloads. Compressed leaves are read into
+            memory when loaded.
+        compresslevel: the level passed to :mod:`zipfile` (None: the method's default).
+
+    Returns:
+        The path of the archive.
+
+    Raises:
+        MemmapArchiveError: ``prefix`` has no ``meta.json``, or the archive would be inside it.
+
+    Examples:
+        >>> import tempfile, torch
+        >>> from pathlib import Path
+        >>> from tensordict import TensorDict
+        >>> d = Path(tempfile.mkdtemp())
+        >>> _ = TensorDict(a=torch.arange(3)).memmap(d / "saved")
+        >>> pack_memmap(d / "saved", d / "saved.tdz").name
+        'saved.tdz'
+    """
+    method = _compression(compression)
+    src, dst = os.path.abspath(os.fspath(prefix)), os.path.abspath(os.fspath(archive_path))
+    if not os.path.isfile(os.path.join(src, fmt.META)):
+        raise MemmapArchiveError(
+            f"{src} has no {fmt.META}: it is not a memory-mapped tensordict directory "
+            "(write one with td.memmap(prefix) or td.save(prefix) first)."
+        )
+    _check_target(src, dst)
+
+    def fill(zf: zipfile.ZipFile) -> None:
+        for path, name in _files(src):
+            _add(zf, path, name, method, compresslevel)
+
+    _atomic_zip(dst, fill)
+    return Path(dst)
+
+
+def _atomic_zip(dst: str, fill: Any) -> None:
+    """Write a zip at ``dst`` through a temporary file in the same folder, renamed in."""
+    folder = os.path.dirname(os.path.realpath(dst))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(dst)}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w+b") as f:
+            with zipfile.ZipFile(f, "w", allowZip64=True) as zf:
+                fill(zf)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, os.path.realpath(dst))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):
+        tx.fsync_path(folder)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _open(path: str) -> zipfile.ZipFile:
+    """Open an archive for reading, or raise a clear error for anything else."""
+    if not os.path.isfile(path):
+        raise MemmapArchiveError(f"{path} is not a file: it is not a memory-mapped archive.")
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, EOFError, ValueError) as err:
+        raise MemmapArchiveError(
+            f"{path} is not a readable zip archive ({err}): it is damaged, truncated or not an "
+            "archive written by pack_memmap / save('x.tdz')."
+        ) from None
+    infos = zf.infolist()
+    if not any(i.filename == fmt.META for i in infos):
+        zf.close()
+        raise MemmapArchiveError(
+            f"{path} has no top-level {fmt.META} entry: it is a zip file but not a memory-mapped "
+            "tensordict archive."
+        )
+    if len(infos) > MAX_ENTRIES:
+        zf.close()
+        raise MemmapArchiveError(
+            f"{path} holds {len(infos)} entries, more than the {MAX_ENTRIES} a load accepts."
+        )
+    return zf
+
+
+def _safe_name(archive: str, name: str) -> str:
+    norm = posixpath.normpath(name)
+    if name.startswith("/") or "\\" in name or norm == ".." or norm.startswith("../"):
+        raise MemmapArchiveError(
+            f"{archive}: the entry {name!r} would be extracted outside the target directory; "
+            "refusing the archive."
+        )
+    return norm
+
+
+def _extract(zf: zipfile.ZipFile, archive: str, target: str) -> None:
+    """Extract every entry of ``zf`` into ``target`` (checked: names, space, CRC)."""
+    infos = [i for i in zf.infolist() if not i.is_dir()]
+    names = [_safe_name(archive, i.filename) for i in infos]
+    need = sum(i.file_size for i in infos)
+    os.makedirs(target, exist_ok=True)
+    if need > tx.free_bytes(target):
+        raise MemmapArchiveError(
+            f"{archive} expands to {need} bytes, more than the free space under {target}."
+        )
+    for info, name in zip(infos, names, strict=True):
+        dest = os.path.join(target, *name.split("/"))
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        try:
+            with zf.open(info) as src, open(dest, "wb") as out:
+                shutil.copyfileobj(src, out, _CHUNK)
+        except (zipfile.BadZipFile, EOFError, zlib.error, OSError) as err:
+            with contextlib.suppress(OSError):
+                os.unlink(dest)
+            if isinstance(err, OSError) and err.errno is not None:
+                raise  # a write error of the target (no space, permissions): as it is
+            raise MemmapArchiveError(
+                f"{archive}: the entry {info.filename!r} is damaged or truncated ({err}). If "
+                "you wrote into the archive in place, call refresh_archive_checksums first."
+            ) from None
+
+
+def unpack_memmap(archive_path: str | os.PathLike[str], prefix: str | os.PathLike[str]) -> Path:
+    """Extract a memory-mapped tensordict archive into a directory (the inverse of
+    :func:`pack_memmap`). Existing files in ``prefix`` are overwritten.
+
+    Args:
+        archive_path: an archive written by :func:`pack_memmap` or ``save("x.tdz")``.
+        prefix: the directory to extract into (created if missing).
+
+    Returns:
+        The path of the directory.
+
+    Raises:
+        MemmapArchiveError: not an archive, or a damaged one (a CRC mismatch, a truncated file).
+
+    Examples:
+        >>> import tempfile, torch
+        >>> from pathlib import Path
+        >>> from tensordict import TensorDict
+        >>> d = Path(tempfile.mkdtemp())
+        >>> _ = TensorDict(a=torch.arange(3)).save(d / "td.tdz")
+        >>> sorted(p.name for p in unpack_memmap(d / "td.tdz", d / "td").iterdir())
+        ['a.memmap', 'meta.json']
+    """
+    archive, target = os.path.abspath(os.fspath(archive_path)), os.path.abspath(os.fspath(prefix))
+    with _open(archive) as zf:
+        _extract(zf, archive, target)
+    return Path(target)
+
+
+def load_archive(path: str, load_dir: Any, **kwargs: Any) -> Any:
+    """Load the tensordict an archive holds, with ``load_dir(directory, **kwargs)``.
+
+    The entries are checked and extracted to a private temporary directory, loaded, and read
+    into memory (the leaves are ordinary tensors); the temporary directory is removed.
+    """
+    with _open(path) as zf, tempfile.TemporaryDirectory(prefix="tdz-") as tmp:
+        _extract(zf, path, tmp)
+        loaded = load_dir(tmp, **kwargs)
+        return _in_memory(loaded)
+
+
+def _in_memory(node: Any) -> Any:
+    out = node.clone()
+    if hasattr(out, "_memmap_prefix"):
+        out._memmap_prefix = None
+    return out
+
+
+def refresh_archive_checksums(archive_path: str | os.PathLike[str]) -> Path:
+    """Recompute the CRC-32 checksums of an archive's uncompressed entries, in place.
+
+    Writes into a loaded archive do not update the checksums the zip format stores; call this
+    before handing the archive to a tool that checks them (``unzip``, :mod:`zipfile`,
+    :func:`unpack_memmap`).
+
+    Args:
+        archive_path: the archive to update.
+
+    Returns:
+        The path of the archive.
+
+    Raises:
+        MemmapArchiveError: not an archive, or a damaged one.
+
+    Examples:
+        >>> import tempfile, torch
+        >>> from pathlib import Path
+        >>> from tensordict import TensorDict
+        >>> d = Path(tempfile.mkdtemp())
+        >>> _ = TensorDict(a=torch.zeros(3)).save(d / "td.tdz")
+        >>> refresh_archive_checksums(d / "td.tdz").name
+        'td.tdz'
+    """
+    archive = os.path.abspath(os.fspath(archive_path))
+    with _open(archive) as zf:
+        infos = zf.infolist()
+        start = zf.start_dir  # type: ignore[attr-defined]
+    with open(archive, "r+b") as f:
+        crcs: dict[int, int] = {}
+        for info in infos:
+            if info.compress_type == zipfile.ZIP_STORED and not info.is_dir():
+                crcs[info.header_offset] = _patch_local(f, archive, info)
+        _patch_central(f, archive, start, len(infos), crcs)
+        f.flush()
+        os.fsync(f.fileno())
+    return Path(archive)
+
+
+def _patch_local(f: Any, archive: str, info: zipfile.ZipInfo) -> int:
+    f.seek(info.header_offset)
+    head = f.read(_LOCAL_FIXED)
+    if len(head) < _LOCAL_FIXED or head[:4] != b"PK\x03\x04":
+        raise MemmapArchiveError(f"{archive}: the local header of {info.filename!r} is damaged.")
+    name_len, extra_len = struct.unpack("<2H", head[26:30])
+    f.seek(info.header_offset + _LOCAL_FIXED + name_len + extra_len)
+    crc, left = 0, info.compress_size
+    while left:
+        chunk = f.read(min(left, _CHUNK))
+        if not chunk:
+            raise MemmapArchiveError(f"{archive}: the entry {info.filename!r} is truncated.")
+        crc, left = zlib.crc32(chunk, crc), left - len(chunk)
+    f.seek(info.header_offset + 14)
+    f.write(struct.pack("<I", crc))
+    return crc
+
+
+def _patch_central(f: Any, archive: str, start: int, count: int, crcs: dict[int, int]) -> None:
+    pos = start
+    for _ in range(count):
+        f.seek(pos)
+        head = f.read(_CENTRAL_FIXED)
+        if len(head) < _CENTRAL_FIXED or head[:4] != b"PK\x01\x02":
+            raise MemmapArchiveError(f"{archive}: its central directory is damaged.")
+        n, m, k = struct.unpack("<3H", head[28:34])
+        offset = struct.unpack("<I", head[42:46])[0]
+        if offset == 0xFFFFFFFF:
+            f.seek(pos + _CENTRAL_FIXED + n)
+            offset = _zip64_offset(f.read(m), head)
+        if offset in crcs:
+            f.seek(pos + 16)
+            f.write(struct.pack("<I", crcs[offset]))
+        pos += _CENTRAL_FIXED + n + m + k
+
+
+def _zip64_offset(extra: bytes, head: bytes) -> int:
+    """The local header offset stored in a central record's zip64 extra field."""
+    csize, usize = struct.unpack("<2I", head[20:28])
+    i = 0
+    while i + 4 <= len(extra):
+        tag, size = struct.unpack("<2H", extra[i : i + 4])
+        if tag == 1:
+            fields = extra[i + 4 : i + 4 + size]
+            skip = 8 * ((usize == 0xFFFFFFFF) + (csize == 0xFFFFFFFF))
+            return int(struct.unpack("<Q", fields[skip : skip + 8])[0])
+        i += 4 + size
+    return -1
+
+
+def write_archive(td: Any, path: Any, writer: Any, **kwargs: Any) -> None:
+    """Write ``td`` as an archive at ``path``: ``writer(td, directory)`` fills a temporary
+    directory next to the archive, which is packed (atomically) and removed."""
+    dst = os.path.abspath(os.fspath(path))
+    folder = os.path.dirname(dst)
+    os.makedirs(folder, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(dst)}.", suffix=".dir", dir=folder)
+    try:
+        writer(td, os.path.join(tmp, "td"))
+        pack_memmap(os.path.join(tmp, "td"), dst, **kwargs)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
