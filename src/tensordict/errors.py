@@ -365,3 +365,9 @@ class MemmapArchiveError(MemmapFormatError):
     """A file given as a memory-mapped archive (``.tdz``) that is not one, or that is damaged or
     truncated, or an archive that cannot be written where asked. Subclasses ``ValueError``
     (through :class:`MemmapFormatError`), which upstream raises."""
+
+
+class MemmapArchiveWriteError(MemmapArchiveError, RuntimeError):
+    """An archive loaded with ``mode="r+"`` holding an entry that cannot be written in place (a
+    compressed or misaligned entry, a nested tensor). Subclasses ``RuntimeError``, which
+    upstream raises, and ``ValueError`` through :class:`MemmapArchiveError`."""

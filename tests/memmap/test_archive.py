@@ -164,8 +164,10 @@ def test_corrupted_payload_is_caught_by_its_checksum(tmp_path: Path) -> None:
     with open(tmp_path / "x.tdz", "r+b") as f:
         f.seek(off)
         f.write(b"\x01")
+    # as upstream, mapping does not read (nor check) uncompressed payloads; extracting does
     with pytest.raises(MemmapArchiveError, match=r"'a\.memmap' is damaged"):
-        TensorDict.load_memmap(tmp_path / "x.tdz")
+        unpack_memmap(tmp_path / "x.tdz", tmp_path / "out")
+    assert not (tmp_path / "out" / "a.memmap").exists()
     # after a deliberate in-place write, refreshing the checksums makes it valid again
     assert refresh_archive_checksums(tmp_path / "x.tdz") == tmp_path / "x.tdz"
     with zipfile.ZipFile(tmp_path / "x.tdz") as zf:
@@ -220,6 +222,62 @@ def test_empty_leaves_in_an_archive(tmp_path: Path) -> None:
 def test_private_module_exports_the_archive_functions() -> None:
     assert archive_module.pack_memmap is pack_memmap
     assert archive_module.TENSORDICT_ARCHIVE_SUFFIX == ".tdz"
+
+
+def test_leaves_are_views_into_one_copy_on_write_mapping(tmp_path: Path) -> None:
+    sample().save(tmp_path / "x.tdz")
+    before = (tmp_path / "x.tdz").read_bytes()
+    loaded = TensorDict.load_memmap(tmp_path / "x.tdz")
+    tensors = [v for v in loaded.values(True, True) if isinstance(v, torch.Tensor)]
+    assert len({v.untyped_storage().data_ptr() for v in tensors}) == 1
+    loaded["a"] += 1
+    assert (loaded["a"] == sample()["a"] + 1).all()
+    assert (tmp_path / "x.tdz").read_bytes() == before
+
+
+def test_mode_r_plus_writes_through_and_refresh_fixes_checksums(tmp_path: Path) -> None:
+    sample().save(tmp_path / "x.tdz")
+    loaded = TensorDict.load_memmap(tmp_path / "x.tdz", mode="r+")
+    loaded["b", "d"].add_(5)
+    again = TensorDict.load_memmap(tmp_path / "x.tdz")
+    assert again["b", "d"].tolist() == [5, 6, 7]
+    with pytest.raises(zipfile.BadZipFile), zipfile.ZipFile(tmp_path / "x.tdz") as zf:
+        zf.read("b/d.memmap")
+    refresh_archive_checksums(tmp_path / "x.tdz")
+    with zipfile.ZipFile(tmp_path / "x.tdz") as zf:
+        assert zf.testzip() is None
+
+
+def test_mode_r_plus_refuses_what_cannot_be_written_in_place(tmp_path: Path) -> None:
+    sample().save(tmp_path / "c.tdz", compression="deflate")
+    with pytest.raises(RuntimeError, match="is compressed"):
+        TensorDict.load_memmap(tmp_path / "c.tdz", mode="r+")
+    sample().memmap(tmp_path / "plain")
+    with zipfile.ZipFile(tmp_path / "foreign.zip", "w") as zf:
+        for path in sorted((tmp_path / "plain").rglob("*")):
+            if path.is_file():
+                zf.write(path, path.relative_to(tmp_path / "plain").as_posix())
+    with pytest.raises(RuntimeError, match="is not aligned"):
+        TensorDict.load_memmap(tmp_path / "foreign.zip", mode="r+")
+    with pytest.raises(ValueError, match="mode must be"):
+        TensorDict.load_memmap(tmp_path / "c.tdz", mode="w")
+
+
+def test_memmap_like_archive_is_a_buffer_that_writes_through(tmp_path: Path) -> None:
+    buf = sample().memmap_like(tmp_path / "buf.tdz")
+    buf["a"].copy_(sample()["a"])
+    assert (TensorDict.load_memmap(tmp_path / "buf.tdz")["a"] == sample()["a"]).all()
+
+
+@pytest.mark.parametrize("archive", [False, True])
+def test_subpath_loads_one_nested_tensordict(tmp_path: Path, archive: bool) -> None:
+    prefix = tmp_path / ("s.tdz" if archive else "s")
+    sample().save(prefix)
+    for subpath in ("b", ("b",), [("b",)]):
+        part = TensorDict.load_memmap(prefix, subpath=subpath)
+        assert part["d"].tolist() == [0, 1, 2]
+    with pytest.raises(ValueError, match="No tensordict found under subpath"):
+        TensorDict.load_memmap(prefix, subpath="b/nope")
 
 
 # ---------------------------------------------------------------- interchange with upstream

@@ -26,7 +26,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tensordict.errors import MemmapArchiveError
+import torch
+
+from tensordict.errors import MemmapArchiveError, MemmapArchiveWriteError
 from tensordict.memmap import format as fmt
 from tensordict.memmap import transaction as tx
 
@@ -247,8 +249,9 @@ def _open(path: str) -> zipfile.ZipFile:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, EOFError, ValueError) as err:
         raise MemmapArchiveError(
-            f"{path} is not a readable zip archive ({err}): it is damaged, truncated or not an "
-            "archive written by pack_memmap / save('x.tdz')."
+            f"{path} is a file but not a memory-mapped tensordict archive: it is not a readable "
+            f"zip file ({err}), so it is damaged, truncated or was not written by pack_memmap / "
+            "save('x.tdz')."
         ) from None
     infos = zf.infolist()
     if not any(i.filename == fmt.META for i in infos):
@@ -275,11 +278,15 @@ def _safe_name(archive: str, name: str) -> str:
     return norm
 
 
-def _extract(zf: zipfile.ZipFile, archive: str, target: str) -> None:
-    """Extract every entry of ``zf`` into ``target`` (checked: names, space, CRC)."""
+def _extract(
+    zf: zipfile.ZipFile, archive: str, target: str, sparse: set[str] | frozenset[str] = frozenset()
+) -> None:
+    """Extract every entry of ``zf`` into ``target`` (checked: names, space, CRC); the entries
+    named in ``sparse`` become empty files of their size (their data is mapped from the
+    archive instead)."""
     infos = [i for i in zf.infolist() if not i.is_dir()]
     names = [_safe_name(archive, i.filename) for i in infos]
-    need = sum(i.file_size for i in infos)
+    need = sum(i.file_size for i, n in zip(infos, names, strict=True) if n not in sparse)
     os.makedirs(target, exist_ok=True)
     if need > tx.free_bytes(target):
         raise MemmapArchiveError(
@@ -288,6 +295,10 @@ def _extract(zf: zipfile.ZipFile, archive: str, target: str) -> None:
     for info, name in zip(infos, names, strict=True):
         dest = os.path.join(target, *name.split("/"))
         os.makedirs(os.path.dirname(dest), exist_ok=True)
+        if name in sparse:
+            with open(dest, "wb") as out:
+                out.truncate(info.file_size)
+            continue
         try:
             with zf.open(info) as src, open(dest, "wb") as out:
                 shutil.copyfileobj(src, out, _CHUNK)
@@ -331,23 +342,98 @@ def unpack_memmap(archive_path: str | os.PathLike[str], prefix: str | os.PathLik
     return Path(target)
 
 
-def load_archive(path: str, load_dir: Any, **kwargs: Any) -> Any:
+def load_archive(
+    path: str, load_dir: Any, *, mode: str = "r", subpath: Any = None, **kwargs: Any
+) -> Any:
     """Load the tensordict an archive holds, with ``load_dir(directory, **kwargs)``.
 
-    The entries are checked and extracted to a private temporary directory, loaded, and read
-    into memory (the leaves are ordinary tensors); the temporary directory is removed.
+    The metadata files are extracted to a private temporary directory (removed before
+    returning) and loaded; each uncompressed leaf whose data offset suits its dtype becomes a
+    view into one mapping of the archive: copy-on-write with ``mode="r"`` (the file never
+    changes), shared with ``mode="r+"`` (writes reach the archive; its checksums then need
+    :func:`refresh_archive_checksums`). Compressed or misaligned leaves are read into memory,
+    which ``mode="r+"`` refuses.
     """
+    if mode not in ("r", "r+"):
+        raise ValueError(f"mode must be 'r' or 'r+' for a memmap archive, got {mode!r}.")
     with _open(path) as zf, tempfile.TemporaryDirectory(prefix="tdz-") as tmp:
-        _extract(zf, path, tmp)
-        loaded = load_dir(tmp, **kwargs)
-        return _in_memory(loaded)
+        spans = _payload_spans(zf, path, mode)
+        _extract(zf, path, tmp, sparse=set(spans))
+        loaded = load_dir(tmp, subpath=subpath, **kwargs)
+        if mode == "r+":
+            _refuse_nested(loaded, path)
+        whole = _map_whole(path, mode) if spans else None
+        writable = mode == "r+"
+        return loaded.apply(lambda t: _remap(t, tmp, spans, whole, writable), call_on_nested=False)
 
 
-def _in_memory(node: Any) -> Any:
-    out = node.clone()
-    if hasattr(out, "_memmap_prefix"):
-        out._memmap_prefix = None
-    return out
+def _payload_spans(zf: zipfile.ZipFile, path: str, mode: str) -> dict[str, tuple[int, int]]:
+    """(data offset, size) of each uncompressed ``.memmap`` entry that can be mapped in place."""
+    spans: dict[str, tuple[int, int]] = {}
+    with open(path, "rb") as f:
+        for info in zf.infolist():
+            if not info.filename.endswith(".memmap"):
+                continue
+            if info.compress_type != zipfile.ZIP_STORED:
+                if mode == "r+":
+                    raise MemmapArchiveWriteError(
+                        f"{path}: the entry {info.filename!r} is compressed, so it cannot be "
+                        "written in place (mode='r+'); load it with mode='r', or unpack it."
+                    )
+                continue
+            f.seek(info.header_offset)
+            head = f.read(_LOCAL_FIXED)
+            if len(head) < _LOCAL_FIXED or head[:4] != b"PK\x03\x04":
+                raise MemmapArchiveError(
+                    f"{path}: the local header of {info.filename!r} is damaged or truncated."
+                )
+            name_len, extra_len = struct.unpack("<2H", head[26:30])
+            start = info.header_offset + _LOCAL_FIXED + name_len + extra_len
+            spans[_safe_name(path, info.filename)] = (start, info.file_size)
+    return spans
+
+
+def _map_whole(path: str, mode: str) -> torch.Tensor:
+    """The archive as one byte tensor: shared with ``mode="r+"``, copy-on-write otherwise."""
+    size = os.path.getsize(path)
+    return torch.from_file(path, shared=mode == "r+", size=size, dtype=torch.uint8)
+
+
+def _remap(
+    t: torch.Tensor, tmp: str, spans: dict[str, tuple[int, int]], whole: Any, writable: bool
+) -> Any:
+    """The leaf ``t`` (loaded from the temporary folder) as a view into the archive's mapping,
+    or read into memory when its entry is compressed or misaligned."""
+    filename = getattr(t, "filename", None)
+    rel = os.path.relpath(filename, tmp).replace(os.sep, "/") if filename else None
+    span = spans.get(rel) if rel is not None else None
+    plain = t.as_subclass(torch.Tensor) if isinstance(t, torch.Tensor) else t
+    if span is None or whole is None:
+        if writable and filename:
+            raise MemmapArchiveWriteError(f"{rel} cannot be written in place (mode='r+').")
+        return plain.clone() if filename else plain
+    start, size = span
+    nbytes = t.numel() * t.element_size()
+    if nbytes > size:
+        raise MemmapArchiveError(f"the entry {rel!r} holds {size} bytes, {nbytes} are needed.")
+    data = whole[start : start + nbytes]
+    if start % t.element_size():
+        if writable:
+            raise MemmapArchiveWriteError(
+                f"the entry {rel!r} is not aligned to its dtype ({t.dtype}) in the archive, so "
+                "it cannot be mapped for writing (mode='r+'); repack it with pack_memmap."
+            )
+        data = data.clone()  # a copy, aligned by the allocator
+    return data.view(t.dtype).view(t.shape)
+
+
+def _refuse_nested(loaded: Any, path: str) -> None:
+    for t in loaded.values(True, True):
+        if isinstance(t, torch.Tensor) and t.is_nested:
+            raise MemmapArchiveWriteError(
+                f"{path} holds a nested tensor, which cannot be written in place "
+                "(mode='r+'); load it with mode='r'."
+            )
 
 
 def refresh_archive_checksums(archive_path: str | os.PathLike[str]) -> Path:

@@ -500,7 +500,7 @@ def memmap_like(
     if archive is not None:
         _check_archive_target(prefix, existsok)
         tdz.write_archive(td, prefix, lambda t, d: memmap_like(t, d), **archive)
-        return load_memmap(prefix, allow_pickle=True)
+        return load_memmap(prefix, allow_pickle=True, mode="r+")  # a buffer: writes go through
     if prefix is None:
         return _anonymous(td, like=True, inplace=False)
     new, build = plan(td, _prefix(prefix), like=True, inplace=False)

@@ -56,6 +56,9 @@ def load_memmap(
     non_blocking: bool = False,
     out: Any = None,
     robust_key: bool | None = None,
+    subpath: Any = None,
+    mode: str | None = None,
+    num_threads: int = 0,
 ) -> Any:
     """Load a tensordict saved by :func:`memmap_` / :func:`memmap` (here or by upstream tensordict).
 
@@ -89,8 +92,14 @@ def load_memmap(
     if not os.path.lexists(root):
         _missing(root)
     if os.path.isfile(root):
-        node = tdz.load_archive(root, load_memmap, allow_pickle=allow_pickle)
+        node = tdz.load_archive(
+            root, load_memmap, mode=mode or "r", subpath=subpath, allow_pickle=allow_pickle
+        )
         return _finish(node, device, out)
+    if mode not in (None, "r", "r+"):
+        raise ValueError(f"mode must be None, 'r' or 'r+', got {mode!r}.")
+    if subpath is not None:
+        root = _subpath(root, subpath)
     for attempt in range(_RETRIES + 1):
         before = _identity(root)
         try:
@@ -102,6 +111,30 @@ def load_memmap(
         if _identity(root) == before:
             break
     return _finish(node, device, out)
+
+
+def _subpath(root: str, subpath: Any) -> str:
+    """The folder of the nested tensordict ``subpath`` ("a/b" or a nested key) below ``root``."""
+    parts: list[str] = []
+
+    def flatten(key: Any) -> None:
+        if isinstance(key, str):
+            parts.extend(p for p in key.split("/") if p)
+        else:
+            for k in key:
+                flatten(k)
+
+    flatten(subpath)
+    folder = root
+    for part in parts:
+        found = fmt.find_entry(folder, part)
+        if found is None or not os.path.isfile(os.path.join(found, fmt.META)):
+            raise MemmapFormatError(
+                f"No tensordict found under subpath {subpath!r} in {root}: pass the path of a "
+                "nested tensordict, e.g. 'key/subkey' or ('key', 'subkey')."
+            )
+        folder = found
+    return folder
 
 
 def _finish(node: Any, device: Any, out: Any) -> Any:
