@@ -265,3 +265,8 @@ def chunk_draws(data):
         ]
     )
     return TensorDict({"row": row.expand(*data.batch_size, 5).clone()}, data.batch_size)
+
+
+def sigterm_is_default(data):
+    """Whether SIGTERM has its default action in the worker (1) or a handler (0)."""
+    return torch.tensor([int(signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)])

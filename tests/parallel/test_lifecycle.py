@@ -11,7 +11,10 @@ import signal
 import subprocess
 
 import pytest
+import torch
 
+from tensordict import TensorDict
+from tests.parallel import helpers
 from tests.parallel.lifecycle import DEADLINE, Harness, wait_gone
 
 
@@ -63,3 +66,23 @@ def test_workers_started_from_a_thread_outlive_it_and_die_with_the_parent(harnes
     h.expect("ready", running=2)
     os.kill(h.proc.pid, signal.SIGKILL)
     assert wait_gone(h.workers) == [], "workers outlived their parent"
+
+
+def test_workers_do_not_inherit_the_parents_sigterm_handler():
+    # TorchRL's replay buffers install such a handler: a worker keeping it would survive close()'s
+    # SIGTERM until the SIGKILL fallback
+    previous = signal.signal(signal.SIGTERM, lambda *_: None)
+    try:
+        td = TensorDict({"x": torch.zeros(4)}, [4])
+        out = list(
+            td.map_iter(
+                helpers.sigterm_is_default,
+                num_workers=2,
+                chunksize=2,
+                generator=torch.Generator(),
+                mp_start_method="fork",
+            )
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert [int(o) for o in out] == [1, 1]

@@ -66,6 +66,12 @@ def stage_setitem_persistent(td: Any, index: Any, value: Any, run: bool = False)
     if getattr(type(value), "_is_tensorclass", False):
         value = value._tensordict
     if isinstance(value, TensorDictBase):
+        if not broadcasts_to(value.batch_size, plan.batch_size):
+            raise ShapeMismatchError(
+                f"Cannot broadcast the tensordict of batch_size={list(value.batch_size)} to the "
+                f"indexed persistent tensordict of batch size {list(plan.batch_size)}. Give a "
+                "value of that batch size (or one that broadcasts to it). Nothing was written."
+            )
         stager.collection(target, value._own_items(), value.batch_size, (), td)
     elif isinstance(value, Mapping):
         stager.collection(target, value.items(), plan.batch_size, (), td)

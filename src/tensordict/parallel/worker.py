@@ -275,6 +275,9 @@ def worker_main(
     # otherwise write to every one of them and copy their pages (duplicating the parent's heap).
     gc.freeze()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # a SIGTERM handler inherited through fork (TorchRL's replay buffers install one) would keep
+    # the worker alive on close()'s SIGTERM until the SIGKILL fallback
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # held while we were forked
     for fd in inherited_fds:
         with contextlib.suppress(OSError):

@@ -85,13 +85,13 @@ def stage_store_setitem(td: Any, index: Any, value: Any) -> list[Callable[[], No
         if meta is None:
             _check_unlocked(td, rel)
             shape = [*bs, *t.shape[len(value_bs) :]]
-            _check(rel, t, torch.Size((*plan.batch_size, *shape[len(bs) :])))
+            t = _check(rel, t, torch.Size((*plan.batch_size, *shape[len(bs) :])))
             whole = torch.zeros(shape, dtype=t.dtype)
             whole[plan.leaf_index] = t
             extra += _leaf_commands(conn, full, whole)
             continue
         shape, dtype = tensor_meta(full, meta)
-        _check(rel, t, torch.Size([*plan.batch_size, *shape[len(bs) :]]))
+        t = _check(rel, t, torch.Size([*plan.batch_size, *shape[len(bs) :]]))
         writes.append(RowWrite(full, shape, dtype, sel, t, len(bs)))
     extra += _object_commands(td, plan, objects, metas)
 
@@ -101,12 +101,16 @@ def stage_store_setitem(td: Any, index: Any, value: Any) -> list[Callable[[], No
     return [run]
 
 
-def _check(rel: str, value: torch.Tensor, expected: torch.Size) -> None:
+def _check(rel: str, value: torch.Tensor, expected: torch.Size) -> torch.Tensor:
+    """``value`` ready to write into ``expected``: as torch's setitem, extra leading 1s go."""
+    while value.dim() > len(expected) and value.shape[0] == 1:
+        value = value[0]
     if not broadcasts_to(value.shape, expected):
         raise ShapeMismatchError(
             f"cannot write {rel!r}: the value has shape {list(value.shape)} but the indexed "
             f"entry has shape {list(expected)}. Nothing was written."
         )
+    return value
 
 
 def _check_unlocked(td: Any, rel: str) -> None:
