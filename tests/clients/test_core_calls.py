@@ -112,3 +112,12 @@ def test_accepted_classes_cover_tensors_and_tensordicts():
     assert isinstance(torch.zeros(1), accepted)
     assert isinstance(TensorDict(a=torch.zeros(1)), accepted)
     assert not isinstance([1], accepted)
+
+
+def test_has_exclusive_keys_compares_the_members_nested_keys():
+    # TorchRL's batched environments decide with it whether their members can be stacked
+    a = TensorDict(x=torch.zeros(2), n={"y": torch.zeros(2)}, batch_size=[2])
+    b = TensorDict(x=torch.zeros(2), n={"z": torch.zeros(2)}, batch_size=[2])
+    assert LazyStackedTensorDict(a, b)._has_exclusive_keys
+    assert not LazyStackedTensorDict(a, a.clone())._has_exclusive_keys
+    assert not nested()._has_exclusive_keys
