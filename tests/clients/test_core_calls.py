@@ -121,3 +121,12 @@ def test_has_exclusive_keys_compares_the_members_nested_keys():
     assert LazyStackedTensorDict(a, b)._has_exclusive_keys
     assert not LazyStackedTensorDict(a, a.clone())._has_exclusive_keys
     assert not nested()._has_exclusive_keys
+
+
+def test_new_unsafe_turns_nested_dicts_into_tensordicts():
+    # TorchRL's SAC builds its target parameters as _new_unsafe({"module": {"0": ..., "1": ...}})
+    inner = TensorDict(w=torch.zeros(2))
+    td = TensorDict._new_unsafe({"module": {"0": inner, "1": {"b": torch.ones(1)}}}, torch.Size([]))
+    assert isinstance(td["module"], TensorDict)
+    assert td["module", "0"] is inner
+    assert torch.equal(td["module", "1", "b"], torch.ones(1))
