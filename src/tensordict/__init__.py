@@ -13,12 +13,12 @@ from tensordict.core.combine import cat, stack
 from tensordict.core.coming import (
     PackLayout,
     append_memmap,
-    from_consolidated,
     is_memmap_archive,
     pack_memmap,
     refresh_archive_checksums,
     unpack_memmap,
 )
+from tensordict.core.consolidate import from_consolidated
 from tensordict.core.convert import from_any, from_namedtuple, from_pytree, from_tuple
 from tensordict.core.dense import TensorDict
 from tensordict.core.functional import (

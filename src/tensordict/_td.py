@@ -2,7 +2,7 @@
 
 from tensordict.core.base import is_tensor_collection
 from tensordict.core.combine import cat, stack
-from tensordict.core.coming import from_consolidated
+from tensordict.core.consolidate import from_consolidated
 from tensordict.core.convert import from_pytree
 from tensordict.core.dense import TensorDict
 from tensordict.core.functional import fromkeys, lazy_stack, maybe_dense_stack

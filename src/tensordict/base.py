@@ -4,6 +4,7 @@ only, each from its home."""
 import torch
 
 from tensordict.core.base import TensorDictBase, is_tensor_collection
+from tensordict.core.base import is_tensor_collection as _is_tensor_collection  # noqa: F401
 from tensordict.core.convert import from_any, from_namedtuple, from_tuple
 from tensordict.core.entries import NO_DEFAULT
 from tensordict.core.functional import from_dict

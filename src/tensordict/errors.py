@@ -30,11 +30,15 @@ __all__ = [
     "IndexingError",
     "KeyMismatchError",
     "KeyTypeError",
+    "LazyFirstClassDimError",
     "LazyViewError",
     "FileNameTooLongError",
+    "FirstClassDimMemmapError",
     "LockedError",
     "MappingLimitError",
+    "MemmapDeviceError",
     "MemmapExistsError",
+    "MemmapSymlinkError",
     "MetaDataTypeError",
     "MemmapFormatError",
     "MemmapParamsError",
@@ -62,6 +66,8 @@ __all__ = [
     "UnsafeKeyError",
     "WorkerCountWarning",
     "WorkerDiedError",
+    "PoolBusyError",
+    "PoolClosedError",
 ]
 
 
@@ -111,8 +117,9 @@ class DTypeCastError(RuntimeError, TypeError):
     """An in-place operation whose result dtype cannot be stored in the tensor it writes to."""
 
 
-class DeviceMismatchError(ValueError):
-    """Tensordicts on different devices where one device is required (members of a lazy stack)."""
+class DeviceMismatchError(ValueError, RuntimeError):
+    """Tensordicts on different devices where one device is required (members of a lazy stack),
+    or a tensor off its tensordict's device. Subclasses ``RuntimeError`` too, as upstream raises."""
 
 
 class NotATensorDictError(TypeError):
@@ -135,6 +142,16 @@ class InplaceNotSupportedError(NotImplementedError):
 class LazyViewError(RuntimeError):
     """An operation a lazy view (``_CustomOpTensorDict``, ``_SubTensorDict``) cannot do: make
     it dense first (``to_tensordict()``), or act on its source."""
+
+
+class LazyFirstClassDimError(IndexingError, ValueError):
+    """A first-class dimension (``functorch.dim``) used on a lazy stack's stack dimension.
+    Subclasses ``ValueError``, which upstream raises."""
+
+
+class FirstClassDimMemmapError(IndexingError, ValueError):
+    """A first-class dimension (``functorch.dim``) used to index a MemoryMappedTensor.
+    Subclasses ``ValueError``, which upstream raises."""
 
 
 class LockedError(RuntimeError):
@@ -173,6 +190,16 @@ class MemmapExistsError(FileExistsError, RuntimeError):
     """
 
 
+class MemmapDeviceError(RuntimeError, ValueError):
+    """A memory-mapped tensor asked for on a device other than the CPU (files live in host
+    memory). Subclasses ``RuntimeError`` and ``ValueError``, both of which upstream raises."""
+
+
+class MemmapSymlinkError(RuntimeError):
+    """A memory-mapped file asked for at a path that is a symbolic link: writing through it
+    would change a file elsewhere. Upstream raises ``RuntimeError`` for the same call."""
+
+
 class NoSpaceError(OSError):
     """Not enough free space on the file system for a memory-mapped write (``errno`` ENOSPC);
     the message names the path and the sizes. Nothing was left half-written."""
@@ -208,6 +235,17 @@ class WorkerDiedError(RuntimeError):
         self.chunk = chunk
         self.pid = pid
         self.exitcode = exitcode
+
+
+class PoolBusyError(RuntimeError):
+    """A :class:`~tensordict.parallel.WorkerPool` already runs another ``map_iter`` call."""
+
+
+class PoolClosedError(ValueError):
+    """A :class:`~tensordict.parallel.WorkerPool` used after ``close()``.
+
+    Subclasses ``ValueError``, which a closed ``multiprocessing.Pool`` raises.
+    """
 
 
 class ChunkError(RuntimeError):

@@ -12,7 +12,7 @@ from tensordict.core.cache import make_cache_key as _make_cache_key  # noqa: F40
 from tensordict.core.checks import assert_close
 from tensordict.core.checks import assert_close as assert_allclose_td
 from tensordict.core.checks import check_recursive_properties as _check_recursive_properties  # noqa: F401
-from tensordict.core.coming import TensorDictFuture
+from tensordict.core.consolidate import TensorDictFuture
 from tensordict.core.dtypes import NUMPY_TO_TORCH_DTYPE_DICT
 from tensordict.core.entries import LOCK_ERROR as _LOCK_ERROR  # noqa: F401
 from tensordict.core.functional import (

@@ -131,11 +131,18 @@ def test_setitem_refuses_a_tensordict_of_another_batch_size(ptd, td):
     assert torch.equal(ptd["x"], td["x"])
 
 
-def test_rename_onto_an_existing_key_needs_safe_false(ptd, td):
-    with pytest.raises(KeyError, match="already present in TensorDict"):
-        ptd.rename_key_("x", "n", safe=True)
-    ptd.rename_key_("x", "n")
-    assert torch.equal(ptd["n"], td["x"]) and "x" not in ptd.keys()
+def test_setitem_drops_extra_leading_ones_as_torch(ptd, td):
+    ptd[1] = TensorDict({"x": torch.tensor([[5.0, 6.0]])}, [])
+    ptd[2] = {"n": {"y": torch.full((1, 1, 3), -1)}}
+    assert ptd["x"][1].tolist() == [5.0, 6.0] and ptd["n", "y"][2].tolist() == [-1, -1, -1]
+    assert torch.equal(ptd["x"][3:], td["x"][3:])
+
+
+def test_rename_onto_an_existing_key_is_refused(ptd, td):
+    for safe in (True, False):
+        with pytest.raises(KeyError, match="already present in TensorDict"):
+            ptd.rename_key_("x", "n", safe=safe)
+    assert torch.equal(ptd["x"], td["x"]) and torch.equal(ptd["n", "y"], td["n", "y"])
 
 
 def test_view_writes_go_to_the_file(ptd):

@@ -20,6 +20,7 @@ import torch
 
 from tensordict.core.arithmetic import ArithmeticMixin
 from tensordict.core.combine import CombineMixin, stack
+from tensordict.core.consolidate import ConsolidateMixin, run_early
 from tensordict.core.conversion import ConversionMixin
 from tensordict.core.device import DeviceMixin
 from tensordict.core.entries import EntriesMixin, locked_message
@@ -89,6 +90,13 @@ def as_size(batch_size: Any) -> torch.Size:
     return size
 
 
+class _CallableList(list):  # type: ignore[type-arg]
+    """A list that returns itself when called (``sorted_keys`` was a method here before)."""
+
+    def __call__(self) -> list[Any]:
+        return list(self)
+
+
 class TensorDictBase(
     EntriesMixin,
     StructureMixin,
@@ -102,6 +110,7 @@ class TensorDictBase(
     TensorMethodsMixin,
     RaggedMixin,
     ConversionMixin,
+    ConsolidateMixin,
     UpstreamPrivateMixin,
 ):
     """The behaviour shared by every tensordict class.
@@ -111,7 +120,8 @@ class TensorDictBase(
     """
 
     # weak references to the locked tensordicts holding this one (see the lock graph below)
-    __slots__ = ("_lock_parents",)
+    # _consolidated: the storage and metadata of a consolidated tensordict (see consolidate)
+    __slots__ = ("_consolidated", "_lock_parents")
     _lock_parents: list[weakref.ref[TensorDictBase]] | None
 
     # ================================================================== size, device, names
@@ -278,8 +288,17 @@ class TensorDictBase(
         upstream)."""
         return ItemsView(self, include_nested, leaves_only, is_leaf, sort)
 
+    @property
     def sorted_keys(self) -> list[str]:
-        return sorted(self._own_keys())
+        """The top-level keys, sorted (a property, as upstream; calling it works too).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict(b=torch.zeros(1), a=torch.zeros(1))
+            >>> td.sorted_keys, td.sorted_keys()
+            (['a', 'b'], ['a', 'b'])
+        """
+        return _CallableList(sorted(self._own_keys()))
 
     def select(
         self: T,
@@ -359,6 +378,8 @@ class TensorDictBase(
                 continue
             if isinstance(value, TensorDictBase):
                 value = value._copy_structure(excluded, path)
+            elif getattr(type(value), "_is_tensorclass", False):
+                value = value.clone(False)  # a new instance over the same tensors
             source[key] = value
         return self._new_dense(source, self.batch_size, self._names_or_none())
 
@@ -514,6 +535,18 @@ class TensorDictBase(
         """A shallow copy (same as ``clone(recurse=False)``)."""
         return self.clone(recurse=False)
 
+    def to_namedtuple(self, dest_cls: Any = None) -> Any:
+        """The entries as a (nested) namedtuple (see ``tensordict.core.convert``).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> TensorDict(a=torch.zeros(1)).to_namedtuple()
+            GenericDict(a=tensor([0.]))
+        """
+        from tensordict.core.convert import to_namedtuple  # conversions build on the base
+
+        return to_namedtuple(self, dest_cls)
+
     def to_pytree(self) -> Any:
         """The pytree this tensordict stands for (see :func:`~tensordict.from_pytree`); a
         tensordict that :func:`~tensordict.from_pytree` did not make is returned as it is.
@@ -657,6 +690,8 @@ class TensorDictBase(
         was_locked = self.is_locked
         self._check_unlockable()
         self._set_locked(False)
+        if getattr(self, "_consolidated", None) is not None:
+            self._consolidated = None  # (as upstream: writes may now break the single storage)
         self._last_op = ("unlock_", was_locked)
         return self
 
@@ -786,9 +821,14 @@ class TensorDictBase(
         return io.memmap_(self, prefix, copy_existing=copy_existing, **kwargs)
 
     def memmap(self, prefix: Any = None, copy_existing: bool = False, **kwargs: Any) -> Any:
-        """A memory-mapped copy; the source is unchanged (see ``tensordict.memmap.io.memmap``)."""
+        """A memory-mapped copy; the source is unchanged (see ``tensordict.memmap.io.memmap``).
+
+        ``return_early=True`` with a ``prefix`` writes in a background thread and returns a
+        :class:`~tensordict.utils.TensorDictFuture` (as upstream)."""
         from tensordict.memmap import io
 
+        if kwargs.pop("return_early", False) and prefix is not None:
+            return run_early(lambda: io.memmap(self, prefix, copy_existing=copy_existing, **kwargs))
         return io.memmap(self, prefix, copy_existing=copy_existing, **kwargs)
 
     def memmap_like(self, prefix: Any = None, **kwargs: Any) -> Any:

@@ -8,6 +8,7 @@ other objects non-tensor data).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -18,8 +19,16 @@ import torch
 from tensordict.core.base import is_tensor_collection
 from tensordict.core.conversion import from_format_object
 from tensordict.core.dense import TensorDict
+from tensordict.core.non_tensor import NonTensorStack, is_non_tensor
 
-__all__ = ["from_any", "from_namedtuple", "from_pytree", "from_tuple", "to_pytree"]
+__all__ = [
+    "from_any",
+    "from_namedtuple",
+    "from_pytree",
+    "from_tuple",
+    "to_namedtuple",
+    "to_pytree",
+]
 
 #: the entry that records the container type of a pytree node
 PYTREE_TYPE = "_pytree_type"
@@ -241,3 +250,25 @@ def to_pytree(td: Any) -> Any:
     if fields is not None:  # a namedtuple
         return cls(*(values[f] for f in fields))
     return cls(values[str(i)] for i in range(len(values)))
+
+
+def to_namedtuple(td: Any, dest_cls: Any = None) -> Any:
+    """The entries of ``td`` as a namedtuple (``GenericDict``), nested tensordicts as nested
+    namedtuples and non-tensor data as its python value.
+
+    Examples:
+        >>> td = TensorDict(a=torch.zeros(1), n={"b": torch.ones(1)})
+        >>> to_namedtuple(td)
+        GenericDict(a=tensor([0.]), n=GenericDict(b=tensor([1.])))
+    """
+    values: dict[str, Any] = {}
+    for key, value in td._own_items():
+        if is_non_tensor(value):
+            values[key] = value.tolist() if isinstance(value, NonTensorStack) else value.data
+        elif isinstance(value, torch.Tensor):
+            values[key] = value
+        else:
+            inner = value._tensordict if getattr(type(value), "_is_tensorclass", False) else value
+            values[key] = to_namedtuple(inner)
+    cls = dest_cls if dest_cls is not None else collections.namedtuple("GenericDict", list(values))
+    return cls(**values)

@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 import torch
 
 from tensordict.core.collection import TensorCollection
+from tensordict.core.consolidate import move_consolidated
 from tensordict.core.ops import keep_lock_of
 
 __all__ = ["DeviceMixin"]
@@ -62,6 +63,9 @@ class DeviceMixin(TensorCollection):
         if kwargs:
             raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
         out: Any = self
+        plain_move = device is not None and dtype is None and batch_size is None and not inplace
+        if plain_move and getattr(self, "_consolidated", None) is not None:  # one storage copy
+            return move_consolidated(self, torch.device(device), non_blocking)  # type: ignore[no-any-return]
         if dtype is not None:
             out = out._apply_leaves(lambda t: t.to(dtype))
         if device is not None:

@@ -462,3 +462,47 @@ class CastMixin(TensorCollection):
     def bool(self) -> Any:
         """Cast every tensor to bool."""
         return self._cast(torch.bool)
+
+    def type(self, dst_type: torch.dtype) -> Any:
+        """Cast every tensor to ``dst_type`` (as ``Tensor.type``)."""
+        return self._cast(dst_type)
+
+    # upstream's named casts, one per dtype (``td.float16()``, ``td.uint8()``, ...)
+    def float16(self) -> Any:
+        return self._cast(torch.float16)
+
+    def float32(self) -> Any:
+        return self._cast(torch.float32)
+
+    def float64(self) -> Any:
+        return self._cast(torch.float64)
+
+    def int8(self) -> Any:
+        return self._cast(torch.int8)
+
+    def int16(self) -> Any:
+        return self._cast(torch.int16)
+
+    def int32(self) -> Any:
+        return self._cast(torch.int32)
+
+    def int64(self) -> Any:
+        return self._cast(torch.int64)
+
+    def uint8(self) -> Any:
+        return self._cast(torch.uint8)
+
+    def uint16(self) -> Any:
+        return self._cast(torch.uint16)
+
+    def uint32(self) -> Any:
+        return self._cast(torch.uint32)
+
+    def uint64(self) -> Any:
+        return self._cast(torch.uint64)
+
+    def complex64(self) -> Any:
+        return self._cast(torch.complex64)
+
+    def complex128(self) -> Any:
+        return self._cast(torch.complex128)

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from tensordict.core.ops import OpsMixin
+from tensordict.core.unbatched import is_unbatched
 from tensordict.errors import BatchSizeError
 
 __all__ = ["ReductionsMixin"]
@@ -67,9 +68,13 @@ class ReductionsMixin(OpsMixin):
                     "prod": torch.prod,
                     "max": torch.max,
                     "min": torch.min,
+                    "amax": torch.max,
+                    "amin": torch.min,
                 }
                 return combine.get(name, torch.sum)(stacked)
-            return self._apply_leaves(lambda x: fn(x, **kw), batch_size=torch.Size([]))
+            return self._apply_leaves(
+                lambda x: x if is_unbatched(x) else fn(x, **kw), batch_size=torch.Size([])
+            )
         if isinstance(dim, str):
             return self._reduce_features(name, fn, dim, keepdim, bool(reduce), **kw)
         dims = self._reduce_dims(dim)
@@ -86,7 +91,7 @@ class ReductionsMixin(OpsMixin):
         if names and not keepdim:
             names = [n for i, n in enumerate(names) if i not in dims]
         return self._apply_leaves(
-            lambda x: fn(x, dim=dims, keepdim=keepdim, **kw),
+            lambda x: x if is_unbatched(x) else fn(x, dim=dims, keepdim=keepdim, **kw),
             batch_size=torch.Size(new_bs),
             names=names if names and any(n is not None for n in names) else None,
             nested_extra=True,
@@ -245,11 +250,163 @@ class ReductionsMixin(OpsMixin):
         if not return_indices:
             return values
         arg = torch.argmax if name == "max" else torch.argmin
+        values = values if reduce else values.exclude(*self._unbatched_keys())
         indices = self._reduce(
             name, lambda x, dim, keepdim: arg(x, dim[0], keepdim), dim, keepdim, reduce
         )
+        indices = indices if reduce else indices.exclude(*self._unbatched_keys())
         result_type = torch.return_types.max if name == "max" else torch.return_types.min
         return result_type((values, indices))
+
+    def _unbatched_keys(self) -> list[Any]:
+        td: Any = self
+        return [k for k, v in td.items(True, True) if is_unbatched(v)]
+
+    def amax(self, dim: Any = None, keepdim: bool = False, *, reduce: bool | None = None) -> Any:
+        """Maximum values over a batch dimension (``max(..., return_indices=False)``); without
+        ``dim``, each leaf's maximum.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.tensor([[1.0, 5.0], [3.0, 2.0]])}, [2])
+            >>> td.amax(dim=0)["a"]
+            tensor([3., 5.])
+        """
+        if dim is None or dim is _MISSING:
+            return self._reduce("amax", torch.amax, None, keepdim, reduce)
+        return self._max_min("max", dim, keepdim, reduce, False)
+
+    def amin(self, dim: Any = None, keepdim: bool = False, *, reduce: bool | None = None) -> Any:
+        """Minimum values over a batch dimension, as :meth:`amax`."""
+        if dim is None or dim is _MISSING:
+            return self._reduce("amin", torch.amin, None, keepdim, reduce)
+        return self._max_min("min", dim, keepdim, reduce, False)
+
+    def cummax(self, dim: int, *, reduce: bool | None = None, return_indices: bool = True) -> Any:
+        """Cumulative maximum along a batch dimension: ``(values, indices)`` as
+        ``torch.cummax`` gives them (tensordicts of the same batch size), or the values only
+        with ``return_indices=False``.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.tensor([1.0, 3.0, 2.0])}, [3])
+            >>> values, indices = td.cummax(0)
+            >>> values["a"], indices["a"]
+            (tensor([1., 3., 3.]), tensor([0, 1, 1]))
+        """
+        return self._cumulative("cummax", dim, reduce, return_indices)
+
+    def cummin(self, dim: int, *, reduce: bool | None = None, return_indices: bool = True) -> Any:
+        """Cumulative minimum along a batch dimension, as :meth:`cummax`."""
+        return self._cumulative("cummin", dim, reduce, return_indices)
+
+    def _cumulative(self, name: str, dim: int, reduce: bool | None, return_indices: bool) -> Any:
+        bd = len(self.batch_size)
+        if not isinstance(dim, int) or not -bd <= dim < bd:
+            raise IndexError(
+                f"{name}(): dim must be a batch dimension in [{-bd}, {bd - 1}] of a tensordict "
+                f"with batch_size={list(self.batch_size)}, got {dim!r}."
+            )
+        dim = dim % bd
+        fn = getattr(torch, name)
+        result_type = getattr(torch.return_types, name)
+        if reduce:  # (as upstream: the leaves joined along dim, then one cumulative op)
+            result = fn(torch.cat(self._tensor_leaves(), dim), dim)
+            return result if return_indices else result.values
+        values = self._apply_leaves(lambda x: x if is_unbatched(x) else fn(x, dim).values)
+        if not return_indices:
+            return values
+        unbatched = self._unbatched_keys()  # (as upstream: no indices, so not in the result)
+        values = values.exclude(*unbatched)
+        indices = self._apply_leaves(lambda x: None if is_unbatched(x) else fn(x, dim).indices)
+        return result_type((values, indices))
+
+    def logsumexp(self, dim: Any = None, keepdim: bool = False, *, out: Any = None) -> Any:
+        """Log of the summed exponentials over batch dimensions (``dim=None``: all of them);
+        nested tensordicts keep their extra batch dims. With ``out``, the results are written
+        into that tensordict (its existing tensors in place) and it is returned.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(2, 3)}, [2])
+            >>> td.logsumexp(0)["a"]
+            tensor([0.6931, 0.6931, 0.6931])
+        """
+        bd = len(self.batch_size)
+        if dim is None or dim is _MISSING:
+            dim = tuple(range(bd))
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        for d in dims:
+            if not isinstance(d, int) or not -bd <= d < bd:
+                raise ValueError(
+                    f"The dimension {d} is incompatible with a tensordict with batch_size "
+                    f"{self.batch_size}: logsumexp runs over batch dimensions."
+                )
+        dims = tuple(d % bd for d in dims)
+        if len(set(dims)) != len(dims):
+            raise RuntimeError(f"logsumexp(): dim {dims} names a dimension more than once.")
+        result = self._reduce("logsumexp", torch.logsumexp, dims, keepdim, None)
+        if out is None:
+            return result
+        return _write_into(out, result)
+
+    def quantile(
+        self,
+        q: float | torch.Tensor,
+        dim: Any = None,
+        keepdim: bool = False,
+        *,
+        interpolation: str = "linear",
+        reduce: bool | None = None,
+    ) -> Any:
+        """The ``q``-th quantiles over a batch dimension (``torch.quantile``); without ``dim``,
+        of each leaf; ``reduce=True``: of all leaves together; ``dim="feature"``: over the
+        non-batch dims of each leaf.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.arange(5.0)}, [5])
+            >>> td.quantile(0.5, dim=0)["a"]
+            tensor(2.)
+        """
+
+        def fn(x: torch.Tensor, dim: Any = None, keepdim: bool = False) -> torch.Tensor:
+            if isinstance(dim, tuple):
+                dim = dim[0]
+            x = x if x.is_floating_point() else x.float()
+            return torch.quantile(x, q, dim=dim, keepdim=keepdim, interpolation=interpolation)
+
+        if dim is None and reduce:  # (over every element of every leaf)
+            leaves = [x.reshape(-1) for x in self._tensor_leaves()]
+            dtype = functools.reduce(torch.promote_types, (x.dtype for x in leaves))
+            return fn(torch.cat([x.to(dtype) for x in leaves]))
+        if dim is None or isinstance(dim, str):
+            return self._reduce("quantile", fn, dim, keepdim, reduce)
+        if reduce:
+            return self._reduce("quantile", fn, dim, keepdim, reduce)
+        d = self._reduce_dims(dim)[0]
+        bs = list(self.batch_size)
+        bs[d : d + 1] = [1] if keepdim else []
+        if isinstance(q, torch.Tensor) and q.ndim:
+            bs = [q.numel(), *bs]
+        return self._apply_leaves(
+            lambda x: x if is_unbatched(x) else fn(x, d, keepdim),
+            batch_size=torch.Size(bs),
+            names=None,
+            nested_extra=True,
+        )
+
+    def norm(self, *args: Any, **kwargs: Any) -> Any:
+        """The norm of every leaf (``torch.norm`` arguments), as a tensordict without batch dims.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> TensorDict({"a": torch.tensor([3.0, 4.0])}, [2]).norm()["a"]
+            tensor(5.)
+        """
+        return self._apply_leaves(
+            lambda x: torch.norm(x, *args, **kwargs), batch_size=torch.Size([]), names=None
+        )
 
     def std(
         self,
@@ -298,3 +455,14 @@ def _warn_first_dim_only(name: str) -> None:
         DeprecationWarning,
         stacklevel=4,
     )
+
+
+def _write_into(out: Any, result: Any) -> Any:
+    """Copy ``result``'s leaves into ``out`` (existing tensors in place) and return ``out``."""
+    for key, value in result.items(True, True):
+        current = out.get(key, None)
+        if isinstance(current, torch.Tensor) and current.shape == value.shape:
+            current.copy_(value)
+        else:
+            out.set(key, value)
+    return out

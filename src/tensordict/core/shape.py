@@ -411,6 +411,112 @@ class ShapeMixin(TensorCollection):
         dims_l = [normalize_dim(d, len(bs), bs, "flip") for d in dims_l]
         return self._transform(lambda t: t.flip(dims_l), bs, self._names_or_none())
 
+    # -------------------------------------------------- torch's shape functions on batch dims
+    def _dims(self, dims: Any, what: str) -> list[int]:
+        bs = self.batch_size
+        dims_l = [dims] if isinstance(dims, int) else list(dims)
+        return [normalize_dim(d, len(bs), bs, what) for d in dims_l]
+
+    def movedim(self, source: int | Sequence[int], destination: int | Sequence[int]) -> Any:
+        """Move batch dims ``source`` to positions ``destination`` (as ``torch.movedim``).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(2, 3, 4)}, [2, 3])
+            >>> td.movedim(0, 1)["a"].shape
+            torch.Size([3, 2, 4])
+        """
+        src, dst = self._dims(source, "movedim"), self._dims(destination, "movedim")
+        if len(src) != len(dst):
+            raise BatchSizeError(
+                f"movedim: source {src} and destination {dst} must name as many dims."
+            )
+        order: list[int | None] = [None] * len(self.batch_size)
+        for s_, d_ in zip(src, dst, strict=True):
+            order[d_] = s_
+        rest = iter(d for d in range(len(order)) if d not in src)
+        return self.permute(*[next(rest) if d is None else d for d in order])
+
+    moveaxis = movedim
+
+    def swapdims(self, dim0: int, dim1: int) -> Any:
+        """Swap two batch dims (as ``torch.swapdims``)."""
+        return self.transpose(dim0, dim1)
+
+    swapaxes = swapdims
+
+    def narrow(self, dim: int, start: int, length: int) -> Any:
+        """The batch elements ``start:start + length`` along ``dim`` (a view, as
+        ``torch.narrow``)."""
+        d = self._dims(dim, "narrow")[0]
+        return self[(slice(None),) * d + (slice(start, start + length),)]  # type: ignore[index]
+
+    def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Any:
+        """Roll along batch dims (``dims=None``: over the flattened batch, as ``torch.roll``).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> TensorDict({"a": torch.arange(3)}, [3]).roll(1)["a"]
+            tensor([2, 0, 1])
+        """
+        bs = self.batch_size
+        if dims is None:
+            bd = len(bs)
+            return self._transform(
+                lambda t: t.reshape(-1, *t.shape[bd:]).roll(shifts, 0).reshape(t.shape),
+                bs,
+                self._names_or_none(),
+            )
+        dims_l = self._dims(dims, "roll")
+        return self._transform(lambda t: t.roll(shifts, dims_l), bs, self._names_or_none())
+
+    def rot90(self, k: int = 1, dims: Sequence[int] = (0, 1)) -> Any:
+        """Rotate by 90 degrees ``k`` times in the plane of two batch dims."""
+        dims_l = self._dims(dims, "rot90")
+        return self._transform(lambda t: t.rot90(k, dims_l))
+
+    def fliplr(self) -> Any:
+        """Flip batch dim 1 (left/right)."""
+        return self.flip(1)
+
+    def flipud(self) -> Any:
+        """Flip batch dim 0 (up/down)."""
+        return self.flip(0)
+
+    def tile(self, dims: Sequence[int]) -> Any:
+        """Repeat the batch ``dims`` times along each batch dim (as ``torch.tile``: a shorter
+        ``dims`` is padded with ones on the left, a longer one adds leading batch dims)."""
+        bd = len(self.batch_size)
+        reps = [int(r) for r in ([dims] if isinstance(dims, int) else dims)]
+        reps = [1] * (bd - len(reps)) + reps
+        return self._transform(lambda t: t.tile([*reps, *([1] * (t.ndim - bd))]))
+
+    def broadcast_to(self, shape: Sequence[int]) -> Any:
+        """Broadcast the batch dims to ``shape`` (as ``torch.broadcast_to``)."""
+        size = torch.Size(shape)
+        bd = len(self.batch_size)
+        return self._transform(lambda t: t.broadcast_to(*size, *t.shape[bd:]), size)
+
+    def _atleast(self, n: int) -> Any:
+        bs = self.batch_size
+        if len(bs) >= n:
+            return self
+        new_bs = torch.Size([1] * (n - len(bs)) + list(bs))
+        bd = len(bs)
+        return self._transform(lambda t: t.reshape(*new_bs, *t.shape[bd:]), new_bs)
+
+    def atleast_1d(self) -> Any:
+        """At least one batch dim (leading ones added, as upstream)."""
+        return self._atleast(1)
+
+    def atleast_2d(self) -> Any:
+        """At least two batch dims (leading ones added)."""
+        return self._atleast(2)
+
+    def atleast_3d(self) -> Any:
+        """At least three batch dims (leading ones added)."""
+        return self._atleast(3)
+
     def repeat(self, *repeats: int, inplace: bool = False) -> Any:
         """Repeat along the batch dims like ``torch.Tensor.repeat`` (``inplace``: in self)."""
         reps = _sizes(repeats)

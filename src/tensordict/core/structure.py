@@ -17,6 +17,7 @@ from tensordict.core.entries import locked_message
 from tensordict.core.keys import NestedKey, key_path, unravel_key
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
 from tensordict.core.setitem import flat_items
+from tensordict.core.state_dict import load_state_dict, state_dict
 from tensordict.errors import LockedError, TensorDictKeyError
 
 __all__ = ["StructureMixin"]
@@ -33,6 +34,132 @@ class StructureMixin(TensorCollection):
     """Whole-structure edits on top of the entry primitives."""
 
     __slots__ = ()
+
+    def stack_tensors(
+        self: T, *keys: NestedKey, out_key: NestedKey, dim: int = 0, keep_entries: bool = False
+    ) -> T:
+        """Stack the tensors under ``keys`` along ``dim`` (a dimension of the tensors) into
+        ``out_key``; the source entries are removed unless ``keep_entries``.
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(3), "b": torch.ones(3)}, [3])
+            >>> td.stack_tensors("a", "b", out_key="ab", dim=-1)["ab"].shape
+            torch.Size([3, 2])
+            >>> sorted(td.keys())
+            ['ab']
+        """
+        return self._join_tensors(torch.stack, keys, out_key, dim, keep_entries)
+
+    def cat_tensors(
+        self: T, *keys: NestedKey, out_key: NestedKey, dim: int = 0, keep_entries: bool = False
+    ) -> T:
+        """Concatenate the tensors under ``keys`` along ``dim`` into ``out_key``, as
+        :meth:`stack_tensors`.
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(3, 1), "b": torch.ones(3, 2)}, [3])
+            >>> td.cat_tensors("a", "b", out_key="ab", dim=-1)["ab"].shape
+            torch.Size([3, 3])
+        """
+        return self._join_tensors(torch.cat, keys, out_key, dim, keep_entries)
+
+    def _join_tensors(
+        self: T, join: Any, keys: tuple[NestedKey, ...], out_key: NestedKey, dim: int, keep: bool
+    ) -> T:
+        td: Any = self
+        if not keys:
+            raise ValueError(
+                f"{join.__name__}_tensors(): name at least one key to join into {out_key!r}."
+            )
+        result = join([td.get(key) for key in keys], dim)
+        if self.is_locked:
+            raise _locked(f"write {out_key!r}")
+        td.set(out_key, result)
+        if not keep:
+            for key in keys:
+                if unravel_key(key) != unravel_key(out_key):
+                    td.del_(key)
+        return self
+
+    def state_dict(
+        self,
+        destination: Any = None,
+        prefix: str = "",
+        keep_vars: bool = False,
+        flatten: bool = True,
+    ) -> Any:
+        """The tensors as a ``torch.nn.Module``-style state dict (batch sizes, devices and
+        non-tensor data in its ``_metadata``).
+
+        Args:
+            destination: a mapping to fill (a new ``OrderedDict`` by default).
+            prefix: prepended to every key.
+            keep_vars: keep the tensors attached to autograd (detached by default).
+            flatten: dotted keys (``True``) or nested ``OrderedDict``\\ s.
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.ones(2)}}, [2])
+            >>> list(td.state_dict())
+            ['a', 'n.b']
+        """
+        return state_dict(self, destination, prefix, keep_vars, flatten)
+
+    def load_state_dict(
+        self: T,
+        state_dict: Mapping[str, Any],
+        strict: bool = True,
+        assign: bool = False,
+        from_flatten: bool | None = None,
+    ) -> T:
+        """Load a state dict made by :meth:`state_dict`: existing tensors are written in place
+        (``assign=True`` replaces them), missing entries are created.
+
+        Args:
+            state_dict: flat (dotted keys) or nested.
+            strict: the state dict and the tensordict must hold the same keys.
+            assign: set the given tensors instead of copying into the existing ones.
+            from_flatten: whether dotted keys are nested keys (default: yes).
+
+        Raises:
+            KeyMismatchError: (a ``RuntimeError``) the keys differ and ``strict`` is set.
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.ones(2), "n": {"b": torch.ones(2)}}, [2])
+            >>> zeros = td.clone().zero_()
+            >>> zeros.load_state_dict(td.state_dict())["n", "b"]
+            tensor([1., 1.])
+        """
+        return load_state_dict(self, state_dict, strict, assign, from_flatten)  # type: ignore[no-any-return]
+
+    @property
+    def depth(self) -> int:
+        """How deep the nesting goes: 0 for a flat tensordict, 1 with nested tensordicts whose
+        entries are all leaves, ...
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> TensorDict(a=torch.zeros(1), n={"b": {"c": torch.zeros(1)}}).depth
+            2
+        """
+        td: Any = self
+        nested = (len(key) - 1 for key in td.keys(True, True) if isinstance(key, tuple))
+        return max(nested, default=0)
+
+    def get_item_shape(self, key: NestedKey) -> torch.Size:
+        """The shape of the entry under ``key`` (a tensordict's: its batch size)."""
+        td: Any = self
+        value = td.get(key)
+        shape = getattr(value, "batch_size", None) if not torch.is_tensor(value) else None
+        return torch.Size(value.shape if shape is None else shape)
 
     def clear(self: T) -> T:
         """Remove every entry (not allowed on a locked tensordict)."""
@@ -182,6 +309,33 @@ class StructureMixin(TensorCollection):
         if kwargs:
             out.update(kwargs)
         return out  # type: ignore[no-any-return]
+
+    def copy_at_(
+        self: T, src: Any, idx: Any, non_blocking: bool = False, *, fast: bool = True
+    ) -> T:
+        """Copy ``src`` into this tensordict at batch index ``idx``, in place.
+
+        ``fast=True`` (the default) takes tensors only: non-tensor data raises; ``fast=False``
+        copies those too (as :meth:`update_at_`).
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(4)}, [4])
+            >>> td.copy_at_(TensorDict({"a": torch.ones(2)}, [2]), slice(0, 2))["a"]
+            tensor([1., 1., 0., 0.])
+        """
+        if fast is None:
+            raise TypeError(
+                "copy_at_(..., fast=None) is no longer supported: pass fast=True to copy tensors "
+                "only, or fast=False to copy non-tensor data too (update_at_ semantics)."
+            )
+        if fast and getattr(src, "_has_non_tensor", False):
+            raise RuntimeError(
+                "copy_at_(fast=True) copies tensors only, and the source holds non-tensor data. "
+                "Pass fast=False to copy it too."
+            )
+        return self.update_at_(src, idx)
 
     def update_at_(
         self: T,

@@ -259,6 +259,117 @@ class TensorMethodsMixin(TensorCollection):
     reciprocal_ = _unary_(torch.reciprocal, "reciprocal_")
     sign_ = _unary_(torch.sign, "sign_")
     nan_to_num_ = _unary_(torch.nan_to_num, "nan_to_num_")
+    acos = _unary(torch.acos)
+    asin = _unary(torch.asin)
+    atan = _unary(torch.atan)
+    cosh = _unary(torch.cosh)
+    sinh = _unary(torch.sinh)
+    tan = _unary(torch.tan)
+    erf = _unary(torch.erf)
+    erfc = _unary(torch.erfc)
+    lgamma = _unary(torch.lgamma)
+    log2 = _unary(torch.log2)
+    log10 = _unary(torch.log10)
+    isneginf = _unary(torch.isneginf)
+    isposinf = _unary(torch.isposinf)
+    isreal = _unary(torch.isreal)
+    acos_ = _unary_(torch.acos, "acos_")
+    asin_ = _unary_(torch.asin, "asin_")
+    atan_ = _unary_(torch.atan, "atan_")
+    cosh_ = _unary_(torch.cosh, "cosh_")
+    sinh_ = _unary_(torch.sinh, "sinh_")
+    tan_ = _unary_(torch.tan, "tan_")
+    erf_ = _unary_(torch.erf, "erf_")
+    erfc_ = _unary_(torch.erfc, "erfc_")
+    lgamma_ = _unary_(torch.lgamma, "lgamma_")
+    log2_ = _unary_(torch.log2, "log2_")
+    log10_ = _unary_(torch.log10, "log10_")
+    bitwise_and = _binary(torch.bitwise_and)
+    mod = _binary(torch.remainder)
+
+    def rsub(self: T, other: Any, alpha: float = 1) -> T:
+        """``other - alpha * self`` for every entry (as ``torch.rsub``)."""
+        return self._binary(other, lambda x, y: torch.rsub(x, y, alpha=alpha))  # type: ignore[attr-defined, no-any-return]
+
+    def addcdiv(self: T, other1: Any, other2: Any, *, value: float = 1) -> T:
+        """``self + value * other1 / other2`` entry by entry (as ``torch.addcdiv``)."""
+        td: Any = self
+        return td + (other1 / other2) * value  # type: ignore[no-any-return]
+
+    def addcmul(self: T, other1: Any, other2: Any, *, value: float = 1) -> T:
+        """``self + value * other1 * other2`` entry by entry (as ``torch.addcmul``)."""
+        td: Any = self
+        return td + (other1 * other2) * value  # type: ignore[no-any-return]
+
+    def addcdiv_(self: T, other1: Any, other2: Any, *, value: float = 1) -> T:
+        """In-place :meth:`addcdiv`."""
+        td: Any = self
+        return td.add_((other1 / other2) * value)  # type: ignore[no-any-return]
+
+    def addcmul_(self: T, other1: Any, other2: Any, *, value: float = 1) -> T:
+        """In-place :meth:`addcmul`."""
+        td: Any = self
+        return td.add_((other1 * other2) * value)  # type: ignore[no-any-return]
+
+    def lerp_(self: T, end: Any, weight: Any) -> T:
+        """``self += weight * (end - self)`` for every entry, in place."""
+        td: Any = self
+        return td.add_((end - td) * weight)  # type: ignore[no-any-return]
+
+    def maximum_(self: T, other: Any) -> T:
+        """The element-wise maximum with ``other``, in place."""
+        td: Any = self
+        return td.update_(td.maximum(other))  # type: ignore[no-any-return]
+
+    def minimum_(self: T, other: Any) -> T:
+        """The element-wise minimum with ``other``, in place."""
+        td: Any = self
+        return td.update_(td.minimum(other))  # type: ignore[no-any-return]
+
+    def clamp_max_(self: T, other: Any) -> T:
+        """Clamp every entry to at most ``other``, in place."""
+        td: Any = self
+        return td.update_(td.clamp_max(other))  # type: ignore[no-any-return]
+
+    def clamp_min_(self: T, other: Any) -> T:
+        """Clamp every entry to at least ``other``, in place."""
+        td: Any = self
+        return td.update_(td.clamp_min(other))  # type: ignore[no-any-return]
+
+    def as_tensor(self: T) -> T:
+        """Every entry as a plain ``torch.Tensor`` (``Tensor.as_subclass``: a memory-mapped or
+        other tensor subclass becomes a tensor over the same memory)."""
+        return self._apply_leaves(  # type: ignore[no-any-return]
+            lambda x: x if type(x) is torch.Tensor else x.as_subclass(torch.Tensor)
+        )
+
+    def data_ptr(self, *, storage: bool = False) -> Any:
+        """A tensordict of the leaves' data pointers (``storage=True``: of their storages)."""
+        td: Any = self
+        return td._apply_leaves(
+            lambda x: torch.tensor(x.untyped_storage().data_ptr() if storage else x.data_ptr()),
+            batch_size=torch.Size([]),
+            names=None,
+        )
+
+    @property
+    def is_cpu(self) -> bool:
+        """Whether the tensordict's device is the cpu (``False`` without a device, as upstream)."""
+        device = self.device
+        return device is not None and device.type == "cpu"
+
+    @property
+    def is_cuda(self) -> bool:
+        """Whether the tensordict's device is a CUDA device."""
+        device = self.device
+        return device is not None and device.type == "cuda"
+
+    @property
+    def is_meta(self) -> bool:
+        """Whether the tensordict's device is the meta device."""
+        device = self.device
+        return device is not None and device.type == "meta"
+
     logical_and = _binary(torch.logical_and)
     logical_or = _binary(torch.logical_or)
     logical_xor = _binary(torch.logical_xor)

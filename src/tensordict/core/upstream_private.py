@@ -15,6 +15,9 @@ from typing import Any
 import torch
 
 from tensordict.core.collection import TensorCollection
+from tensordict.core.non_tensor import is_non_tensor
+from tensordict.core.unbatched import is_unbatched
+from tensordict.errors import BatchSizeError, DeviceMismatchError
 
 __all__ = ["UpstreamPrivateMixin"]
 
@@ -112,6 +115,56 @@ class UpstreamPrivateMixin(TensorCollection):
         return self._new_dense(
             source, new_bs, None if batch_size is not None else self._names_or_none()
         )
+
+    def _check_batch_size(self, *, raise_exception: bool = True) -> bool:
+        """Whether every entry's shape starts with this tensordict's batch size (nested ones
+        checked too); raises ``RuntimeError`` on the first mismatch unless told not to."""
+        bs = self.batch_size
+        for key, value in self._own_items():
+            if is_unbatched(value):
+                continue
+            nested_ok = not isinstance(value, UpstreamPrivateMixin) or value._check_batch_size(
+                raise_exception=raise_exception
+            )
+            if not nested_ok:
+                return False
+            shape = getattr(value, "batch_size", None) if _is_collection(value) else None
+            shape = shape if shape is not None else getattr(value, "shape", None)
+            if shape is not None and tuple(shape[: len(bs)]) != tuple(bs):
+                if raise_exception:
+                    raise BatchSizeError(
+                        f"batch_size are incongruent: entry {key!r} has shape {list(shape)}, "
+                        f"which does not start with the batch_size {list(bs)}."
+                    )
+                return False
+        return True
+
+    def _check_device(self, *, raise_exception: bool = True) -> bool:
+        """Whether every tensor (nested ones included) is on this tensordict's device (always,
+        without a device); raises ``RuntimeError`` on the first stray tensor unless told not
+        to."""
+        device = self.device
+        if device is None:
+            return True
+        td: Any = self
+        for key, value in td.items(True, True):
+            if isinstance(value, torch.Tensor) and value.device != device:
+                if raise_exception:
+                    raise DeviceMismatchError(
+                        f"entry {key!r} is on {value.device}, the tensordict on {device}."
+                    )
+                return False
+        return True
+
+    @property
+    def _has_non_tensor(self) -> bool:
+        """Whether any entry, nested ones included, holds non-tensor data."""
+        for _, value in self._own_key_items():
+            if is_non_tensor(value):
+                return True
+            if isinstance(value, UpstreamPrivateMixin) and value._has_non_tensor:
+                return True
+        return False
 
     def _has_names(self) -> bool:
         """Whether any batch dimension is named."""

@@ -23,7 +23,7 @@ import torch
 from tensordict.core.base import TensorDictBase, as_size
 from tensordict.core.dense import TensorDict
 from tensordict.core.entries import locked_message
-from tensordict.core.indexing import plan_index
+from tensordict.core.indexing import is_first_class_dim, plan_index
 from tensordict.core.keys import key_path
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.errors import BatchSizeError, FormatValueError, LockedError, TensorDictKeyError
@@ -436,7 +436,11 @@ class PersistentTensorDict(BackedTensorDict):
             names,
         )
 
-    def _index(self, index: Any) -> PersistentTensorDict:
+    def _index(self, index: Any) -> Any:
+        items = index if isinstance(index, tuple) else (index,)
+        if any(is_first_class_dim(i) for i in items):
+            # a first-class dim binds a dimension of in-memory tensors: read, then index
+            return self.to_tensordict()[index]
         plan = plan_index(index, self._batch_size)
         if self._selection is None:
             selection = select(plan.leaf_index, self._batch_size)
@@ -565,12 +569,12 @@ class PersistentTensorDict(BackedTensorDict):
         if self._get_path(old, _MISSING) is _MISSING:
             raise self._missing_key(old_key)
         if self._get_path(new, _MISSING) is not _MISSING:
-            if safe:
-                raise TensorDictKeyError(
-                    f"key {new_key!r} already present in TensorDict: cannot rename {old_key!r} "
-                    "to it with safe=True. Pass safe=False to overwrite it."
-                )
-            self.del_(new_key)
+            # refused whatever ``safe`` says, as upstream's own tests expect of a file: an entry
+            # on disk is not overwritten by a rename
+            raise TensorDictKeyError(
+                f"key {new_key!r} already present in TensorDict: cannot rename {old_key!r} to it "
+                "in a file. Delete it first (del_) if it is to be replaced."
+            )
         if self._selection is not None or len(old) != len(new) or old[:-1] != new[:-1]:
             return super().rename_key_(old_key, new_key, safe)  # type: ignore[return-value]
         self._check_writable(f"rename {old_key!r}")

@@ -18,9 +18,8 @@ import torch
 from tensordict.core.base import TensorDictBase
 from tensordict.core.indexing import plan_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
-from tensordict.core.shape import broadcasts_to
 from tensordict.errors import LockedError, ShapeMismatchError
-from tensordict.formats.rows import select
+from tensordict.formats.rows import fit_value, select
 from tensordict.store._connection import KEY_SEP, decode_meta, tensor_meta
 from tensordict.store._rows import RowWrite, write_rows
 
@@ -103,14 +102,13 @@ def stage_store_setitem(td: Any, index: Any, value: Any) -> list[Callable[[], No
 
 def _check(rel: str, value: torch.Tensor, expected: torch.Size) -> torch.Tensor:
     """``value`` ready to write into ``expected``: as torch's setitem, extra leading 1s go."""
-    while value.dim() > len(expected) and value.shape[0] == 1:
-        value = value[0]
-    if not broadcasts_to(value.shape, expected):
+    fitted = fit_value(value, expected)
+    if fitted is None:
         raise ShapeMismatchError(
             f"cannot write {rel!r}: the value has shape {list(value.shape)} but the indexed "
             f"entry has shape {list(expected)}. Nothing was written."
         )
-    return value
+    return fitted
 
 
 def _check_unlocked(td: Any, rel: str) -> None:
