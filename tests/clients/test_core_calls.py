@@ -112,3 +112,21 @@ def test_accepted_classes_cover_tensors_and_tensordicts():
     assert isinstance(torch.zeros(1), accepted)
     assert isinstance(TensorDict(a=torch.zeros(1)), accepted)
     assert not isinstance([1], accepted)
+
+
+def test_has_exclusive_keys_compares_the_members_nested_keys():
+    # TorchRL's batched environments decide with it whether their members can be stacked
+    a = TensorDict(x=torch.zeros(2), n={"y": torch.zeros(2)}, batch_size=[2])
+    b = TensorDict(x=torch.zeros(2), n={"z": torch.zeros(2)}, batch_size=[2])
+    assert LazyStackedTensorDict(a, b)._has_exclusive_keys
+    assert not LazyStackedTensorDict(a, a.clone())._has_exclusive_keys
+    assert not nested()._has_exclusive_keys
+
+
+def test_new_unsafe_turns_nested_dicts_into_tensordicts():
+    # TorchRL's SAC builds its target parameters as _new_unsafe({"module": {"0": ..., "1": ...}})
+    inner = TensorDict(w=torch.zeros(2))
+    td = TensorDict._new_unsafe({"module": {"0": inner, "1": {"b": torch.ones(1)}}}, torch.Size([]))
+    assert isinstance(td["module"], TensorDict)
+    assert td["module", "0"] is inner
+    assert torch.equal(td["module", "1", "b"], torch.ones(1))

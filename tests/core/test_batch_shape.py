@@ -100,6 +100,16 @@ def test_expand_as_right_tensor_and_tensordict() -> None:
         expand_as_right(torch.zeros(3), torch.zeros(2, 4))
 
 
+def test_expand_as_right_broadcasts_singleton_dims() -> None:
+    # TorchRL's replanning actor expands a (batch, 1) mask over (batch, chunk, 1) actions
+    mask = torch.tensor([[True], [False]])
+    out = expand_as_right(mask, torch.zeros(2, 4, 1))
+    assert out.shape == (2, 4, 1) and out[0].all() and not out[1].any()
+    assert expand_as_right(torch.ones(1, 3), torch.zeros(2, 3, 5)).shape == (2, 3, 5)
+    with pytest.raises(RuntimeError, match="does not match"):
+        expand_as_right(torch.zeros(2, 3), torch.zeros(2, 4, 1))
+
+
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
 def test_shape_of_nested_tensor_marks_ragged_dims() -> None:
     nt = torch.nested.nested_tensor([torch.zeros(2, 3), torch.zeros(4, 3)])

@@ -266,3 +266,13 @@ def test_composite_module_writes_each_sample_and_log_prob():
     assert out["nested", "disc"].shape == (3,)
     assert module.log_prob_keys == ["cont_log_prob", ("nested", "disc_log_prob")]
     assert out["nested", "disc_log_prob"].shape == (3,)
+
+
+def test_sequence_draws_a_sample_like_its_last_probabilistic_module():
+    # TorchRL's advantage modules call actor._dist_sample on the sequence
+    head = TensorDictModule(lambda x: (x, torch.ones_like(x)), ["x"], ["loc", "scale"])
+    seq = ProbabilisticTensorDictSequential(head, normal(n_empirical_estimate=7))
+    assert seq.n_empirical_estimate == 7
+    dist = seq.get_dist(TensorDict(x=torch.arange(3.0), batch_size=[3]))
+    mode = seq._dist_sample(dist, interaction_type=InteractionType.DETERMINISTIC)
+    assert torch.equal(mode, torch.arange(3.0))

@@ -15,6 +15,7 @@ then is killed by pid; ``ray stop`` is never used, as it kills other users' Ray 
 from __future__ import annotations
 
 import contextlib
+import time
 import warnings
 from pathlib import Path
 
@@ -42,12 +43,31 @@ def _kill_survivors(started: set[tuple[int, float]]) -> list[int]:
                 alive.append(p)
         except psutil.NoSuchProcess:
             pass
-    _, alive = psutil.wait_procs(alive, timeout=5)  # a grace period for Ray's own shutdown
+    alive = _wait_exited(alive, timeout=5)  # a grace period for Ray's own shutdown
     for p in alive:
         with contextlib.suppress(psutil.NoSuchProcess):
             p.kill()
-    psutil.wait_procs(alive, timeout=5)
+    _wait_exited(alive, timeout=5)
     return [p.pid for p in alive]
+
+
+def _wait_exited(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """The processes still running after ``timeout`` seconds. Polls their status: waiting on
+    them (``psutil.wait_procs``) would reap our children behind the back of their owners
+    (``subprocess``, ``multiprocessing``, tensordict's background reaper)."""
+    deadline = time.monotonic() + timeout
+    left = [p for p in procs if _running(p)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.01)
+        left = [p for p in left if _running(p)]
+    return left
+
+
+def _running(p: psutil.Process) -> bool:
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 @pytest.fixture(scope="package")

@@ -122,20 +122,25 @@ def expand_right(tensor: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
 def expand_as_right(tensor: Any, dest: Any) -> Any:
     """Expand ``tensor`` (or a tensordict) on the right to the shape of ``dest``.
 
+    A dimension of size 1 in ``tensor`` is broadcast to the matching one of ``dest`` (as
+    upstream).
+
     Raises:
         RuntimeError: ``tensor`` has more dimensions than ``dest``, or its dimensions do not
-            match the leading ones of ``dest``.
+            match (nor broadcast to) the leading ones of ``dest``.
 
     Examples:
         >>> expand_as_right(torch.zeros(2), torch.zeros(2, 3, 4)).shape
         torch.Size([2, 3, 4])
+        >>> expand_as_right(torch.zeros(2, 1), torch.zeros(2, 4, 1)).shape
+        torch.Size([2, 4, 1])
     """
     if dest.ndimension() < tensor.ndimension():
         raise RuntimeError(
             f"expand_as_right: tensor has {tensor.ndimension()} dims, more than dest "
             f"({dest.ndimension()})."
         )
-    if tensor.shape != dest.shape[: tensor.ndimension()]:
+    if any(s != d and s != 1 for s, d in zip(tensor.shape, dest.shape)):
         raise RuntimeError(
             f"expand_as_right: tensor of shape {tuple(tensor.shape)} does not match the leading "
             f"dimensions of dest, of shape {tuple(dest.shape)}."

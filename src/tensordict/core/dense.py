@@ -138,7 +138,14 @@ class TensorDict(TensorDictBase):
         lock: bool = False,
         is_memmap: bool = False,
     ) -> TensorDict:
-        """Wrap already-validated entries without any check (internal fast path)."""
+        """Wrap already-validated entries without any check (internal fast path).
+
+        A plain ``dict`` entry becomes a nested tensordict of the same batch size (TorchRL
+        builds nested parameter tensordicts this way, as upstream's ``_new_unsafe`` allows).
+        """
+        for key, value in source.items():
+            if value.__class__ is dict:
+                source[key] = cls._new_unsafe(value, batch_size, device, names, lock, is_memmap)
         self = object.__new__(cls)
         self._tensordict = source
         self._batch_size = batch_size

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, TypeVar
 
 import torch
@@ -82,7 +83,18 @@ class DeviceMixin(TensorCollection):
         if inplace:  # (the shape mixin's helper: this tensordict takes the moved leaves)
             td_: Any = self
             return td_._inplace_result(out, True, "to")  # type: ignore[no-any-return]
-        return keep_lock_of(self, out)  # type: ignore[no-any-return]
+        moved: Any = keep_lock_of(self, out)
+        source: Any = self
+
+        def write_back() -> None:
+            # ``with td.to(device) as moved:`` entries written in the block reach ``td`` on
+            # exit: existing ones copied back in place, new ones added as they are (as upstream)
+            if not source.is_locked:
+                source.update(moved, inplace=True)
+
+        with contextlib.suppress(AttributeError):
+            moved._last_op = ("restore", write_back)
+        return moved  # type: ignore[no-any-return]
 
     def cpu(self: T) -> T:
         return self.to("cpu")

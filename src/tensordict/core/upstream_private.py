@@ -189,3 +189,13 @@ class UpstreamPrivateMixin(TensorCollection):
     def _propagate_unlock(self, *args: Any, **kwargs: Any) -> list[Any]:
         self._set_locked(False)  # type: ignore[attr-defined]
         return []
+
+    @property
+    def _has_exclusive_keys(self) -> bool:
+        """Whether the members of a lazy stack differ in their (nested leaf) keys; False for a
+        tensordict that stacks nothing. TorchRL's batched environments ask it."""
+        members = getattr(self, "tensordicts", None)
+        if not members:
+            return False
+        first = set(members[0].keys(True, True))
+        return any(set(td.keys(True, True)) != first for td in members[1:])

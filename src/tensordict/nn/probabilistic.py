@@ -260,6 +260,16 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         return total
 
     @property
+    def n_empirical_estimate(self) -> int:
+        """That of the last probabilistic module (samples averaged for a MEAN without a mean);
+        TorchRL's advantage modules sample through the sequence (``_dist_sample``)."""
+        for m in reversed(list(self._module_iter())):
+            count = getattr(m, "n_empirical_estimate", None)
+            if count is not None:
+                return int(count)
+        return 1000
+
+    @property
     def default_interaction_type(self) -> Any:
         for m in reversed(list(self._module_iter())):
             kind = getattr(m, "default_interaction_type", None)

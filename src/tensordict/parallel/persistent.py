@@ -38,13 +38,14 @@ class WorkerPool:
     Workers start on the first call (one at a time, so the first chunk is not delayed) and run
     until :meth:`close` (or the end of a ``with`` block, or interpreter exit; they also die with
     this process however it dies). A call keeps every guarantee of the pool ``map_iter`` creates:
-    at most ``2 * num_workers`` chunks in flight, results in order, an error in ``fn`` re-raised
-    at its place with the worker's traceback, and :class:`~tensordict.errors.WorkerDiedError` the
-    moment a worker dies holding a chunk. Ending a call early (``break``, an error, a dead worker)
-    leaves the pool usable: the next call starts at once, chunks the workers still hold from the
-    earlier call finish first and their results are dropped, and a dead worker is replaced by a
-    new one (next id, seed ``base + id``). One call at a time: a second call while the first is
-    still open raises :class:`~tensordict.errors.PoolBusyError`.
+    at most ``2 * num_workers`` chunks in flight (``16 *`` for tiny chunks), results in order, an
+    error in ``fn`` re-raised at its place with the worker's traceback, and
+    :class:`~tensordict.errors.WorkerDiedError` the moment a worker dies holding a chunk. Ending
+    a call early (``break``, an error, a dead worker) leaves the pool usable: the next call
+    starts at once, chunks the workers still hold from the earlier call finish first and their
+    results are dropped, and a dead worker is replaced by a new one (next id, seed ``base + id``).
+    One call at a time: a second call while the first is still open raises
+    :class:`~tensordict.errors.PoolBusyError`.
 
     Seeding: each worker is seeded once, when it starts: torch with ``base + id`` (``base`` drawn
     from ``generator`` when the pool is created), NumPy and ``random`` from both, as ``map_iter``

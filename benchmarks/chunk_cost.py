@@ -1,0 +1,94 @@
+"""What a chunk costs in CPU time, map_iter against the bare processes: a figure the load of a
+shared machine does not move much (wall-clock figures do: the cores are shared).
+
+Run: ``python -m benchmarks.chunk_cost [workload ...] [--rows N] [--rounds R]`` (workloads of
+``benchmarks/cpu_bound.py``; default ``tiny decode``).
+
+For each round, each contender runs once and prints the CPU time it used per chunk:
+
+- ``parent``: ``time.process_time()`` of this process over the call (planning, sending,
+  waiting, receiving, decoding; forking for the bare processes);
+- ``workers``: ``getrusage(RUSAGE_CHILDREN)`` over the call, once its workers are reaped
+  (start-up, receiving, ``fn``, encoding, sending, exit);
+- ``wake-ups``: context switches of the workers per chunk (each one a block and a wake-up).
+
+The bare processes (``workloads.bare_processes``) run ``fn`` on the same chunks with no engine:
+their CPU per chunk is the work itself; the difference is what map_iter adds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from benchmarks.cpu_bound import WORKERS, WORKLOADS, _source
+from benchmarks.map_iter import _drain
+from benchmarks.workloads import bare_processes
+from tensordict import TensorDict
+from tensordict.parallel.reaper import wait_reaped
+
+
+def _children() -> tuple[float, int]:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime, r.ru_nvcsw + r.ru_nivcsw
+
+
+def cost(run: Callable[[], Any], chunks: int) -> dict[str, float]:
+    """CPU microseconds per chunk of one call of ``run`` (parent, workers), and wake-ups."""
+    wait_reaped()  # the workers of an earlier call are not charged to this one
+    parent, (children, switches) = time.process_time(), _children()
+    start = time.perf_counter()
+    run()
+    wall = time.perf_counter() - start
+    parent = time.process_time() - parent
+    wait_reaped()
+    children_after, switches_after = _children()
+    return {
+        "parent_us": 1e6 * parent / chunks,
+        "workers_us": 1e6 * (children_after - children) / chunks,
+        "wakeups": (switches_after - switches) / chunks,
+        "wall_s": wall,
+    }
+
+
+def contenders(td: TensorDict, fn: Callable[[TensorDict], Any], cs: int) -> dict[str, Any]:
+    gen = torch.Generator()
+    return {
+        "map_iter": lambda: _drain(
+            td.map_iter(fn, num_workers=WORKERS, chunksize=cs, generator=gen)
+        ),
+        "bare processes": lambda: bare_processes(td, fn, cs),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("workloads", nargs="*", default=["tiny", "decode"], choices=WORKLOADS)
+    parser.add_argument("--rows", type=int, default=None, help="rows (default: the full run's)")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    for name in args.workloads:
+        fn, full, cs, kind = WORKLOADS[name]
+        rows = args.rows or full
+        td = _source(kind, rows)
+        chunks = -(-rows // cs)
+        print(f"{name}: {rows:,} rows, {chunks:,} chunks of {cs:,}")
+        for _ in range(args.rounds):
+            for label, run in contenders(td, fn, cs).items():
+                c = cost(run, chunks)
+                print(
+                    f"  {label:15s} parent {c['parent_us']:9.1f} us/chunk  workers "
+                    f"{c['workers_us']:9.1f} us/chunk  wake-ups {c['wakeups']:5.2f}/chunk  "
+                    f"(wall {c['wall_s']:.3f} s)",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""The dispatcher's window: 2 chunks per worker, deeper only while chunks are tiny and fast.
+
+Driven through a fake backend that answers at once and a fake clock, so that "fast" and "slow"
+are exact and the test does not depend on the machine's load.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tensordict.parallel import engine
+from tensordict.parallel.engine import TINY_DEPTH, Backend, drive
+
+
+class InstantBackend(Backend):
+    """Answers every chunk it was sent, one per wait(), in order."""
+
+    num_workers = 2
+
+    def __init__(self, deep: bool) -> None:
+        self._deep = deep
+        self.queue: deque[int] = deque()
+        self.sent = 0
+
+    @property
+    def deep(self) -> bool:
+        return self._deep
+
+    def submit(self, ks: range, payload: Callable[[int], Any]) -> int:
+        self.queue.extend(ks)
+        self.sent += len(ks)
+        return len(ks)
+
+    def wait(self) -> list[tuple[Any, ...]]:
+        k = self.queue.popleft()
+        return [("ok", k, k)]
+
+    def close(self, abort: bool) -> None:
+        pass
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def most_in_flight(monkeypatch, deep: bool, seconds_per_result: float, count: int = 400) -> int:
+    clock = Clock()
+    monkeypatch.setattr(engine, "time", clock)
+    backend = InstantBackend(deep)
+    window = 2 * backend.num_workers
+    most, got = 0, []
+    for yielded, value in enumerate(drive(backend, count, lambda k: None, window, True), 1):
+        got.append(value)
+        most = max(most, backend.sent - yielded + 1)
+        clock.now += seconds_per_result
+    assert got == list(range(count))  # in order, every chunk once
+    return most
+
+
+def test_tiny_fast_small_results_let_the_window_grow(monkeypatch):
+    most = most_in_flight(monkeypatch, deep=True, seconds_per_result=10e-6)
+    assert 2 * 2 < most <= TINY_DEPTH * 2
+
+
+@pytest.mark.parametrize(
+    ("deep", "seconds"),
+    [(True, 1e-3), (False, 10e-6)],
+    ids=["slow consumer", "results too large to queue deep"],
+)
+def test_the_window_stays_at_two_per_worker(monkeypatch, deep, seconds):
+    assert most_in_flight(monkeypatch, deep=deep, seconds_per_result=seconds) <= 2 * 2
+
+
+def test_a_slow_consumer_shrinks_the_window_back(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(engine, "time", clock)
+    backend = InstantBackend(deep=True)
+    it = drive(backend, 1000, lambda k: None, 4, True)
+    in_flight = []
+    for yielded in range(1, 501):
+        next(it)
+        in_flight.append(backend.sent - yielded + 1)
+        clock.now += 10e-6 if yielded < 300 else 1e-3  # fast, then slow from result 300 on
+    it.close()
+    assert max(in_flight[:300]) > 2 * 2  # the window grew while results came fast
+    assert max(in_flight[-100:]) <= 2 * 2  # and is back to 2 per worker once they do not
