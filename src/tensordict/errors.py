@@ -371,3 +371,8 @@ class MemmapArchiveWriteError(MemmapArchiveError, RuntimeError):
     """An archive loaded with ``mode="r+"`` holding an entry that cannot be written in place (a
     compressed or misaligned entry, a nested tensor). Subclasses ``RuntimeError``, which
     upstream raises, and ``ValueError`` through :class:`MemmapArchiveError`."""
+
+
+class ArchiveReturnEarlyError(NotImplementedError):
+    """``memmap_like(..., return_early=True)`` to an archive: an archive is written whole, then
+    renamed in, so there is nothing to return early. Upstream raises ``NotImplementedError``."""

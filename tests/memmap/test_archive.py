@@ -267,6 +267,11 @@ def test_memmap_like_archive_is_a_buffer_that_writes_through(tmp_path: Path) -> 
     buf = sample().memmap_like(tmp_path / "buf.tdz")
     buf["a"].copy_(sample()["a"])
     assert (TensorDict.load_memmap(tmp_path / "buf.tdz")["a"] == sample()["a"]).all()
+    with pytest.raises(MemmapExistsError, match="already exists"):
+        sample().memmap_like(tmp_path / "buf.tdz", existsok=False)
+    with pytest.raises(NotImplementedError, match="return_early"):
+        sample().memmap_like(tmp_path / "other.tdz", return_early=True)
+    assert not (tmp_path / "other.tdz").exists()
 
 
 @pytest.mark.parametrize("archive", [False, True])

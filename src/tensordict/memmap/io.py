@@ -32,6 +32,7 @@ from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.non_tensor import register_save_hook
 from tensordict.errors import (
     AlreadyMemmappedError,
+    ArchiveReturnEarlyError,
     BatchSizeError,
     MappingLimitError,
     MemmapExistsError,
@@ -499,6 +500,11 @@ def memmap_like(
     archive = _archive_options(prefix, kwargs)
     if archive is not None:
         _check_archive_target(prefix, existsok)
+        if kwargs.get("return_early"):
+            raise ArchiveReturnEarlyError(
+                "memmap_like(..., return_early=True) cannot write an archive: it is written "
+                "whole and renamed in. Drop return_early, or write a directory prefix."
+            )
         tdz.write_archive(td, prefix, lambda t, d: memmap_like(t, d), **archive)
         return load_memmap(prefix, allow_pickle=True, mode="r+")  # a buffer: writes go through
     if prefix is None:
