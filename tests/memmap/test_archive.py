@@ -211,6 +211,16 @@ def test_failed_pack_keeps_the_previous_archive(tmp_path: Path, monkeypatch) -> 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.tdz"]
 
 
+def test_empty_leaves_get_no_file_as_upstream(tmp_path: Path) -> None:
+    td = TensorDict(e=torch.empty(0, dtype=torch.int64), f=torch.ones(2))
+    out = td.memmap_(tmp_path / "d")
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["f.memmap", "meta.json"]
+    assert out["e"].shape == (0,) and out["e"].dtype is torch.int64
+    assert out.memmap_(tmp_path / "d") is out  # already written: nothing to do
+    loaded = TensorDict.load_memmap(tmp_path / "d")
+    assert loaded["e"].shape == (0,) and loaded["e"].dtype is torch.int64
+
+
 def test_empty_leaves_in_an_archive(tmp_path: Path) -> None:
     td = TensorDict(e=torch.empty(0, dtype=torch.int64), n={"m": torch.empty(0, 3)})
     td.memmap(tmp_path / "data.tdz")

@@ -362,7 +362,7 @@ def _is_written(node: Any, directory: str | None) -> bool:
             path = fmt.entry_path(directory, key, ".memmap" if is_leaf else "")
         if not is_leaf:
             ok = _is_written(value, path)
-        elif path is None:
+        elif path is None or value.numel() == 0:  # an empty leaf has no file
             ok = isinstance(value, MemoryMappedTensor)
         else:
             ok = is_whole_file(value, path)

@@ -213,8 +213,11 @@ def _plan_td(td: TensorDictBase, directory: str, plan: Plan, depth: int) -> Buil
         if isinstance(value, torch.Tensor):
             _check_leaf(key, value, directory, plan.like)
             source = None if plan.like else value
-            plan.leaves.append(Leaf(path, source, value.shape, value.dtype))
             entries[key] = fmt.leaf_entry(value, "cpu" if value.device.type == "meta" else None)
+            if value.numel() == 0:  # as upstream: no file for an empty leaf (the loader knows)
+                builders[key] = _empty_builder(value.dtype, value.shape)
+                continue
+            plan.leaves.append(Leaf(path, source, value.shape, value.dtype))
             builders[key] = _leaf_builder(path, value.dtype, value.shape)
         else:
             entries[key] = {"type": _type_name(value)}
@@ -243,6 +246,10 @@ def _plan_td(td: TensorDictBase, directory: str, plan: Plan, depth: int) -> Buil
         return out
 
     return build
+
+
+def _empty_builder(dtype: torch.dtype, shape: torch.Size) -> Builder:
+    return lambda: MemoryMappedTensor.from_tensor(torch.empty(shape, dtype=dtype))
 
 
 def _leaf_builder(path: str, dtype: torch.dtype, shape: torch.Size) -> Builder:
