@@ -65,6 +65,8 @@ class DeviceMixin(TensorCollection):
             raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
         out: Any = self
         plain_move = device is not None and dtype is None and batch_size is None and not inplace
+        if plain_move and self.device == torch.device(device):  # already there: itself (upstream)
+            return self
         if plain_move and getattr(self, "_consolidated", None) is not None:  # one storage copy
             return move_consolidated(self, torch.device(device), non_blocking)  # type: ignore[no-any-return]
         if dtype is not None:
