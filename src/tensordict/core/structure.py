@@ -370,7 +370,10 @@ class StructureMixin(TensorCollection):
             keys = [k for k in keys if unravel_key(k) in wanted]
         if not keys:
             return self
-        missing = [k for k in keys if td.get(k, _MISSING) is _MISSING]
+        # (membership, not get(): a ragged lazy stack cannot stack its entries, yet takes writes
+        # member by member)
+        present = {unravel_key(k) for k in td.keys(include_nested=True)}
+        missing = [k for k in keys if unravel_key(k) not in present]
         if missing:
             raise td._missing_key(unravel_key(missing[0]))
         if collection:
