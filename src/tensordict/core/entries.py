@@ -166,8 +166,9 @@ class EntriesMixin(TensorCollection):
     def _missing_key(self, key: Any) -> TensorDictKeyError:
         avail = list(self._own_keys())
         shown = ", ".join(repr(k) for k in avail[:8]) + (", ..." if len(avail) > 8 else "")
+        named = f'"{key}"' if isinstance(key, str) else repr(key)  # (upstream's quotes)
         return TensorDictKeyError(
-            f"key {key!r} not found in {type(self).__name__} with keys [{shown}]. "
+            f"key {named} not found in {type(self).__name__} with keys [{shown}]. "
             "Check the spelling, or use td.get(key, default) for optional entries."
         )
 
