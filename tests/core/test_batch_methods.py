@@ -100,3 +100,49 @@ def test_copy_at_refuses_non_tensor_data_unless_not_fast() -> None:
     assert (td["a"] == 0).all()
     td.copy_at_(src.exclude("s"), slice(0, 2))
     assert td["a"].tolist() == [1.0, 1.0, 0.0, 0.0]
+
+
+def test_movedim_out_of_range_is_an_index_error() -> None:
+    with pytest.raises(IndexError, match="out of range"):
+        _td().movedim(0, 7)
+
+
+def test_reshape_takes_size_keyword() -> None:
+    td = TensorDict(a=torch.zeros(6, 2), batch_size=[6])
+    assert td.reshape(size=(2, 3)).batch_size == (2, 3)
+
+
+def test_new_tensor_copies_a_tensor_or_tensordict() -> None:
+    td = TensorDict(a=torch.ones(3, dtype=torch.int64), batch_size=[3])
+    out = td.new_tensor(torch.tensor([1.5, 2.5]))
+    assert out.batch_size == (2,) and out["a"].dtype == torch.int64
+    other = TensorDict(a=torch.zeros(3), batch_size=[3])
+    assert torch.equal(td.new_tensor(other)["a"], torch.zeros(3, dtype=torch.int64))
+
+
+def test_empty_like_on_another_device() -> None:
+    out = torch.empty_like(TensorDict(a=torch.zeros(3), batch_size=[3]), device="meta")
+    assert out.device == torch.device("meta") and out["a"].is_meta
+
+
+def test_from_namedtuple_classmethod_round_trips() -> None:
+    td = TensorDict(a=torch.zeros(2), n={"b": torch.ones(2)}, batch_size=[2])
+    back = TensorDict.from_namedtuple(td.to_namedtuple())
+    assert torch.equal(back["n", "b"], td["n", "b"])
+
+
+def test_update_with_nested_keys_to_update_copies_missing_subtrees() -> None:
+    td = TensorDict(x=torch.zeros(2), batch_size=[2])
+    nested = {"f": {"w": torch.ones(2), "a": torch.ones(2)}, "r": torch.ones(2)}
+    other = TensorDict({"m": nested, "s": torch.ones(2)}, batch_size=[2])
+    td.update(other, keys_to_update=[("m", ("f",), "w")])
+    assert ("m", "f", "a") in td.keys(True) and "s" not in td
+    other["m", "r"] = torch.full((2,), 5.0)
+    td.update(other, keys_to_update=[("m", "r")])
+    assert (td["m", "r"] == 5).all()
+
+
+def test_memmap_return_early_with_threads_gives_a_future(tmp_path) -> None:
+    td = TensorDict(a=torch.arange(3), batch_size=[3])
+    future = td.memmap(tmp_path, num_threads=2, return_early=True)
+    assert torch.equal(future.result()["a"], td["a"])

@@ -395,7 +395,9 @@ class CombineMixin(TensorCollection):
 
 def _like(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
     def impl(td: Any, *args: Any, **kwargs: Any) -> Any:
-        return keep_lock_of(td, td._apply_leaves(lambda t: fn(t, *args, **kwargs)))
+        device = kwargs.get("device")
+        extra = {} if device is None else {"device": torch.device(device)}  # (the td's device)
+        return keep_lock_of(td, td._apply_leaves(lambda t: fn(t, *args, **kwargs), **extra))
 
     return impl
 

@@ -18,7 +18,7 @@ from tensordict.core.collection import TensorCollection
 from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack
 from tensordict.core.options import lazy_legacy
 from tensordict.core.unbatched import is_unbatched, rebatch
-from tensordict.errors import BatchSizeError
+from tensordict.errors import BatchSizeError, IndexingError
 
 __all__ = ["ShapeMixin", "nested_names", "normalize_dim"]
 
@@ -128,8 +128,9 @@ class ShapeMixin(TensorCollection):
             result._set_locked(True)
         return result
 
-    def reshape(self, *shape: Any) -> Any:
-        """Reshape the batch dimensions (copies only where torch must).
+    def reshape(self, *shape: Any, size: Sequence[int] | None = None) -> Any:
+        """Reshape the batch dimensions (copies only where torch must); the shape comes as
+        ints, one sequence or ``size=``.
 
         Examples:
             >>> from tensordict import TensorDict
@@ -137,6 +138,10 @@ class ShapeMixin(TensorCollection):
             >>> td.reshape(2, 3)["a"].shape
             torch.Size([2, 3, 2])
         """
+        if size is not None:
+            if shape:
+                raise TypeError("reshape() takes the shape as arguments or size=, not both.")
+            shape = (tuple(size),)
         sizes = _sizes(shape)
         bd = len(self.batch_size)
         try:
@@ -415,6 +420,12 @@ class ShapeMixin(TensorCollection):
     def _dims(self, dims: Any, what: str) -> list[int]:
         bs = self.batch_size
         dims_l = [dims] if isinstance(dims, int) else list(dims)
+        for d in dims_l:  # (an IndexError, as torch and upstream raise)
+            if not -len(bs) <= d < len(bs):
+                raise IndexingError(
+                    f"{what}: dim {d} is out of range for batch_size={list(bs)} (expected a "
+                    f"dim in [{-len(bs)}, {len(bs) - 1}]). Shape operations act on batch dims."
+                )
         return [normalize_dim(d, len(bs), bs, what) for d in dims_l]
 
     def movedim(self, source: int | Sequence[int], destination: int | Sequence[int]) -> Any:
