@@ -207,11 +207,16 @@ class ShapeMixin(TensorCollection):
             return _legacy_view(self, "permute", dims=order)
         names = self._names_or_none()
         new_names = [names[d] for d in order] if names else None
-        return self._transform(
+        out = self._transform(
             lambda t: t.permute(*order, *range(bd, t.ndim)),
             torch.Size([self.batch_size[d] for d in order]),
             new_names,
         )
+        write_back = getattr(self, "_written_back_on_exit", None)
+        if write_back is None:
+            return out
+        inverse = [order.index(d) for d in range(bd)]  # (entries set in `with` come back)
+        return write_back(out, lambda o: o.permute(*inverse))
 
     def transpose(self, dim0: int, dim1: int) -> Any:
         """Swap two batch dimensions."""
