@@ -1,7 +1,8 @@
 """Streaming a 1 GiB HDF5 file and a 1 GiB Parquet file through ``map_iter`` (2 workers).
 
-Run: ``python -m benchmarks.io_stream [--size-mib N] [--repeat R]`` (writes ~2 GiB to a temporary
-directory). Every contender reduces each chunk of 65,536 rows to its sum, so the work is reading.
+Run: ``python -m benchmarks.io_stream [--size 1GiB] [--repeat R]`` (writes two files of that size to
+a temporary directory and removes them; ``--size 64MiB`` is a smoke run). Every contender reduces
+each chunk of 65,536 rows to its sum, so the work is reading.
 
 HDF5 (one float32 dataset of 256 columns):
 
@@ -204,11 +205,15 @@ def _rows(nbytes: dict[str, int], seconds: dict[str, dict[str, list[float]]]) ->
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.io_stream", description=__doc__)
-    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--size", default="1GiB", help="size of each file, e.g. 64MiB or 1GiB")
+    parser.add_argument("--size-mib", type=int, default=None, help="the same in MiB")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
+    from tensordict.sizes import parse_size
+
+    size_mib = args.size_mib if args.size_mib is not None else parse_size(args.size) >> 20
     torch.set_num_threads(1)
-    raw = run(args.size_mib, args.repeat)
+    raw = run(max(size_mib, 1), args.repeat)
     for row in raw["rows"]:
         ratio = "".join(f"  {v['median']:.2f}x {k}" for k, v in row["ratios"].items())
         print(

@@ -1,8 +1,9 @@
 """The one entry point of the benchmark suite: ``python -m benchmarks.run [--quick] [--only NAME]``.
 
-Runs every suite (core_ops, memmap_io, map_iter, and ray_pool when ray is installed), prints one
-table and writes ``benchmarks/results.json`` (the machine, the table rows and each suite's raw
-results). ``make bench ARGS="--quick"`` runs the same at small sizes, as a smoke run.
+Runs every suite (core_ops, memmap_io, map_iter, cpu_bound, epochs, and ray_pool when ray is
+installed), prints one table and writes ``benchmarks/results.json`` (the machine, the table rows
+and each suite's raw results). ``make bench ARGS="--quick"`` runs the same at small sizes, as a
+smoke run.
 """
 
 from __future__ import annotations
@@ -88,6 +89,23 @@ def map_iter(quick: bool) -> tuple[dict[str, Any], list[Row]]:
         raw = suite.run()
     rows = [{k: v for k, v in r.items() if k != "samples"} for r in raw["rows"]]
     return raw, rows
+
+
+def cpu_bound(quick: bool) -> tuple[dict[str, Any], list[Row]]:
+    from benchmarks import cpu_bound as suite
+
+    raw = suite.run(scale=1 / 32 if quick else 1.0, repeat=2 if quick else 5)
+    return raw, [{k: v for k, v in r.items() if k != "samples"} for r in raw["rows"]]
+
+
+def epochs(quick: bool) -> tuple[dict[str, Any], list[Row]]:
+    from benchmarks import epochs as suite
+
+    if quick:
+        raw = suite.run(size=16 * MIB, epochs=5, repeat=2)
+    else:
+        raw = suite.run()
+    return raw, [{k: v for k, v in r.items() if k != "samples"} for r in raw["rows"]]
 
 
 def ray_pool(quick: bool) -> tuple[dict[str, Any], list[Row]]:
@@ -177,6 +195,8 @@ SUITES: dict[str, Callable[[bool], tuple[dict[str, Any], list[Row]]]] = {
     "core_ops": core_ops,
     "memmap_io": memmap_io,
     "map_iter": map_iter,
+    "cpu_bound": cpu_bound,
+    "epochs": epochs,
     "ray_pool": ray_pool,
     "io_stream": io_stream,
 }

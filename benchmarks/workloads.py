@@ -6,12 +6,14 @@ They live at module level in a module of their own so that ``spawn`` workers (an
 
 from __future__ import annotations
 
+import itertools
+import os
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from tensordict import TensorDict
+from tensordict import NonTensorStack, TensorDict
 
 
 def reduce_chunk(td: TensorDict) -> TensorDict:
@@ -58,3 +60,82 @@ class ChunkDataset(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> Any:
         s = i * self.chunksize
         return self.fn(self.td[s : s + self.chunksize])
+
+
+# ---------------------------------------------------------------------- work that needs cores
+#: the matmul workload's weights (fixed, so every process computes the same thing)
+_W = torch.randn(256, 256, generator=torch.Generator().manual_seed(0)) / 16
+
+
+def pyrows_chunk(td: TensorDict) -> TensorDict:
+    """Pure Python per row (GIL-bound): mean, spread and zero crossings of the first 32 values."""
+    feats = []
+    for row in td["x"][:, :32].tolist():
+        mean = sum(row) / len(row)
+        spread = sum((v - mean) ** 2 for v in row) / len(row)
+        crossings = sum(1 for a, b in itertools.pairwise(row) if (a - mean) * (b - mean) < 0)
+        feats.append((mean, spread, float(crossings)))
+    return td.empty().set("y", torch.tensor(feats))
+
+
+def matmul_chunk(td: TensorDict) -> TensorDict:
+    """``(x @ W).relu().sum(-1)`` with W 256x256 (torch-bound; torch threads may help)."""
+    return td.empty().set("y", (td["x"] @ _W).relu().sum(-1))
+
+
+def decode_chunk(td: TensorDict) -> TensorDict:
+    """Bytes -> tensor per sample: a 32x32 uint8 image, scaled, standardised, column means."""
+    out = []
+    for raw in td["raw"]:
+        img = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(32, 32).float().div_(255)
+        img = (img - img.mean()) / (img.std() + 1e-6)
+        out.append(img.mean(0))
+    return td.empty().set("y", torch.stack(out))
+
+
+def encoded_images(n: int) -> TensorDict:
+    """``n`` samples whose ``raw`` entry is 1,024 bytes (a 32x32 uint8 image), in memory."""
+    gen = torch.Generator().manual_seed(0)
+    pool = [bytes(torch.randint(0, 256, (1024,), generator=gen, dtype=torch.uint8).numpy())]
+    pool += [bytes(reversed(pool[0])), bytes(sorted(pool[0]))]
+    return TensorDict({"raw": NonTensorStack(*[pool[i % 3] for i in range(n)])}, [n])
+
+
+def bare_processes(td: TensorDict, fn: Callable[[TensorDict], Any], chunksize: int) -> int:
+    """The limit of process parallelism: two forked processes run ``fn`` over alternate chunks,
+    with no engine and nothing sent back. Returns the chunks run."""
+    n = td.batch_size[0]
+    starts = list(range(0, n, chunksize))
+    pids = []
+    for wid in range(2):
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - runs in the child
+            code = 1
+            try:
+                torch.set_num_threads(1)
+                for s in starts[wid::2]:
+                    fn(td[s : s + chunksize])
+                code = 0
+            finally:
+                os._exit(code)
+        pids.append(pid)
+    for pid in pids:
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError(f"a bare benchmark process (pid {pid}) failed")
+    return len(starts)
+
+
+class IndexDataset(torch.utils.data.Dataset):
+    """A dataset whose item for a list of row indices is ``fn(td[indices])`` (a shuffled chunk),
+    for ``DataLoader(sampler=BatchSampler(RandomSampler(...)), batch_size=None)``."""
+
+    def __init__(self, td: TensorDict, fn: Callable[[TensorDict], Any]) -> None:
+        self.td = td
+        self.fn = fn
+
+    def __len__(self) -> int:
+        return int(self.td.batch_size[0])
+
+    def __getitem__(self, rows: Any) -> Any:
+        return self.fn(self.td[torch.as_tensor(rows)])

@@ -12,7 +12,7 @@ import torch
 # later map_iter test would start its workers by spawning (about 0.8 s each instead of ~10 ms).
 multiprocessing.get_start_method()
 
-from tensordict import TensorDict  # noqa: E402
+from tensordict import TensorDict  # noqa: E402 (after pinning the start method)
 
 
 @pytest.fixture

@@ -92,3 +92,63 @@ def test_dataset_is_rebuilt_without_its_manifest(
     (cache_root() / f"rows-{rows_for(100 * ROW_BYTES)}" / "manifest.json").unlink()
     _, reused = dataset(100 * ROW_BYTES)
     assert not reused
+
+
+def test_cpu_bound_rows_compare_every_contender_with_the_bare_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks import cpu_bound
+
+    monkeypatch.setenv("TENSORDICT_BENCH_CACHE", str(tmp_path))
+    td = cpu_bound._source("images", 64)
+    rows = cpu_bound.workload("decode", td, 32, repeat=1)
+    names = [row["name"].split(": ")[1] for row in rows]
+    assert names == ["loop", "loop, default threads", "map_iter", "DataLoader", "bare processes"]
+    by_name = {row["name"].split(": ")[1]: row for row in rows}
+    assert set(by_name["map_iter"]["ratios"]) == {"loop", "bare processes"}
+    assert set(by_name["bare processes"]["ratios"]) == {"loop"}
+    assert all(row["unit"] == "rows/s" and row["median"] > 0 for row in rows)
+
+
+def test_cpu_bound_workloads_compute_the_same_in_a_loop_and_in_map_iter() -> None:
+    import torch
+    from benchmarks import cpu_bound
+
+    from tensordict import TensorDict
+
+    td = TensorDict({"x": torch.randn(40, 256)}, [40])
+    for name in ("pyrows", "matmul"):
+        fn = cpu_bound.WORKLOADS[name][0]
+        got = td.map(fn, num_workers=2, chunksize=16, generator=torch.Generator())["y"]
+        assert torch.allclose(got, fn(td)["y"])
+
+
+def test_epochs_rows_report_the_persistent_pool_against_both_references(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks import epochs
+
+    monkeypatch.setenv("TENSORDICT_BENCH_CACHE", str(tmp_path))
+    monkeypatch.setattr(epochs, "CHUNK", 64)
+    rows = epochs.run(size=256 * ROW_BYTES, epochs=2, repeat=1)["rows"]
+    assert [row["name"].split(": ")[1] for row in rows] == [
+        "persistent pool (mean epoch)",
+        "fresh pool per epoch (mean epoch)",
+        "DataLoader persistent (mean epoch)",
+    ]
+    assert set(rows[0]["ratios"]) == {"fresh pool", "DataLoader"}
+
+
+def test_shuffle_gather_visits_every_row_once_in_permuted_chunks() -> None:
+    import torch
+    from benchmarks import cpu_bound
+
+    from tensordict import TensorDict
+
+    td = TensorDict({"x": torch.arange(40.0)}, [40])
+    gather = cpu_bound.Gather(lambda chunk: chunk["x"], td)
+    positions = TensorDict({"i": torch.arange(40)}, [40])
+    chunks = [gather(positions[s : s + 16]) for s in range(0, 40, 16)]
+    seen = torch.cat(chunks)
+    assert torch.equal(seen.sort().values, td["x"])
+    assert not torch.equal(seen, td["x"])  # permuted, not in order

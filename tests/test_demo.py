@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,14 +15,19 @@ import torch
 from tensordict import TensorDict
 from tensordict.demo import dataset, main, report
 from tensordict.demo.main import parse_args
+from tensordict.demo.stages import StageResult
 
 TINY = ["--size", "8MiB", "--workers", "2", "--chunksize", "1024", "--batch-size", "1024"]
 STAGES = [
     "reduce: map_iter",
     "reduce: in-process loop",
     "reduce: DataLoader",
+    "features: map_iter",
+    "features: in-process loop",
+    "features: DataLoader",
     "normalise: map(out=memmap_like)",
     "shuffled epoch: map_iter(shuffle=True)",
+    "shuffled epoch 2: same WorkerPool",
 ]
 
 
@@ -58,7 +64,7 @@ def test_demo_exits_0_and_every_check_passes(first_run):
     res, _ = first_run
     assert res.returncode == 0, res.stdout + res.stderr
     checks = [line for line in res.stdout.splitlines() if line.startswith("  ok ")]
-    assert len(checks) == 4
+    assert len(checks) == 6
     assert "FAILED" not in res.stdout
 
 
@@ -76,6 +82,58 @@ def test_demo_prints_a_row_per_stage(first_run):
         assert cells[5] in ("KiB", "MiB", "GiB")  # peak private, e.g. "154 MiB"
     assert "Same reduce, same run: map_iter " in res.stdout
     assert "in-process loop " in res.stdout and "DataLoader " in res.stdout
+
+
+def test_demo_closing_lines_are_computed_from_the_table(first_run):
+    res, _ = first_run
+    rows = table_rows(res.stdout)
+
+    def seconds(name: str) -> float:
+        return float(rows[name][len(name) :].split()[1])
+
+    text = " ".join(res.stdout.split())
+    f = seconds("features: in-process loop") / seconds("features: map_iter")
+    r = seconds("reduce: in-process loop") / seconds("reduce: map_iter")
+    # the table rounds to 10 ms: accept the verdict's ratio when it is within that rounding
+    match = re.search(r"([0-9.]+)x on the per-row Python features, ([0-9.]+)x on the reduce", text)
+    assert match, text
+    assert abs(float(match[1]) - f) <= 0.05 * max(f, 1) + 0.02
+    assert abs(float(match[2]) - r) <= 0.05 * max(r, 1) + 0.02
+    epoch = re.search(r"the first ([0-9.]+) s \(starts the workers\), the second ([0-9.]+) s", text)
+    assert epoch, text
+    assert float(epoch[1]) == seconds("shuffled epoch: map_iter(shuffle=True)")
+    assert float(epoch[2]) == seconds("shuffled epoch 2: same WorkerPool")
+
+
+def _stage(seconds: float, workers: int = 2) -> StageResult:
+    return StageResult("s", workers, seconds, 10, 1, None)
+
+
+@pytest.mark.parametrize(
+    ("features", "reduce", "says"),
+    [
+        ((1.0, 2.0), (2.0, 1.0), ["map_iter wins where each byte needs CPU", "The loop wins"]),
+        ((2.0, 1.0), (2.0, 1.0), ["did not beat the loop even on CPU-bound", "The loop wins"]),
+        ((1.0, 2.0), (1.0, 2.0), ["map_iter wins where", "the reduce gains too"]),
+    ],
+)
+def test_verdict_says_who_wins_from_the_figures(features, reduce, says):
+    text = report.format_verdict(
+        (_stage(reduce[0]), _stage(reduce[1], 0)),
+        (_stage(features[0]), _stage(features[1], 0)),
+        (_stage(1.0), _stage(0.25)),
+    )
+    flat = " ".join(text.split())
+    for phrase in says:
+        assert phrase in flat
+    assert "the second 0.25 s (0.25x)" in flat
+
+
+def test_features_that_differ_fail_the_agreement_check():
+    a = torch.zeros(3, 3)
+    assert report.check_features_agree({"a": a, "b": a.clone()}).ok
+    assert not report.check_features_agree({"a": a, "b": a + 1}).ok
+    assert not report.check_features_agree({"a": a, "b": a[:2]}).ok
 
 
 def test_demo_writes_the_dataset_and_the_normalised_copy(first_run):

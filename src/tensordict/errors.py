@@ -30,11 +30,15 @@ __all__ = [
     "IndexingError",
     "KeyMismatchError",
     "KeyTypeError",
+    "LazyFirstClassDimError",
     "LazyViewError",
     "FileNameTooLongError",
+    "FirstClassDimMemmapError",
     "LockedError",
     "MappingLimitError",
+    "MemmapDeviceError",
     "MemmapExistsError",
+    "MemmapSymlinkError",
     "MetaDataTypeError",
     "MemmapFormatError",
     "MemmapParamsError",
@@ -62,6 +66,8 @@ __all__ = [
     "UnsafeKeyError",
     "WorkerCountWarning",
     "WorkerDiedError",
+    "PoolBusyError",
+    "PoolClosedError",
 ]
 
 
@@ -138,6 +144,16 @@ class LazyViewError(RuntimeError):
     it dense first (``to_tensordict()``), or act on its source."""
 
 
+class LazyFirstClassDimError(IndexingError, ValueError):
+    """A first-class dimension (``functorch.dim``) used on a lazy stack's stack dimension.
+    Subclasses ``ValueError``, which upstream raises."""
+
+
+class FirstClassDimMemmapError(IndexingError, ValueError):
+    """A first-class dimension (``functorch.dim``) used to index a MemoryMappedTensor.
+    Subclasses ``ValueError``, which upstream raises."""
+
+
 class LockedError(RuntimeError):
     """A write that would change the structure of a locked tensordict."""
 
@@ -172,6 +188,16 @@ class MemmapExistsError(FileExistsError, RuntimeError):
 
     Subclasses ``RuntimeError`` too, which upstream raises for the same mistake.
     """
+
+
+class MemmapDeviceError(RuntimeError, ValueError):
+    """A memory-mapped tensor asked for on a device other than the CPU (files live in host
+    memory). Subclasses ``RuntimeError`` and ``ValueError``, both of which upstream raises."""
+
+
+class MemmapSymlinkError(RuntimeError):
+    """A memory-mapped file asked for at a path that is a symbolic link: writing through it
+    would change a file elsewhere. Upstream raises ``RuntimeError`` for the same call."""
 
 
 class NoSpaceError(OSError):
@@ -209,6 +235,17 @@ class WorkerDiedError(RuntimeError):
         self.chunk = chunk
         self.pid = pid
         self.exitcode = exitcode
+
+
+class PoolBusyError(RuntimeError):
+    """A :class:`~tensordict.parallel.WorkerPool` already runs another ``map_iter`` call."""
+
+
+class PoolClosedError(ValueError):
+    """A :class:`~tensordict.parallel.WorkerPool` used after ``close()``.
+
+    Subclasses ``ValueError``, which a closed ``multiprocessing.Pool`` raises.
+    """
 
 
 class ChunkError(RuntimeError):

@@ -125,6 +125,26 @@ def test_setitem_validates_before_writing(ptd, td):
     assert torch.equal(ptd["x"], td["x"])  # x was valid but not written
 
 
+def test_setitem_refuses_a_tensordict_of_another_batch_size(ptd, td):
+    with pytest.raises(ShapeMismatchError, match="Cannot broadcast the tensordict"):
+        ptd[2:4] = td[:3]
+    assert torch.equal(ptd["x"], td["x"])
+
+
+def test_setitem_drops_extra_leading_ones_as_torch(ptd, td):
+    ptd[1] = TensorDict({"x": torch.tensor([[5.0, 6.0]])}, [])
+    ptd[2] = {"n": {"y": torch.full((1, 1, 3), -1)}}
+    assert ptd["x"][1].tolist() == [5.0, 6.0] and ptd["n", "y"][2].tolist() == [-1, -1, -1]
+    assert torch.equal(ptd["x"][3:], td["x"][3:])
+
+
+def test_rename_onto_an_existing_key_is_refused(ptd, td):
+    for safe in (True, False):
+        with pytest.raises(KeyError, match="already present in TensorDict"):
+            ptd.rename_key_("x", "n", safe=safe)
+    assert torch.equal(ptd["x"], td["x"]) and torch.equal(ptd["n", "y"], td["n", "y"])
+
+
 def test_view_writes_go_to_the_file(ptd):
     view = ptd[3:5]
     view.set_("x", torch.zeros(2, 2))
@@ -161,7 +181,7 @@ def test_set_new_key_and_delete_and_rename(ptd):
 
 
 def test_set_replacing_an_entry_warns(ptd):
-    with pytest.warns(UserWarning, match="Replacing"):
+    with pytest.warns(UserWarning, match="^Replacing an array with another one is inefficient"):
         ptd.set("x", torch.zeros(10, 5))
     assert ptd["x"].shape == (10, 5)
 
@@ -250,3 +270,15 @@ def test_to_h5_and_from_h5_are_methods_of_tensordict(tmp_path, td):
         assert f["n/z"].compression == "gzip"
     back = TensorDict.from_h5(tmp_path / "m.h5")
     assert torch.equal(back["n", "y"], td["n", "y"])
+
+
+def test_from_any_opens_an_h5py_file_lazily(tmp_path):
+    from tensordict import from_any
+
+    path = tmp_path / "any.h5"
+    TensorDict(a=torch.arange(12.0).view(3, 4), batch_size=[3]).to_h5(path)
+    with h5py.File(path, "r") as f:
+        assert isinstance(from_any(f), PersistentTensorDict)
+        assert TensorDict.from_any(f, auto_batch_size=True).batch_size == (3, 4)
+        got = TensorDict.from_any(f, batch_size=[3])
+        assert got.batch_size == (3,) and torch.equal(got["a"][2], torch.arange(8.0, 12.0))

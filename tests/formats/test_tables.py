@@ -101,3 +101,18 @@ def test_csv_and_json_are_the_pandas_files(tmp_path, td):
     assert [r["s"] for r in lines] == ["u", "v", "w"]
     back = TensorDict.from_json(tmp_path / "t.jsonl", lines=True, separator=".")
     assert back["s"] == ["u", "v", "w"] and np.allclose(back["f"].numpy(), td["f"].numpy())
+
+
+def test_from_any_reads_a_dataframe_as_from_pandas():
+    from tensordict import from_any
+
+    df = pd.DataFrame({"a": [1, 2, 3], "s": ["x", "y", "z"]})
+    for td in (TensorDict.from_any(df), from_any(df, device="cpu")):
+        assert td.batch_size == (3,)
+        assert torch.equal(td["a"], torch.tensor([1, 2, 3]))
+        assert td[1]["s"] == "y"
+
+
+def test_a_string_column_reads_back_as_a_list_with_tolist():
+    names = TensorDict.from_pandas(pd.DataFrame({"name": ["alice", "bob"]}))["name"]
+    assert names.tolist() == ["alice", "bob"] and type(names.tolist()) is list

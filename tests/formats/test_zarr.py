@@ -95,3 +95,24 @@ def test_map_iter_workers_read_the_store(tmp_path, start_method):
     )
     assert torch.equal(torch.stack([o["x"] for o in out]), td["x"])
     assert all(bool(o["is_view"]) for o in out)
+
+
+def test_a_store_written_by_zarr_itself_opens_lazily(tmp_path):
+    root = zarr.open_group(str(tmp_path / "raw.zarr"), mode="w")
+    root.create_array("x", data=np.arange(24, dtype=np.float32).reshape(6, 4), chunks=(2, 4))
+    root.create_group("sub").create_array("y", data=np.arange(6, dtype=np.int64), chunks=(3,))
+    back = TensorDict.from_zarr(tmp_path / "raw.zarr")
+    assert back.batch_size == (6,) and back["sub"].batch_size == (6,)
+    np.testing.assert_array_equal(back[2:4]["x"].numpy(), root["x"][2:4])
+    assert back["sub", "y"].dtype == torch.int64 and back[5]["sub", "y"].item() == 5
+    assert TensorDict.from_zarr(tmp_path / "raw.zarr", batch_dims=2).batch_size == (6,)
+
+
+def test_map_into_a_zarr_out(tmp_path):
+    from . import helpers
+
+    td = TensorDict({"x": torch.arange(16.0).view(8, 2)}, [8])
+    source = td.to_zarr(tmp_path / "in.zarr", chunks=(2,))
+    out = td.clone().zero_().to_zarr(tmp_path / "out.zarr", chunks=(2,))
+    source.map(helpers.double, num_workers=2, num_chunks=4, out=out, generator=torch.Generator())
+    assert torch.equal(TensorDict.from_zarr(tmp_path / "out.zarr")["x"], td["x"] * 2)

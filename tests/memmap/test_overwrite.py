@@ -176,7 +176,7 @@ def test_writer_dying_at_any_step_of_an_overwrite_leaves_old_or_new(tmp_path: Pa
 def test_kill_9_at_random_moments_never_loses_or_mixes_a_version(tmp_path: Path) -> None:
     prefix = str(tmp_path / "p")
     writers.version(0).memmap(prefix)
-    kills = stress_count(8, 100)
+    kills = stress_count(6, 100)
     rng = random.Random(1234)
     unloadable, mixed, mid_write = 0, 0, 0
     first = 1

@@ -120,6 +120,40 @@ def test_to_module_without_preserving_state_holds_plain_tensors():
     assert [n for n, _ in module.named_parameters()] == []
 
 
+def test_to_module_registers_a_tensor_with_history_as_a_parameter_slot():
+    # the state dict keeps its keys, and gradients still reach the source (as upstream)
+    module = nn.Linear(2, 1, bias=False)
+    source = torch.ones(1, 2, requires_grad=True)
+    TensorDict(weight=source * 2).to_module(module)
+    assert "weight" in module._parameters and module.weight.grad_fn is not None
+    assert list(module.state_dict()) == ["weight"]
+    module(torch.ones(2)).sum().backward()
+    assert torch.equal(source.grad, torch.full((1, 2), 2.0))
+
+
+def test_to_module_without_preserving_state_plain_tensors_are_attributes():
+    module = nn.Linear(2, 2)
+    TensorDict.from_module(module).data.clone().to_module(module, preserve_module_state=False)
+    assert "weight" in module.__dict__
+    assert TensorDict.from_module(module).is_empty()
+    # the restored parameters are registered again
+    module2 = nn.Linear(2, 2)
+    weight = module2.weight
+    with (
+        TensorDict.from_module(module2).data.clone().to_module(module2, preserve_module_state=False)
+    ):
+        assert "weight" not in module2._parameters
+    assert module2._parameters["weight"] is weight and "weight" not in module2.__dict__
+
+
+def test_to_module_keeps_a_non_persistent_buffer_out_of_the_state_dict():
+    module = nn.Module()
+    module.register_buffer("buf", torch.ones(3), persistent=False)
+    TensorDict(buf=torch.zeros(3)).to_module(module)
+    assert module.buf.sum() == 0
+    assert "buf" not in module.state_dict()
+
+
 def test_to_module_keeps_buffers_buffers():
     module = nn.Module()
     module.register_buffer("buf", torch.ones(3))

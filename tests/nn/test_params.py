@@ -207,3 +207,37 @@ def test_memmap_in_place_is_refused(tmp_path):
 
     with pytest.raises(MemmapParamsError, match="Cannot build a memmap TensorDict in-place"):
         make_params().memmap_(tmp_path)
+
+
+def test_get_post_hook_applies_to_every_read_of_a_tensor():
+    params = make_params()
+    seen: list[torch.Size] = []
+
+    def hook(owner: TensorDictParams, tensor: torch.Tensor) -> torch.Tensor:
+        assert owner is params
+        seen.append(tensor.shape)
+        return tensor.data
+
+    params.register_get_post_hook(hook)
+    reads = [
+        params["a"],
+        params.get(("b", "c")),
+        params["b", "c"],
+        *params.values(True, True),
+        *(value for _, value in params.items(True, True)),
+    ]
+    assert all(not t.requires_grad for t in reads)
+    assert len(seen) == len(reads)
+    # the stored parameters are untouched and still share memory with what was read
+    assert params._param_td["a"].requires_grad
+    assert reads[0].data_ptr() == params._param_td["a"].data_ptr()
+    # nested tensordicts are handed out as they are
+    assert isinstance(params["b"], TensorDictBase)
+
+
+def test_get_post_hook_returning_none_keeps_the_tensor_and_non_callables_are_refused():
+    params = make_params()
+    params.register_get_post_hook(lambda owner, tensor: None)
+    assert params["a"].requires_grad
+    with pytest.raises(ValueError, match="callable"):
+        params.register_get_post_hook("not a hook")  # type: ignore[arg-type]

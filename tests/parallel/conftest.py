@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import psutil
 import pytest
 import torch
@@ -38,4 +40,17 @@ def no_leftover_workers(request):
     if request.node.get_closest_marker("keeps_children"):
         return
     left = [p for p in live_children() if p.pid not in before]
+    # workers of a finished call exit (and are reaped) in the background: give them a moment.
+    # (psutil.wait_procs would reap them itself, behind multiprocessing's back: poll instead)
+    deadline = time.monotonic() + 3
+    while left and time.monotonic() < deadline:
+        time.sleep(0.01)
+        left = [p for p in left if _running(p)]
     assert not left, f"worker processes left running: {[p.pid for p in left]}"
+
+
+def _running(p: psutil.Process) -> bool:
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

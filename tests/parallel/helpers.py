@@ -270,3 +270,21 @@ def chunk_draws(data):
 def sigterm_is_default(data):
     """Whether SIGTERM has its default action in the worker (1) or a handler (0)."""
     return torch.tensor([int(signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)])
+
+
+# ------------------------------------------------------------ persistent pools
+def mapping_of_x(data):
+    """Where the chunk's ``x`` is mapped (the start of its storage) and its first value."""
+    x = data.get("x")
+    row = torch.tensor([x.untyped_storage().data_ptr(), int(x.reshape(-1)[0])], dtype=torch.int64)
+    return TensorDict({"m": row.expand(*data.batch_size, 2).clone()}, data.batch_size)
+
+
+def pid_of_worker(data):
+    return torch.full(data.batch_size, os.getpid(), dtype=torch.int64)
+
+
+def pid_leaving_a_thread(data):
+    """The worker's pid, after starting a non-daemon thread that keeps the process from exiting."""
+    leave_a_thread(data)
+    return pid_of_worker(data)

@@ -12,6 +12,8 @@ scenario is set up; the workers print ``running <pid>`` once inside ``fn`` (see
   from it) and ends; the main thread then takes the second chunk (``survived``) and blocks.
 - ``nested``: the workers' fn runs ``map_iter`` itself, whose workers block; the main thread
   waits (the test kills the program).
+- ``pool_exit``, ``pool_block``: ``exit`` and ``block`` with the iterator running on a
+  ``WorkerPool`` that is never closed.
 - ``sigint``: ``map_iter`` in a loop that forks all the time (``max_tasks_per_child=1``); every
   KeyboardInterrupt is caught and reported as ``caught <logging lock free>``, then it starts over.
 """
@@ -26,11 +28,14 @@ import threading
 import torch
 
 from tensordict import TensorDict
+from tensordict.parallel import WorkerPool
 from tests.parallel import helpers
 
 
-def _iterator(method: str, fn=helpers.announce_then_block, chunksize: int = 1):
+def _iterator(method: str, fn=helpers.announce_then_block, chunksize: int = 1, pool=None):
     td = TensorDict({"x": torch.arange(8.0)}, [8])
+    if pool is not None:
+        return td.map_iter(fn, chunksize=chunksize, pool=pool)
     return td.map_iter(
         fn,
         num_workers=2,
@@ -109,7 +114,12 @@ def main(scenario: str, method: str) -> None:
         next(it)
         helpers.say("survived")
     else:
-        it = _iterator(method)
+        pool = None
+        if scenario.startswith("pool_"):
+            scenario = scenario[len("pool_") :]
+            pool = WorkerPool(2, generator=torch.Generator(), mp_start_method=method)
+            ITERATORS.append(pool)
+        it = _iterator(method, pool=pool)
         next(it)
         next(it)
     ITERATORS.append(it)  # still open when the interpreter exits

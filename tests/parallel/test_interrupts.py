@@ -22,7 +22,11 @@ from tests.stress import stress_count
 @pytest.mark.stress
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_every_ctrl_c_stops_map_iter_even_during_a_fork(tmp_path, method):
-    tries = stress_count(8, 200) if method == "fork" else stress_count(3, 40)
+    # the lost Ctrl-C is a fork-hook failure: the suite tries fork (the code before the fix lost
+    # the 2nd of 8); spawn runs under make stress only
+    tries = stress_count(8, 200) if method == "fork" else stress_count(0, 40)
+    if tries == 0:
+        pytest.skip("spawn: make stress only (the suite tries fork, where Ctrl-C was lost)")
     h = Harness("sigint", method, str(tmp_path / "stderr.txt"))
     rng = random.Random(0)
     try:

@@ -44,6 +44,13 @@ def test_interpreter_exit_with_an_open_iterator_stops_workers_that_ignore_sigter
     assert wait_gone(h.workers) == []
 
 
+def test_worker_pool_workers_die_when_the_parent_is_killed(harness):
+    h = harness("pool_block", "fork")
+    h.expect("ready", running=2)
+    os.kill(h.proc.pid, signal.SIGKILL)
+    assert wait_gone(h.workers) == [], "workers outlived their parent"
+
+
 @pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
 def test_workers_die_when_the_parent_is_killed(harness, method):
     h = harness("block", method)

@@ -121,6 +121,15 @@ def test_setitem_validates_every_entry_before_writing(store, td):
     assert torch.equal(store["obs"], td["obs"])
 
 
+def test_setitem_drops_extra_leading_ones_as_torch(store, td):
+    # torch accepts t[0] = tensor([1.0]) for a scalar slot: so does the store, row and nested
+    store[2] = TensorDict({"n": {"x": torch.tensor([7])}}, [])
+    store[4] = {"obs": torch.full((1, 1, 3), -1.0)}
+    assert store["n", "x"][2].item() == 7
+    assert torch.equal(store["obs"][4], -torch.ones(3))
+    assert torch.equal(store["obs"][3], td["obs"][3])
+
+
 def test_python_objects_are_written_per_element(store):
     store[1:3] = TensorDict({"obs": torch.zeros(2, 3), "label": "b"}, [2])
     assert [store[i]["label"] for i in range(4)] == ["a", "b", "b", "a"]
@@ -219,7 +228,9 @@ def test_a_server_that_goes_away_raises_a_clear_error(td):
         pytest.skip("no redis-server binary")
     server = RedisServer(binary)
     try:
-        s = TensorDictStore.from_tensordict(td, port=server.port)
+        # no retries with backoff (redis-py's default, ~3.5 s per call once the server is gone)
+        no_retry = redis.retry.Retry(redis.backoff.NoBackoff(), 0)
+        s = TensorDictStore.from_tensordict(td, port=server.port, retry=no_retry)
         server.kill()
         with pytest.raises(StoreConnectionError, match=r"went away|cannot be reached"):
             s["obs"]

@@ -6,12 +6,55 @@ library raises :class:`~tensordict.errors.MissingDependencyError` naming the ext
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-__all__ = ["ConversionMixin"]
+__all__ = ["ConversionMixin", "from_format_object"]
+
+
+def from_format_object(
+    obj: Any,
+    *,
+    auto_batch_size: bool = False,
+    batch_dims: int | None = None,
+    device: Any = None,
+    batch_size: Sequence[int] | torch.Size | None = None,
+) -> Any:
+    """``obj`` as a tensordict if it is a pandas DataFrame or an open ``h5py.File``, else None.
+
+    The part of :func:`~tensordict.from_any` that reads a format's own object. A library that
+    was never imported cannot have made ``obj``, so nothing is imported here.
+
+    Examples:
+        >>> import pandas as pd
+        >>> from_format_object(pd.DataFrame({"a": [1, 2]}))["a"]
+        tensor([1, 2])
+        >>> from_format_object([1, 2]) is None
+        True
+    """
+    pd = sys.modules.get("pandas")
+    if pd is not None and isinstance(obj, pd.DataFrame):
+        from tensordict.formats import tables
+
+        return tables.from_pandas(
+            obj,
+            auto_batch_size=auto_batch_size,
+            batch_dims=batch_dims,
+            device=device,
+            batch_size=batch_size,
+        )
+    h5py = sys.modules.get("h5py")
+    if h5py is not None and isinstance(obj, h5py.File):
+        from tensordict.formats.persistent import PersistentTensorDict
+
+        if auto_batch_size or batch_size is None:
+            out = PersistentTensorDict(group=obj)
+            return out.auto_batch_size_(batch_dims=batch_dims) if auto_batch_size else out
+        return PersistentTensorDict(group=obj, batch_size=batch_size)
+    return None
 
 
 class ConversionMixin:
@@ -19,6 +62,37 @@ class ConversionMixin:
     numpy structured arrays and key-value stores."""
 
     __slots__ = ()
+
+    @classmethod
+    def from_any(
+        cls,
+        obj: Any,
+        *,
+        auto_batch_size: bool = False,
+        batch_dims: int | None = None,
+        device: Any = None,
+        batch_size: Sequence[int] | torch.Size | None = None,
+    ) -> Any:
+        """Convert a dict, tuple, dataclass, structured array, DataFrame or h5py.File, recursively.
+
+        See :func:`tensordict.from_any`; a pandas DataFrame goes through :meth:`from_pandas` and
+        an open :class:`h5py.File` becomes a :class:`~tensordict.PersistentTensorDict`.
+
+        Examples:
+            >>> import pandas as pd
+            >>> from tensordict import TensorDict
+            >>> TensorDict.from_any(pd.DataFrame({"a": [1.0, 2.0]})).batch_size
+            torch.Size([2])
+        """
+        from tensordict.core.convert import from_any
+
+        return from_any(
+            obj,
+            auto_batch_size=auto_batch_size,
+            batch_dims=batch_dims,
+            device=device,
+            batch_size=batch_size,
+        )
 
     # ------------------------------------------------------------------ HDF5 and Zarr
     def to_h5(self, filename: Any, **kwargs: Any) -> Any:

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from tensordict.core.base import is_tensor_collection
+from tensordict.core.conversion import from_format_object
 from tensordict.core.dense import TensorDict
 from tensordict.core.non_tensor import NonTensorStack, is_non_tensor
 
@@ -138,7 +139,7 @@ def from_any(
     device: Any = None,
     batch_size: Sequence[int] | torch.Size | None = None,
 ) -> Any:
-    """Convert a dict, (named)tuple, dataclass or structured array to a tensordict, recursively.
+    """Convert a dict, tuple, dataclass, structured array, DataFrame or h5py.File, recursively.
 
     A tensor or a tensor collection is returned as it is, and so is any other object.
 
@@ -157,6 +158,15 @@ def from_any(
             device=device,
             batch_size=batch_size,
         )
+    formatted = from_format_object(
+        obj,
+        auto_batch_size=auto_batch_size,
+        batch_dims=batch_dims,
+        device=device,
+        batch_size=batch_size,
+    )
+    if formatted is not None:  # a pandas DataFrame or an h5py.File
+        return formatted
     if isinstance(obj, Mapping) and batch_size is not None:
         auto_batch_size = False  # as upstream: a dict's batch_size wins
     converted = _convert(obj)

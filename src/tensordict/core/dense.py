@@ -208,7 +208,7 @@ class TensorDict(TensorDictBase):
         if source is not None and result.batch_size == source.batch_size:
             return source  # a view viewed back: the tensordict it came from
         if isinstance(result, TensorDict):  # (a lazy view, in legacy mode, knows its source)
-            result._view_source = self
+            result._view_source = self  # type: ignore[attr-defined]
         return result
 
     def flatten(

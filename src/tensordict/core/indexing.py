@@ -108,6 +108,8 @@ def _as_index_item(item: Any) -> Any:
         )
     if isinstance(item, bool):
         return torch.tensor(item)
+    if is_first_class_dim(item):
+        return item
     if isinstance(item, (int, np.integer)):
         return int(item)
     if isinstance(item, (list, np.ndarray, range)):
@@ -170,6 +172,9 @@ def _plan_tuple(index: tuple[Any, ...], batch_size: torch.Size) -> IndexPlan:
         elif item.__class__ is int:
             leaf_index.append(_check_int(item, dim, batch_size))
             dim += 1
+        elif is_first_class_dim(item):
+            leaf_index.append(item)  # binds the dimension: it leaves the batch size
+            dim += 1
         elif item.__class__ is slice:
             leaf_index.append(item)
             new_shape.append(_slice_len(item, batch_size[dim]))
@@ -197,6 +202,13 @@ def _plan_tuple(index: tuple[Any, ...], batch_size: torch.Size) -> IndexPlan:
     if names_map is not None and len(names_map) != len(new_batch):
         names_map = None
     return IndexPlan(tuple(leaf_index), new_batch, False, names_map)
+
+
+def is_first_class_dim(item: Any) -> bool:
+    """Whether ``item`` is a first-class dimension (``functorch.dim.dims()``), which indexes a
+    batch dimension away into the leaves' dims (never imported here: an optional feature)."""
+    cls = item.__class__
+    return cls.__name__ == "Dim" and cls.__module__.startswith("functorch.dim")
 
 
 def basic_count(leaf_index: list[Any]) -> int:

@@ -26,8 +26,8 @@ import numpy as np
 import torch
 
 from tensordict.core.collection import TensorCollection
-from tensordict.core.indexing import plan_index
-from tensordict.errors import IndexingError, ShapeMismatchError
+from tensordict.core.indexing import is_first_class_dim, plan_index
+from tensordict.errors import IndexingError, LazyFirstClassDimError, ShapeMismatchError
 
 __all__ = ["Member", "Stack", "decompose", "evaluate", "node_ndim", "split_value", "stage_writes"]
 
@@ -132,6 +132,12 @@ def decompose(index: Any, shape: torch.Size, stack_dim: int) -> Node | None:
     src = _source_dims(items)
     pos = src.index(stack_dim)
     stack_item = items[pos]
+    if is_first_class_dim(stack_item):
+        raise LazyFirstClassDimError(
+            f"Cannot index a lazy stack along its stack dimension ({stack_dim}) with a "
+            "first-class dimension: the members are separate tensordicts. Index another "
+            "dimension, or densify the stack first (torch.stack(list(td)) / td.contiguous())."
+        )
     rest = items[:pos] + items[pos + 1 :]
     n = shape[stack_dim]
     if not any(isinstance(i, torch.Tensor) for i in items):

@@ -17,6 +17,7 @@ import torch
 from tensordict.core.base import TensorDictBase
 from tensordict.core.combine import stack
 from tensordict.core.entries import inplace_value, locked_message
+from tensordict.core.indexing import plan_index
 from tensordict.core.lazy_index import (
     LeafProbe,
     Member,
@@ -90,6 +91,7 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         "_last_op",
         "_member_batch_size",  # the members' batch size when there is no member
         "_saved_path",  # set by memmap_/load_memmap; unset reads as None (see saved_path)
+        "_stack_name",  # the stack dimension's name; unset reads as None
         "stack_dim",
         "tensordicts",
     )
@@ -225,7 +227,39 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
 
     @property
     def names(self) -> list[str | None]:
-        return [None] * len(self.batch_size)
+        """Names of the batch dimensions: the members' names, with the stack dimension's own.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> s = LazyStackedTensorDict(TensorDict(batch_size=[3]), TensorDict(batch_size=[3]))
+            >>> s.names = ["n", "t"]
+            >>> s.names, s.tensordicts[0].names
+            (['n', 't'], ['t'])
+        """
+        if not self.tensordicts:
+            return [None] * len(self.batch_size)
+        names = list(self.tensordicts[0].names)
+        names.insert(self.stack_dim, getattr(self, "_stack_name", None))
+        return names
+
+    @names.setter
+    def names(self, value: Sequence[str | None] | None) -> None:
+        if value is None:
+            value = [None] * len(self.batch_size)
+        value = list(value)
+        if len(value) != len(self.batch_size):
+            raise BatchSizeError(
+                "the length of the dimension names must equate the tensordict batch_dims: got "
+                f"{len(value)} names {value} for batch_size={list(self.batch_size)}. Give one "
+                "name (or None) per batch dimension."
+            )
+        named = [v for v in value if v is not None]
+        if len(set(named)) != len(named):
+            raise ValueError(f"dimension names must be unique, got {value}.")
+        member_names = value[: self.stack_dim] + value[self.stack_dim + 1 :]
+        for member in self.tensordicts:
+            member.names = member_names
+        self._stack_name = value[self.stack_dim]
 
     def _names_or_none(self) -> None:
         return None
@@ -379,6 +413,8 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         if node is None:
             return _empty_result(self, index)
         out = evaluate(node, self.tensordicts, self._stack_results)
+        if getattr(self, "_stack_name", None) is not None:
+            self._carry_stack_name(index, out)
         if self._is_locked and out is not self:
             if isinstance(node, Stack) and all(
                 isinstance(c, Member) and not c.sub for c in node.children
@@ -389,6 +425,16 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
             elif isinstance(out, LazyStackedTensorDict):
                 out._set_locked(True)  # new member views: this stack is their only holder
         return out
+
+    def _carry_stack_name(self, index: Any, out: Any) -> None:
+        """Give ``out`` (``self[index]``) the stack dimension's name if that dimension survives
+        as ``out``'s stack dimension."""
+        if not isinstance(out, LazyStackedTensorDict):
+            return
+        dim_map = plan_index(index, self.batch_size).dim_map
+        survives = dim_map is not None and out.stack_dim < len(dim_map)
+        if survives and dim_map[out.stack_dim] == self.stack_dim:  # type: ignore[index]
+            out._stack_name = self._stack_name
 
     @staticmethod
     def _stack_results(results: list[Any], dim: int) -> LazyStackedTensorDict:

@@ -383,6 +383,17 @@ class LinkedList(list):  # type: ignore[type-arg]
     def _detach(self) -> None:
         self._ref = None
 
+    def tolist(self) -> list[Any]:
+        """A plain list of the items, as ``numpy.ndarray.tolist`` (upstream's string columns
+        read back as arrays; code calling ``.tolist()`` on them works on this list too).
+
+        Examples:
+            >>> from tensordict import NonTensorStack, TensorDict
+            >>> TensorDict(a=NonTensorStack("x", "y"), batch_size=[2])["a"].tolist()
+            ['x', 'y']
+        """
+        return list(self)
+
     def append(self, value: Any) -> None:
         self._detach()
         super().append(value)

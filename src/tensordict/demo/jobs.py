@@ -8,6 +8,7 @@ cannot be added to them.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -15,13 +16,18 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 __all__ = [
+    "ChunkFeatures",
     "ChunkMoments",
     "add_moments",
     "chunk_moments",
     "load_minibatch",
     "mean_std",
     "normalise_chunk",
+    "row_features",
 ]
+
+#: how many leading features of each row :func:`row_features` looks at
+FEATURE_WINDOW = 16
 
 
 def chunk_moments(chunk: TensorDictBase) -> TensorDict:
@@ -110,3 +116,45 @@ class ChunkMoments(torch.utils.data.Dataset):
             raise IndexError(f"chunk {k} out of range for {len(self)} chunks")
         start = k * self.chunksize
         return chunk_moments(self.data[start : start + self.chunksize])
+
+
+def row_features(chunk: TensorDictBase) -> TensorDict:
+    """Features computed in pure Python, row by row (work bound by the CPU, not memory).
+
+    For each row, over its first ``FEATURE_WINDOW`` features: the mean, the range and the
+    number of times the values cross their mean; returned with the row ids.
+
+    Examples:
+        >>> td = TensorDict({"obs": torch.tensor([[1.0, -1.0] * 8]), "id": torch.tensor([7])}, [1])
+        >>> row_features(td)["features"].tolist()
+        [[0.0, 2.0, 15.0]]
+    """
+    out = []
+    for row in chunk["obs"][:, :FEATURE_WINDOW].tolist():
+        mean = sum(row) / len(row)
+        crossings = sum(1 for a, b in itertools.pairwise(row) if (a - mean) * (b - mean) < 0)
+        out.append((mean, max(row) - min(row), float(crossings)))
+    features = torch.tensor(out, dtype=torch.float64).reshape(-1, 3)
+    return TensorDict({"features": features, "id": chunk["id"]}, chunk.batch_size)
+
+
+class ChunkFeatures(torch.utils.data.Dataset):
+    """:func:`row_features` as a torch ``Dataset``: item ``k`` is the features of chunk ``k``.
+
+    Args:
+        data: the memory-mapped dataset.
+        chunksize: rows per chunk (the last chunk may be shorter).
+    """
+
+    def __init__(self, data: TensorDictBase, chunksize: int) -> None:
+        self.data = data
+        self.chunksize = chunksize
+
+    def __len__(self) -> int:
+        return math.ceil(self.data.batch_size[0] / self.chunksize)
+
+    def __getitem__(self, k: int) -> TensorDict:
+        if not 0 <= k < len(self):
+            raise IndexError(f"chunk {k} out of range for {len(self)} chunks")
+        start = k * self.chunksize
+        return row_features(self.data[start : start + self.chunksize])

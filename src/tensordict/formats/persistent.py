@@ -502,8 +502,10 @@ class PersistentTensorDict(BackedTensorDict):
         self._check_writable(f"set {key!r}")
         if exists:
             warnings.warn(
-                f"Replacing an array or group {key!r} of {self._node.filename} with a new one. "
-                "Use set_(key, value) or set(key, value, inplace=True) to write in place.",
+                # the opening words are upstream's, which users filter warnings by
+                f"Replacing an array with another one is inefficient: {key!r} of "
+                f"{self._node.filename} is deleted and written anew. Consider using different "
+                "names or populating in-place using `inplace=True` (or set_(key, value)).",
                 UserWarning,
                 stacklevel=4,
             )
@@ -563,9 +565,11 @@ class PersistentTensorDict(BackedTensorDict):
         if self._get_path(old, _MISSING) is _MISSING:
             raise self._missing_key(old_key)
         if self._get_path(new, _MISSING) is not _MISSING:
+            # refused whatever ``safe`` says, as upstream's own tests expect of a file: an entry
+            # on disk is not overwritten by a rename
             raise TensorDictKeyError(
-                f"cannot rename {old_key!r} to {new_key!r}: that key is already present. "
-                "Delete it first."
+                f"key {new_key!r} already present in TensorDict: cannot rename {old_key!r} to it "
+                "in a file. Delete it first (del_) if it is to be replaced."
             )
         if self._selection is not None or len(old) != len(new) or old[:-1] != new[:-1]:
             return super().rename_key_(old_key, new_key, safe)  # type: ignore[return-value]

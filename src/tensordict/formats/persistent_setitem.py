@@ -19,7 +19,13 @@ from tensordict.core.non_tensor import NonTensorData, NonTensorStack, same_value
 from tensordict.core.shape import broadcasts_to
 from tensordict.errors import LockedError, ShapeMismatchError
 from tensordict.formats.node import GroupNode
-from tensordict.formats.rows import Selection, read_selection, select, write_selection
+from tensordict.formats.rows import (
+    Selection,
+    fit_value,
+    read_selection,
+    select,
+    write_selection,
+)
 
 __all__ = ["stage_setitem_persistent"]
 
@@ -66,6 +72,12 @@ def stage_setitem_persistent(td: Any, index: Any, value: Any, run: bool = False)
     if getattr(type(value), "_is_tensorclass", False):
         value = value._tensordict
     if isinstance(value, TensorDictBase):
+        if not broadcasts_to(value.batch_size, plan.batch_size):
+            raise ShapeMismatchError(
+                f"Cannot broadcast the tensordict of batch_size={list(value.batch_size)} to the "
+                f"indexed persistent tensordict of batch size {list(plan.batch_size)}. Give a "
+                "value of that batch size (or one that broadcasts to it). Nothing was written."
+            )
         stager.collection(target, value._own_items(), value.batch_size, (), td)
     elif isinstance(value, Mapping):
         stager.collection(target, value.items(), plan.batch_size, (), td)
@@ -146,13 +158,14 @@ class _Stager:
                 "under their own key."
             )
         expected = torch.Size((*self.out_bs, *src_bs[len(self.td._src_batch_size) :], *feature))
-        if not broadcasts_to(value.shape, expected):
+        fitted = fit_value(value, expected)
+        if fitted is None:
             raise ShapeMismatchError(
                 f"cannot write {path!r}: the value has shape {list(value.shape)} but the indexed "
                 f"entry has shape {list(expected)}. Give a value of that shape (or one that "
                 "broadcasts)."
             )
-        value = value.to(dtype)
+        value = fitted.to(dtype)
         sel, dims = self.sel, self.sel_dims
 
         def write() -> None:

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-__all__ = ["Selection", "read_selection", "select", "write_selection"]
+__all__ = ["Selection", "fit_value", "read_selection", "select", "write_selection"]
 
 #: a list of positions is read as such when it covers less than this share of its span;
 #: denser lists read the span (one contiguous read beats many small ones)
@@ -123,6 +123,25 @@ def _positions(item: torch.Tensor, n: int, single_list: bool) -> tuple[Any, torc
         if unique.numel() < LIST_DENSITY * (hi - lo + 1):
             return unique.numpy(), inverse
     return slice(lo, hi + 1), pos - lo
+
+
+def fit_value(value: torch.Tensor, expected: torch.Size) -> torch.Tensor | None:
+    """``value`` ready to write into a part of shape ``expected``, or None if it cannot be.
+
+    As torch's ``t[index] = value``: the value broadcasts, and extra leading size-1 dimensions
+    are dropped (``t[0] = torch.tensor([1.0])`` writes a scalar row).
+
+    Examples:
+        >>> fit_value(torch.ones(1, 1, 3), torch.Size([2, 3])).shape
+        torch.Size([1, 3])
+        >>> fit_value(torch.ones(2, 3), torch.Size([3])) is None
+        True
+    """
+    from tensordict.core.shape import broadcasts_to
+
+    while value.dim() > len(expected) and value.shape[0] == 1:
+        value = value[0]
+    return value if broadcasts_to(value.shape, expected) else None
 
 
 def region_dims(region: tuple[Any, ...], batch_dims: int) -> int:

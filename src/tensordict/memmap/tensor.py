@@ -20,6 +20,7 @@ import errno
 import os
 import sys
 import threading
+import warnings
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -28,13 +29,20 @@ from typing import Any
 
 import torch
 
+from tensordict.core.indexing import is_first_class_dim
 from tensordict.core.pickling import _DTYPES
 from tensordict.errors import (
+    AlreadyMemmappedError,
+    FirstClassDimMemmapError,
     IncompleteMemmapError,
     MappingLimitError,
+    MemmapDeviceError,
+    MemmapExistsError,
     MemmapFormatError,
+    MemmapSymlinkError,
     NoSpaceError,
 )
+from tensordict.memmap.nested import is_nested_shape, nested_buffer, nested_numel, nested_view
 from tensordict.sizes import format_bytes
 
 __all__ = ["MemoryMappedTensor", "rebuild_anonymous", "rebuild_file_view"]
@@ -190,9 +198,31 @@ def _itemsize(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
 
 
-def _wrap(t: torch.Tensor, filename: str | None) -> MemoryMappedTensor:
+class _SharedHandler:
+    """The anonymous shared memory behind a file-less MemoryMappedTensor (upstream's ``_handler``).
+
+    Every view of one tensor carries the same handler; :meth:`MemoryMappedTensor.from_handler`
+    maps it again with another dtype or shape.
+    """
+
+    __slots__ = ("storage",)
+
+    def __init__(self, storage: torch.UntypedStorage) -> None:
+        self.storage = storage
+
+
+def _wrap(
+    t: torch.Tensor,
+    filename: str | None,
+    handler: _SharedHandler | None = None,
+    parent_shape: torch.Size | None = None,
+) -> MemoryMappedTensor:
     out = t.as_subclass(MemoryMappedTensor)
     out._filename = filename
+    if filename is None and handler is None:
+        handler = _SharedHandler(t.untyped_storage())
+    out._handler = handler if filename is None else None
+    out._parent_shape = parent_shape
     return out  # type: ignore[return-value]
 
 
@@ -245,7 +275,9 @@ class MemoryMappedTensor(torch.Tensor):
         MemoryMappedTensor([3., 4., 5.])
     """
 
-    _filename: str | None
+    _filename: str | None = None
+    _handler: _SharedHandler | None = None
+    _parent_shape: torch.Size | None = None
     __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
 
     # ------------------------------------------------------------------ constructors
@@ -258,95 +290,134 @@ class MemoryMappedTensor(torch.Tensor):
         existsok: bool = False,
         copy_existing: bool = False,
         copy_data: bool = True,
-        shape: Sequence[int] | None = None,
+        shape: Sequence[int] | torch.Tensor | None = None,
     ) -> MemoryMappedTensor:
         """A memory-mapped copy of ``input`` in ``filename`` (anonymous shared memory if None).
 
+        A nested ``input`` (or a 2-d tensor of per-element sizes as ``shape``) gives a nested
+        memory-mapped tensor whose elements lie one after another in the file.
+
         Raises:
-            FileExistsError: the file exists and ``existsok`` is False.
+            MemmapExistsError: the file exists and ``existsok`` is False.
+            MemmapSymlinkError: ``filename`` is a symbolic link.
+            AlreadyMemmappedError: ``input`` already lives in another file and
+                ``copy_existing`` is False.
         """
-        if (
-            filename is not None
-            and not copy_existing
-            and shape is None
-            and is_whole_file(input, os.path.abspath(os.fspath(filename)))
-        ):
-            return input  # type: ignore[return-value]
+        same = _reusable(input, filename, copy_existing, copy_data, shape)
+        if same is not None:
+            return same
+        if input.is_nested or is_nested_shape(shape):
+            return cls._from_nested(input, filename, existsok, copy_data, shape)
         src = input.detach()
         if src.device.type != "cpu":
             src = src.cpu()
-        shape = src.shape if shape is None else torch.Size(shape)
+        size = src.shape if shape is None else torch.Size(shape)  # type: ignore[arg-type]
         if filename is None:
-            out = _new_shared(shape, src.dtype)
+            out = _new_shared(size, src.dtype)
             if copy_data:
                 out.copy_(src)
             return _wrap(out, None)
-        path = os.path.abspath(str(filename))
-        if os.path.exists(path) and not existsok:
-            raise FileExistsError(
-                f"{path} exists. Pass existsok=True to overwrite it, or choose another file."
-            )
-        write_file(path, src if copy_data else None, shape, src.dtype)
-        return cls._map(path, src.dtype, shape)
+        path = _target_path(filename, existsok)
+        write_file(path, src if copy_data else None, size, src.dtype)
+        return cls._map(path, src.dtype, size)
 
     @classmethod
-    def _map(cls, path: str, dtype: torch.dtype, shape: Sequence[int]) -> MemoryMappedTensor:
+    def _from_nested(
+        cls,
+        input: torch.Tensor,
+        filename: Any,
+        existsok: bool,
+        copy_data: bool,
+        shape: Any,
+    ) -> MemoryMappedTensor:
+        sizes = input._nested_tensor_size() if shape is None else shape  # type: ignore[attr-defined]
+        numel = nested_numel(sizes)
+        buffer = nested_buffer(input) if copy_data and input.is_nested else None
+        flat = cls.from_tensor(
+            torch.empty(0, dtype=input.dtype) if buffer is None else buffer,
+            filename=filename,
+            existsok=existsok,
+            copy_data=buffer is not None,
+            shape=None if buffer is not None else (numel,),
+        )
+        return _as_nested(flat, sizes)
+
+    @classmethod
+    def _map(cls, path: str, dtype: torch.dtype, shape: Any) -> MemoryMappedTensor:
+        if is_nested_shape(shape):
+            return _as_nested(cls._map(path, dtype, (nested_numel(shape),)), shape)
         numel = int(torch.Size(shape).numel())
         base = _file_base(path, dtype, numel, writable=os.access(path, os.W_OK))
         return _wrap(base.view(shape), path)
 
     @classmethod
-    def empty(
-        cls,
-        *shape: Any,
-        dtype: torch.dtype | None = None,
-        filename: Any = None,
-        existsok: bool = False,
+    def _allocate(
+        cls, shape: Any, dtype: torch.dtype | None, filename: Any, existsok: bool
     ) -> MemoryMappedTensor:
-        """A new memory-mapped tensor (zero-filled: files are preallocated, not sparse)."""
-        size = _shape_arg(shape)
-        dtype = dtype or torch.get_default_dtype()
         return cls.from_tensor(
-            torch.empty(0, dtype=dtype),
+            torch.empty(0, dtype=dtype or torch.get_default_dtype()),
             filename=filename,
             existsok=existsok,
             copy_data=False,
-            shape=size,
+            shape=shape,
         )
 
     @classmethod
-    def zeros(
-        cls,
-        *shape: Any,
-        dtype: torch.dtype | None = None,
-        filename: Any = None,
-        existsok: bool = False,
-    ) -> MemoryMappedTensor:
-        out = cls.empty(*shape, dtype=dtype, filename=filename, existsok=existsok)
+    def empty(cls, *args: Any, **kwargs: Any) -> MemoryMappedTensor:
+        """A new memory-mapped tensor (zero-filled: files are preallocated, not sparse).
+
+        The shape comes as ``empty(2, 3)``, ``empty((2, 3))`` or ``empty(shape=(2, 3))``; a 2-d
+        integer tensor of per-element sizes makes a nested tensor. Keywords: ``dtype``,
+        ``device`` (CPU only), ``filename`` (anonymous shared memory if None), ``existsok``.
+
+        Raises:
+            TypeError: no shape, or an unknown keyword.
+            MemmapDeviceError: a device other than the CPU.
+
+        Examples:
+            >>> MemoryMappedTensor.empty(shape=(2,), dtype=torch.int64).shape
+            torch.Size([2])
+        """
+        shape, dtype, filename, existsok = _constructor_args("empty", args, kwargs)
+        return cls._allocate(shape, dtype, filename, existsok)
+
+    @classmethod
+    def zeros(cls, *args: Any, **kwargs: Any) -> MemoryMappedTensor:
+        """A new memory-mapped tensor of zeros; arguments as :meth:`empty`.
+
+        Examples:
+            >>> MemoryMappedTensor.zeros(2, 2, dtype=torch.int32).sum().item()
+            0
+        """
+        shape, dtype, filename, existsok = _constructor_args("zeros", args, kwargs)
+        out = cls._allocate(shape, dtype, filename, existsok)
         if filename is None:
             out.zero_()
         return out
 
     @classmethod
-    def ones(
-        cls,
-        *shape: Any,
-        dtype: torch.dtype | None = None,
-        filename: Any = None,
-        existsok: bool = False,
-    ) -> MemoryMappedTensor:
-        return cls.full(*shape, fill_value=1, dtype=dtype, filename=filename, existsok=existsok)
+    def ones(cls, *args: Any, **kwargs: Any) -> MemoryMappedTensor:
+        """A new memory-mapped tensor of ones; arguments as :meth:`empty`.
+
+        Examples:
+            >>> MemoryMappedTensor.ones(shape=[3]).tolist()
+            [1.0, 1.0, 1.0]
+        """
+        shape, dtype, filename, existsok = _constructor_args("ones", args, kwargs)
+        out = cls._allocate(shape, dtype, filename, existsok)
+        out.fill_(1)
+        return out
 
     @classmethod
-    def full(
-        cls,
-        *shape: Any,
-        fill_value: Any,
-        dtype: torch.dtype | None = None,
-        filename: Any = None,
-        existsok: bool = False,
-    ) -> MemoryMappedTensor:
-        out = cls.empty(*shape, dtype=dtype, filename=filename, existsok=existsok)
+    def full(cls, *args: Any, fill_value: Any, **kwargs: Any) -> MemoryMappedTensor:
+        """A new memory-mapped tensor filled with ``fill_value``; other arguments as :meth:`empty`.
+
+        Examples:
+            >>> MemoryMappedTensor.full(2, fill_value=7, dtype=torch.int8).tolist()
+            [7, 7]
+        """
+        shape, dtype, filename, existsok = _constructor_args("full", args, kwargs)
+        out = cls._allocate(shape, dtype, filename, existsok)
         out.fill_(fill_value)
         return out
 
@@ -354,26 +425,26 @@ class MemoryMappedTensor(torch.Tensor):
     def empty_like(
         cls, input: torch.Tensor, *, filename: Any = None, existsok: bool = False
     ) -> MemoryMappedTensor:
-        return cls.empty(input.shape, dtype=input.dtype, filename=filename, existsok=existsok)
+        return cls.empty(_shape_of(input), dtype=input.dtype, filename=filename, existsok=existsok)
 
     @classmethod
     def zeros_like(
         cls, input: torch.Tensor, *, filename: Any = None, existsok: bool = False
     ) -> MemoryMappedTensor:
-        return cls.zeros(input.shape, dtype=input.dtype, filename=filename, existsok=existsok)
+        return cls.zeros(_shape_of(input), dtype=input.dtype, filename=filename, existsok=existsok)
 
     @classmethod
     def ones_like(
         cls, input: torch.Tensor, *, filename: Any = None, existsok: bool = False
     ) -> MemoryMappedTensor:
-        return cls.ones(input.shape, dtype=input.dtype, filename=filename, existsok=existsok)
+        return cls.ones(_shape_of(input), dtype=input.dtype, filename=filename, existsok=existsok)
 
     @classmethod
     def full_like(
         cls, input: torch.Tensor, fill_value: Any, *, filename: Any = None, existsok: bool = False
     ) -> MemoryMappedTensor:
         return cls.full(
-            input.shape,
+            _shape_of(input),
             fill_value=fill_value,
             dtype=input.dtype,
             filename=filename,
@@ -385,39 +456,149 @@ class MemoryMappedTensor(torch.Tensor):
         cls,
         filename: str | os.PathLike[str],
         dtype: torch.dtype,
-        shape: Sequence[int],
+        shape: Sequence[int] | torch.Tensor,
         index: Any = None,
     ) -> MemoryMappedTensor:
         """Map an existing raw file of ``dtype`` elements as a ``shape`` tensor (then ``[index]``).
+
+        A 2-d integer tensor as ``shape`` maps the file as a nested tensor.
 
         Raises:
             IncompleteMemmapError: the file is missing.
             MemmapFormatError: the file is smaller than ``shape`` needs.
         """
         path = os.path.abspath(str(filename))
-        out = cls._map(path, dtype, torch.Size(shape))
+        out = cls._map(path, dtype, shape)
+        return out if index is None else out[index]
+
+    @classmethod
+    def from_handler(
+        cls,
+        handler: _SharedHandler,
+        dtype: torch.dtype,
+        shape: Sequence[int] | torch.Tensor,
+        index: Any = None,
+    ) -> MemoryMappedTensor:
+        """Map the shared memory of another file-less tensor (its ``_handler``) again.
+
+        Deprecated upstream (removed in 0.17), kept for code that still calls it.
+
+        Examples:
+            >>> import warnings
+            >>> a = MemoryMappedTensor.from_tensor(torch.arange(4.0))
+            >>> with warnings.catch_warnings():
+            ...     warnings.simplefilter("ignore")
+            ...     MemoryMappedTensor.from_handler(a._handler, torch.float32, (2, 2))[1]
+            MemoryMappedTensor([2., 3.])
+        """
+        warnings.warn(
+            "MemoryMappedTensor.from_handler() is deprecated and will be removed in tensordict "
+            "0.17: pickle the tensor, or use from_storage(tensor.untyped_storage(), ...).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        out = cls.from_storage(handler.storage, shape=shape, dtype=dtype, handler=handler)
+        return out if index is None else out[index]
+
+    @classmethod
+    def from_storage(
+        cls,
+        storage: torch.UntypedStorage | torch.TypedStorage,
+        *,
+        shape: Sequence[int] | torch.Tensor | None = None,
+        dtype: torch.dtype | None = None,
+        device: Any = None,
+        index: Any = None,
+        filename: str | os.PathLike[str] | None = None,
+        handler: _SharedHandler | None = None,
+    ) -> MemoryMappedTensor:
+        """A memory-mapped tensor over an existing storage (from the start of it).
+
+        Args:
+            storage: the storage to view (typically ``other.untyped_storage()``).
+            shape: the shape to view it as (a 2-d tensor of sizes for a nested tensor); the
+                whole storage as 1-d when omitted.
+            dtype: the element type (the typed storage's, else the default dtype).
+            device: must be the CPU (or None).
+            index: applied to the result when given.
+            filename: the file behind the storage, if any.
+            handler: the ``_handler`` to carry (file-less storages).
+
+        Examples:
+            >>> a = MemoryMappedTensor.from_tensor(torch.arange(6.0))
+            >>> MemoryMappedTensor.from_storage(a.untyped_storage(), shape=(2, 3))[1]
+            MemoryMappedTensor([3., 4., 5.])
+        """
+        _check_cpu(device)
+        if isinstance(storage, torch.TypedStorage):
+            dtype = dtype or storage.dtype
+            storage = storage._untyped_storage
+        dtype = dtype or torch.get_default_dtype()
+        flat = torch.empty(0, dtype=dtype).set_(
+            storage,  # type: ignore[call-overload]
+            0,
+            (storage.nbytes() // _itemsize(dtype),),
+        )
+        name = None if filename is None else os.path.abspath(os.fspath(filename))
+        if shape is None:
+            out = _wrap(flat, name, handler)
+        elif is_nested_shape(shape):
+            out = _as_nested(_wrap(flat, name, handler), shape)  # type: ignore[arg-type]
+        else:
+            size = torch.Size(shape)  # type: ignore[arg-type]
+            out = _wrap(flat[: size.numel()].view(size), name, handler)
         return out if index is None else out[index]
 
     # ------------------------------------------------------------------ properties and views
     @property
     def filename(self) -> str | None:
         """The file behind this tensor (None for anonymous shared memory)."""
-        return getattr(self, "_filename", None)
+        return self._filename
+
+    @property
+    def parent_shape(self) -> torch.Size:
+        """The shape of the tensor this one was indexed from (deprecated upstream).
+
+        Examples:
+            >>> import warnings
+            >>> t = MemoryMappedTensor.zeros(4, 2)
+            >>> with warnings.catch_warnings():
+            ...     warnings.simplefilter("ignore")
+            ...     t[1:].parent_shape
+            torch.Size([4, 2])
+        """
+        warnings.warn(
+            "MemoryMappedTensor.parent_shape is deprecated and will be removed in tensordict 0.17.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self._parent_shape if self._parent_shape is not None else self.shape
+
+    def _derive(self, t: torch.Tensor) -> MemoryMappedTensor:
+        parent = self._parent_shape
+        if parent is None and not self.is_nested:
+            parent = self.shape
+        return _wrap(t, self.filename, self._handler, parent)
 
     def __getitem__(self, index: Any) -> Any:
+        if not _is_basic(index) and _has_first_class_dim(index):
+            raise FirstClassDimMemmapError(
+                "Using first class dimension indices with MemoryMappedTensor is not supported: "
+                "the result would not be memory-mapped. Index a copy instead (t.clone()[dim])."
+            )
         out = torch.Tensor.__getitem__(self, index)
-        if _is_basic(index):
-            return _wrap(out, self.filename)
+        if self.is_nested or _is_basic(index):
+            return self._derive(out)
         return out
 
     def unbind(self, dim: int = 0) -> tuple[Any, ...]:  # type: ignore[override]
-        return tuple(_wrap(t, self.filename) for t in torch.Tensor.unbind(self, dim))
+        return tuple(self._derive(t) for t in torch.Tensor.unbind(self, dim))
 
     def split(self, split_size: Any, dim: int = 0) -> tuple[Any, ...]:  # type: ignore[override]
-        return tuple(_wrap(t, self.filename) for t in torch.Tensor.split(self, split_size, dim))
+        return tuple(self._derive(t) for t in torch.Tensor.split(self, split_size, dim))
 
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Any, ...]:  # type: ignore[override]
-        return tuple(_wrap(t, self.filename) for t in torch.Tensor.chunk(self, chunks, dim))
+        return tuple(self._derive(t) for t in torch.Tensor.chunk(self, chunks, dim))
 
     def __deepcopy__(self, memo: dict[int, Any]) -> torch.Tensor:
         # a copy is private memory, like every other non-view operation
@@ -428,6 +609,15 @@ class MemoryMappedTensor(torch.Tensor):
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
         filename = self.filename
         plain = self.as_subclass(torch.Tensor)
+        if plain.is_nested:
+            storage = plain.untyped_storage()
+            flat = torch.empty(0, dtype=self.dtype).set_(
+                storage,  # type: ignore[call-overload]
+                0,
+                (storage.nbytes() // self.element_size(),),
+            )
+            flat = _wrap(flat, filename, self._handler)
+            return (_as_nested, (flat, plain._nested_tensor_size()))  # type: ignore[attr-defined]
         if filename is None:
             return (rebuild_anonymous, (plain,))
         numel = plain.untyped_storage().nbytes() // plain.element_size()
@@ -459,10 +649,94 @@ def _new_shared(shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
     return torch.empty(0, dtype=dtype).set_(storage).view(shape)
 
 
-def _shape_arg(shape: tuple[Any, ...]) -> torch.Size:
-    if len(shape) == 1 and isinstance(shape[0], (list, tuple, torch.Size)):
-        return torch.Size(shape[0])
-    return torch.Size(shape)
+def _has_first_class_dim(index: Any) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    return any(is_first_class_dim(i) for i in items)
+
+
+def _shape_of(t: torch.Tensor) -> torch.Size | torch.Tensor:
+    return t._nested_tensor_size() if t.is_nested else t.shape  # type: ignore[attr-defined]
+
+
+def _check_cpu(device: Any) -> None:
+    if device is not None and torch.device(device).type != "cpu":
+        raise MemmapDeviceError(
+            f"memory-mapped tensors live in host memory: got device={device!r}. Pass "
+            "device='cpu' (or nothing) and move a copy with .to(device) if needed."
+        )
+
+
+def _constructor_args(
+    name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Any, torch.dtype | None, Any, bool]:
+    """(shape, dtype, filename, existsok) from the arguments of ``empty``/``zeros``/..."""
+    kwargs = dict(kwargs)
+    shape = kwargs.pop("shape", None)
+    dtype = kwargs.pop("dtype", None)
+    filename = kwargs.pop("filename", None)
+    existsok = bool(kwargs.pop("existsok", False))
+    _check_cpu(kwargs.pop("device", None))
+    if kwargs:
+        raise TypeError(
+            f"MemoryMappedTensor.{name}() got unexpected keyword arguments {sorted(kwargs)}; "
+            "it takes shape, dtype, device, filename and existsok."
+        )
+    if shape is None:
+        if not args:
+            raise TypeError(
+                f"MemoryMappedTensor.{name}() needs a shape: pass it as {name}(2, 3), "
+                f"{name}((2, 3)) or {name}(shape=(2, 3))."
+            )
+        shape = args[0] if len(args) == 1 and not isinstance(args[0], int) else args
+    elif args:
+        raise TypeError(
+            f"MemoryMappedTensor.{name}() got the shape twice: {args} and shape={shape}."
+        )
+    if is_nested_shape(shape):
+        return shape, dtype, filename, existsok
+    if isinstance(shape, torch.Tensor):
+        shape = shape.tolist()
+    return torch.Size(shape), dtype, filename, existsok
+
+
+def _reusable(
+    input: torch.Tensor, filename: Any, copy_existing: bool, copy_data: bool, shape: Any
+) -> MemoryMappedTensor | None:
+    """``input`` itself when ``from_tensor`` has nothing to do; raises when it would need to
+    copy a file-backed tensor without ``copy_existing``."""
+    if not isinstance(input, MemoryMappedTensor) or copy_existing or shape is not None:
+        return None
+    if filename is None:
+        return input if input.filename is None and copy_data else None
+    path = os.path.abspath(os.fspath(filename))
+    if is_whole_file(input, path):
+        return input
+    if input.filename is not None and input.filename != path:
+        raise AlreadyMemmappedError(
+            f"the tensor already lives in {input.filename}; asked to memory-map it to {path}. "
+            "Pass copy_existing=True to copy it there."
+        )
+    return None
+
+
+def _target_path(filename: Any, existsok: bool) -> str:
+    """The absolute path to write, refusing symlinks and (unless ``existsok``) existing files."""
+    path = os.path.abspath(os.fspath(filename))
+    if os.path.islink(path):
+        raise MemmapSymlinkError(
+            f"{path} is a symbolic link: refusing to write a memory-mapped file through symlink "
+            f"to {os.path.realpath(path)}. Remove the link or choose another file name."
+        )
+    if os.path.exists(path) and not existsok:
+        raise MemmapExistsError(
+            f"{path} already exists. Pass existsok=True to overwrite it, or choose another file."
+        )
+    return path
+
+
+def _as_nested(flat: MemoryMappedTensor, sizes: torch.Tensor) -> MemoryMappedTensor:
+    plain = flat.as_subclass(torch.Tensor)
+    return _wrap(nested_view(plain, sizes), flat.filename, flat._handler)
 
 
 def write_file(

@@ -13,10 +13,12 @@
   run one module over many parameter sets.
 
 How a tensor is placed (``preserve_module_state``, the default) keeps the module's state dict:
-a parameter stays a parameter (a leaf tensor is wrapped in a new ``nn.Parameter``, a tensor with
-autograd history is used as it is so that gradients flow to its source), a buffer stays a buffer.
-With ``preserve_module_state=False`` a plain tensor that replaces a parameter is held as a
-non-persistent buffer: ``module.weight`` reads it, ``state_dict()`` and ``parameters()`` skip it.
+a parameter stays registered as a parameter (a tensor without autograd is wrapped in a new
+``nn.Parameter`` with the old one's ``requires_grad``; a tensor that requires grad, or a ``vmap``
+slice, is registered as it is so that gradients flow to its source), a buffer stays a buffer.
+With ``preserve_module_state=False`` a plain tensor that replaces a parameter becomes a plain
+module attribute: ``module.weight`` reads it, ``state_dict()``, ``parameters()`` and
+``from_module`` skip it (as upstream).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from torch._C._functorch import is_batchedtensor
 from tensordict.core.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.pytree import _exclude_td_from_pytree
+from tensordict.memmap import MemoryMappedTensor
 
 __all__ = ["_exclude_td_from_pytree", "from_module", "from_modules", "to_module"]
 
@@ -175,7 +178,7 @@ def _kind(module: nn.Module, name: str) -> str:
     if name in module._parameters:
         return "parameter"
     if name in module._buffers:
-        return "buffer" if name not in module._non_persistent_buffers_set else "functional"
+        return "buffer"
     return "attribute"
 
 
@@ -186,32 +189,43 @@ def _current(module: nn.Module, name: str) -> Any:
     return module.__dict__.get(name)
 
 
+def _tracks_gradients(value: torch.Tensor) -> bool:
+    """A new leaf ``nn.Parameter`` around ``value`` would cut its gradients off."""
+    return not isinstance(value, nn.Parameter) and (value.requires_grad or is_batchedtensor(value))
+
+
 def _placed(value: torch.Tensor, kind: str, current: Any, preserve: bool) -> tuple[str, Any]:
-    """Where (``parameter``/``buffer``/``functional``) and what to store for ``value``."""
+    """Where (``parameter``/``buffer``/``attribute``) and what to store for ``value``."""
+    if preserve and kind == "parameter" and current is not None:
+        if isinstance(value, nn.Parameter) and value.requires_grad == current.requires_grad:
+            return "parameter", value
+        if _tracks_gradients(value):  # registered as it is (as torch.func.functional_call)
+            return "parameter", value
+        if isinstance(value, MemoryMappedTensor):
+            value = value.as_subclass(torch.Tensor)
+        return "parameter", nn.Parameter(value, requires_grad=current.requires_grad)
     if isinstance(value, nn.Parameter):
         if kind == "buffer" and preserve:
             return "buffer", value.data
         return "parameter", value
     if kind == "buffer":
         return "buffer", value
-    if kind == "parameter" and preserve and value.grad_fn is None and not is_batchedtensor(value):
-        requires_grad = current.requires_grad if current is not None else value.requires_grad
-        return "parameter", nn.Parameter(value, requires_grad=requires_grad)
-    return "functional", value
+    return "attribute", value  # a plain module attribute: out of state_dict and parameters()
 
 
 def _store(module: nn.Module, name: str, where: str, value: Any) -> None:
+    was_buffer = name in module._buffers
     module._parameters.pop(name, None)
     module._buffers.pop(name, None)
-    module._non_persistent_buffers_set.discard(name)
     module.__dict__.pop(name, None)
     if where == "parameter":
         module._parameters[name] = value
     elif where == "buffer":
         module._buffers[name] = value
-    else:  # held like a non-persistent buffer: readable, left out of state_dict/parameters
-        module._buffers[name] = value
-        module._non_persistent_buffers_set.add(name)
+    else:
+        if was_buffer:
+            module._non_persistent_buffers_set.discard(name)
+        module.__dict__[name] = value
 
 
 def _to_params_module(

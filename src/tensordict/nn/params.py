@@ -191,6 +191,7 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
         self.__dict__["_td_context"] = None
         self.__dict__["_last_op"] = None
         self.__dict__["_locked"] = False
+        self.__dict__["_get_post_hooks"] = []
         self._lock_parents = None
 
     _param_td: TensorDict
@@ -338,6 +339,64 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
                     f"'TensorDictParams' object has no attribute {name!r}"
                 ) from None
             return getattr(inner, name)
+
+    # ================================================================== read hooks
+    def register_get_post_hook(self, hook: Callable[[Any, torch.Tensor], Any]) -> None:
+        """Pass every tensor read (``get``, ``[key]``, ``values``, ``items``) through ``hook``.
+
+        ``hook(params, tensor)`` returns the tensor to hand out (``None`` keeps it), e.g.
+        ``lambda params, t: t.data`` to read the parameters without autograd history. Hooks run
+        in the order they were registered; nested tensordicts are handed out unchanged.
+
+        Raises:
+            ValueError: ``hook`` is not callable.
+
+        Examples:
+            >>> import torch
+            >>> from tensordict.nn import TensorDictParams
+            >>> params = TensorDictParams(w=torch.zeros(2))
+            >>> params.register_get_post_hook(lambda params, t: t.data)
+            >>> params["w"].requires_grad, params.get("w").requires_grad
+            (False, False)
+        """
+        if not callable(hook):
+            raise ValueError(
+                f"register_get_post_hook expects a callable hook(params, tensor), got "
+                f"{type(hook).__name__}."
+            )
+        self._hooks().append(hook)
+
+    def _hooks(self) -> list[Callable[[Any, torch.Tensor], Any]]:
+        hooks = self.__dict__.get("_get_post_hooks")
+        if hooks is None:
+            hooks = self.__dict__["_get_post_hooks"] = []
+        return hooks  # type: ignore[no-any-return]
+
+    def _after_get(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            for hook in self._hooks():
+                new = hook(self, value)
+                if new is not None:
+                    value = new
+        return value
+
+    def get(self, key: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._after_get(super().get(key, *args, **kwargs))
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._after_get(super().__getitem__(index))
+
+    def values(self, *args: Any, **kwargs: Any) -> Any:
+        view = super().values(*args, **kwargs)
+        if not self._hooks():
+            return view
+        return (self._after_get(value) for value in view)
+
+    def items(self, *args: Any, **kwargs: Any) -> Any:
+        view = super().items(*args, **kwargs)
+        if not self._hooks():
+            return view
+        return ((key, self._after_get(value)) for key, value in view)
 
     # ================================================================== writes convert tensors
     def _convert(self, key: Any, value: Any, batch_size: torch.Size) -> Any:

@@ -272,7 +272,12 @@ class TensorDictSequential(TensorDictModule):
                     err.add_note(f"Failed while executing module '{self._module_name(module)}'.")
                 raise
         if tensordict_out is not None:
-            tensordict_out.update(work, keys_to_update=self.out_keys)
+            if tensordict_out is not work:
+                # key by key: a nested output key whose parent tensordict_out lacks is created
+                for key in self.out_keys:
+                    value = work.get(key, None)
+                    if value is not None:
+                        tensordict_out.set(key, value)
             return tensordict_out
         if self._select_before_return:
             keys = list(set(self.out_keys).union(tensordict.keys(True, True)))

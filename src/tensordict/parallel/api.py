@@ -23,6 +23,7 @@ from tensordict.errors import BatchSizeError, NotPicklableError, WorkerCountWarn
 from tensordict.parallel.engine import OwnPool, drive, start_method_context, usable_cpus
 from tensordict.parallel.lifeline import check_can_start_workers
 from tensordict.parallel.out import check_out, check_slice, write_results
+from tensordict.parallel.persistent import WorkerPool
 from tensordict.parallel.plan import ChunkPlan, take
 
 __all__ = ["map", "map_iter"]
@@ -115,6 +116,20 @@ def _remote_writable(td: Any) -> bool:
         return False
 
 
+def _by_reference(td: Any) -> bool:
+    """Whether ``td`` pickles as references to files (its data does not travel): what a
+    :class:`WorkerPool`, whose workers were not forked from ``td``, can be sent once per call."""
+    if hasattr(td, "_worker_source"):
+        return True
+    try:
+        if not td.is_memmap():
+            return False
+        leaves = td.values(include_nested=True, leaves_only=True)
+        return all(getattr(v, "filename", None) for v in leaves if isinstance(v, torch.Tensor))
+    except Exception:
+        return False
+
+
 def _worker_source(td: Any) -> Any:
     """What workers index: ``td``, or what a file- or server-backed source hands them for it
     (``td._worker_source()``: e.g. the source after its buffered writes reached the file)."""
@@ -155,6 +170,9 @@ class _Options:
             self.ctx = start_method_context(kw["mp_start_method"])
             self.num_workers = _capped_workers(num_workers)
             self.base_seed: int | None = _base_seed(kw["generator"])
+        elif isinstance(self.pool, WorkerPool):
+            self.num_workers = self.pool.num_workers
+            self.base_seed = _base_seed(kw["generator"]) if kw["seed_per_chunk"] else None
         else:
             from tensordict.parallel.pools import pool_size
 
@@ -201,9 +219,10 @@ def _job_and_payload(
     if opts.kw["seed_per_chunk"]:
         job["seed_chunks"] = opts.base_seed
     own_fork = opts.pool is None and opts.ctx.get_start_method() == "fork"
-    reachable = own_fork or _remote_readable(td)
+    persistent = isinstance(opts.pool, WorkerPool)
+    reachable = own_fork or (_by_reference(td) if persistent else _remote_readable(td))
     if opts.kw["index_with_generator"]:
-        if reachable and opts.pool is None:
+        if reachable and (opts.pool is None or persistent):
             job["source"], job["plan"] = _worker_source(td), plan
             return job, _no_payload
         if reachable:  # a user's pool: every task is pickled on its own, so it names its index
@@ -237,8 +256,10 @@ def _run(td: Any, opts: _Options, out: Any = None) -> Iterator[Any]:
     window = 2 * opts.num_workers
     bar = _progress(len(plan), opts.kw["pbar"])
     on_yield = bar.update if bar is not None else None
-    if opts.pool is None:
-        backend: Any = OwnPool(
+    if isinstance(opts.pool, WorkerPool):
+        backend: Any = opts.pool._start_call(job)
+    elif opts.pool is None:
+        backend = OwnPool(
             opts.ctx,
             opts.num_workers,
             job,
@@ -309,9 +330,11 @@ def map_iter(
             ``dim`` removed. Exclusive with ``num_chunks``.
         num_chunks: the number of chunks (sizes differ by at most one). With neither, one chunk
             per worker; never more chunks than elements.
-        pool: a ``multiprocessing`` (or ``torch.multiprocessing``) pool, or a Ray pool, used as
-            is and left open; ``num_workers``, ``generator``, ``max_tasks_per_child``,
-            ``worker_threads`` and ``mp_start_method`` are then ignored and workers unseeded.
+        pool: a :class:`~tensordict.parallel.WorkerPool` (this package's workers, kept across
+            calls: every guarantee above holds, seeded once per worker), or a
+            ``multiprocessing`` (or ``torch.multiprocessing``) pool, or a Ray pool, used as is
+            and left open (workers unseeded); ``num_workers``, ``generator``,
+            ``max_tasks_per_child``, ``worker_threads`` and ``mp_start_method`` are then ignored.
         generator: one int64 base seed is drawn from it; worker ``i`` seeds torch with
             ``base + i`` and NumPy and ``random`` from both. None: a new ``torch.Generator()``
             (the same seeds every call), with a FutureWarning about the 0.17 default.
@@ -428,7 +451,7 @@ def map(
     )
     if out is not None:
         check_out(td, out, opts.dim)
-        if _remote_writable(out):
+        if _by_reference(out) if isinstance(pool, WorkerPool) else _remote_writable(out):
             for _ in _run(td, opts, out=out):
                 pass
             return out

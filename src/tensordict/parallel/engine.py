@@ -20,7 +20,8 @@ Shutdown protocol (the generator's ``finally``, so ``break``, ``close()``, garba
 KeyboardInterrupt and errors all take it):
 
 1. stop sending; results received but not yielded are dropped;
-2. all chunks done: close the channels, so that the workers read end-of-stream and exit;
+2. all chunks done: close the channels, so that the workers read end-of-stream and exit, and
+   return: ``reaper`` joins them in the background (SIGKILL after the deadline);
    otherwise: SIGTERM every worker at once (they may be inside ``fn``);
 3. join each worker against a shared deadline, SIGKILL what is left, join again;
 4. close every channel: memfds still in flight are released with them.
@@ -35,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import pickle
 import selectors
 import signal
 import socket
@@ -46,6 +48,7 @@ from typing import Any
 from tensordict.errors import WorkerDiedError
 from tensordict.parallel.channel import SPIN_SECONDS, Channel
 from tensordict.parallel.lifeline import Lifeline, close_at_exit, sigint_held
+from tensordict.parallel.reaper import reap_later
 from tensordict.parallel.worker import decode_error, worker_main
 
 __all__ = ["Backend", "OwnPool", "drive", "exit_description"]
@@ -177,7 +180,17 @@ def exit_description(exitcode: int | None) -> str:
 
 
 class _Worker:
-    __slots__ = ("_pidfd", "assigned", "chan", "id", "process", "quota", "watching_writes")
+    __slots__ = (
+        "_pidfd",
+        "assigned",
+        "chan",
+        "id",
+        "job_gen",
+        "process",
+        "quota",
+        "stale",
+        "watching_writes",
+    )
 
     def __init__(self, wid: int, process: Any, chan: Channel, quota: int | None) -> None:
         self.id = wid
@@ -186,6 +199,11 @@ class _Worker:
         self.assigned: deque[int] = deque()
         self.quota = quota
         self.watching_writes = False
+        #: chunks of an earlier call (closed early) the worker still answers: their results are
+        #: dropped, in the order they come (a worker answers its chunks in the order sent)
+        self.stale = 0
+        #: the call whose job this worker has (persistent pools)
+        self.job_gen = 0
         # A pidfd becomes readable when the process itself exits; the multiprocessing sentinel
         # only when every holder of its pipe has, which a grandchild started by fn delays.
         try:
@@ -207,7 +225,11 @@ class _Worker:
 
 
 class OwnPool(Backend):
-    """Worker processes started for one ``map_iter`` call.
+    """Worker processes started for one ``map_iter`` call, or kept for many (``job=None``).
+
+    A persistent pool (``parallel.WorkerPool``) starts its workers without a job: each call
+    (:meth:`begin` ... :meth:`end_call`) sends its job to every worker before its first chunk, and
+    :meth:`close` stops the workers for good.
 
     Args:
         ctx: the multiprocessing context (start method).
@@ -223,7 +245,7 @@ class OwnPool(Backend):
         self,
         ctx: Any,
         num_workers: int,
-        job: dict[str, Any],
+        job: dict[str, Any] | None,
         base_seed: int | None,
         threads: int,
         max_tasks: int | None,
@@ -247,6 +269,9 @@ class OwnPool(Backend):
         self.next_id = 0
         self.large_results = False
         self.closed = False
+        #: persistent pools: the current call's number, and its job message
+        self.gen = 0
+        self.job_msg: tuple[str, bytes] | None = None
         close_at_exit(self)
         # Workers are started by the first submit(), one at a time: the first one receives its
         # chunk before the next is forked, so the first result is not delayed by the others.
@@ -319,6 +344,10 @@ class OwnPool(Backend):
     def _send(self, batches: dict[int, list[tuple[int, Any]]]) -> None:
         for wid, batch in batches.items():
             worker = self.workers[wid]
+            if self.job_msg is not None and worker.job_gen != self.gen:
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    worker.chan.send(self.job_msg, plain=True, block=False)
+                worker.job_gen = self.gen
             plain = all(payload is None for _, payload in batch)
             # never blocks: a worker busy sending its own result cannot deadlock with us; a worker
             # that died meanwhile is reported through its sentinel
@@ -342,9 +371,10 @@ class OwnPool(Backend):
         best = None
         depth = 1 if self.large_results else self.depth
         for w in self.workers.values():
-            if len(w.assigned) >= depth or (w.quota is not None and w.quota <= 0):
+            load = len(w.assigned) + w.stale
+            if load >= depth or (w.quota is not None and w.quota <= 0):
                 continue
-            if best is None or len(w.assigned) < len(best.assigned):
+            if best is None or load < len(best.assigned) + best.stale:
                 best = w
         return best
 
@@ -387,6 +417,9 @@ class OwnPool(Backend):
 
     def _collect(self, worker: _Worker, events: list[Event]) -> None:
         for msg in worker.chan.messages():
+            if worker.stale:  # the answer to a chunk of an earlier call
+                worker.stale -= 1
+                continue
             self.large_results = worker.chan.last_oob_bytes >= LARGE_RESULT_BYTES
             k = msg[1]
             worker.assigned.remove(k)
@@ -436,6 +469,31 @@ class OwnPool(Backend):
         self.workers.pop(worker.id, None)
         worker.chan.close()
 
+    # ------------------------------------------------------------------ persistent calls
+    def begin(self, job: dict[str, Any]) -> None:
+        """Start a call on persistent workers: ``job`` (pickled once, here) reaches each worker
+        before its first chunk of the call. Workers that died since the last call are replaced."""
+        self.gen += 1
+        self.job_msg = ("job", pickle.dumps(job, protocol=5))
+        self.where_ran.clear()
+        self.large_results = False
+        # notice deaths (and drop stale answers) now, not when a chunk is sent to a dead worker
+        events: list[Event] = []
+        for key, mask in self.selector.select(0):
+            self._handle(key, mask, events)
+
+    def end_call(self) -> None:
+        """End a call without stopping the workers: the chunks they still hold become stale."""
+        for w in self.workers.values():
+            w.stale += len(w.assigned)
+            w.assigned.clear()
+        self.job_msg = None
+
+    @property
+    def busy(self) -> bool:
+        """Whether a worker still holds chunks (of a call or stale)."""
+        return any(w.assigned or w.stale for w in self.workers.values())
+
     # ------------------------------------------------------------------ shutdown
     def close(self, abort: bool, grace: float = SHUTDOWN_SECONDS) -> None:
         """Stop the workers: SIGTERM first if ``abort``, SIGKILL after ``grace`` seconds."""
@@ -452,6 +510,14 @@ class OwnPool(Backend):
         for w in workers:
             with contextlib.suppress(OSError):
                 w.chan.sock.shutdown(socket.SHUT_RDWR)
+        if not abort and not any(w.assigned for w in workers):
+            # every chunk done: the workers read end-of-stream and exit; nothing is in flight,
+            # so the call returns now and they are reaped (or killed after grace) in the background
+            for w in workers:
+                w.chan.close()
+            self.selector.close()
+            reap_later(workers, grace)
+            return
         deadline = time.monotonic() + grace
         for w in workers:
             with contextlib.suppress(ValueError):

@@ -91,10 +91,20 @@ def _set_info(info: WorkerInfo | None, base_seed: int | None = None) -> None:
 def seed_worker(base_seed: int, worker_id: int) -> int:
     """Seed torch with ``base_seed + worker_id``; NumPy and ``random`` from both, as DataLoader."""
     seed = base_seed + worker_id
-    torch.manual_seed(seed)
+    _seed_torch(seed)
     random.seed(seed)
     np.random.seed(numpy_seed(base_seed, worker_id))
     return seed
+
+
+def _seed_torch(seed: int) -> None:
+    """``torch.manual_seed``, without its cost where no accelerator exists: it queues a lazy
+    seed for every device type, each with a formatted stack (~6 ms in a new worker)."""
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None and not accelerator.is_available():
+        torch.default_generator.manual_seed(seed)
+    else:
+        torch.manual_seed(seed)
 
 
 _MASK64 = (1 << 64) - 1
@@ -262,12 +272,16 @@ def worker_main(
     num_workers: int,
     base_seed: int | None,
     threads: int,
-    job: dict[str, Any],
+    job: dict[str, Any] | None,
     max_tasks: int | None,
     inherited_fds: list[int],
     lifeline: Lifeline,
 ) -> None:
-    """The main function of a worker of a pool created by ``map_iter``."""
+    """The main function of a worker of a pool created by ``map_iter``.
+
+    A worker of a persistent pool starts with ``job=None``: each call sends ``("job", bytes)``
+    before its chunks, and the worker keeps its seed, RNG state and memory mappings across calls.
+    """
     from tensordict.parallel.channel import Channel, ChannelClosed
 
     lifeline.attach()  # die with the owner, however it dies
@@ -287,15 +301,18 @@ def worker_main(
     seed = seed_worker(base_seed, worker_id) if base_seed is not None else None
     _set_info(WorkerInfo(worker_id, num_workers, seed, os.getpid()), base_seed)
     chan = Channel(sock)
-    job = _resolve_job(job)
+    current: Any = _resolve_job(job) if job is not None else None
     done = 0
     try:
         while max_tasks is None or done < max_tasks:
             started = time.perf_counter()
             tasks = chan.recv(on_idle=trim, idle_seconds=trim.patience)
             trim.waited(time.perf_counter() - started)
+            if tasks.__class__ is tuple:  # ("job", bytes): a new call of a persistent pool
+                current = _next_job(tasks[1], base_seed)
+                continue
             for k, payload in tasks:
-                _send_answer(chan, k, _answer(job, k, payload))
+                _send_answer(chan, k, _answer(current, k, payload))
                 done += 1
             del tasks, payload  # do not keep the last chunk alive while waiting for work
     except (ChannelClosed, BrokenPipeError, ConnectionResetError):
@@ -304,8 +321,26 @@ def worker_main(
         chan.close()
 
 
-def _answer(job: dict[str, Any], k: int, payload: Any) -> tuple[Any, ...]:
+def _next_job(data: bytes, base_seed: int | None) -> Any:
+    """The job of a new call, or the error that unpickling it raised (sent back per chunk).
+
+    Called while the previous job is still referenced, so that its memory-mapped files that
+    the new job names again come from this process's mapping cache (``memmap.tensor``): a file
+    still at its path is not mapped (nor faulted) again; a file replaced since is mapped anew.
+    """
+    global _chunk_base
     try:
+        job = _resolve_job(pickle.loads(data))
+    except BaseException as err:
+        return err
+    _chunk_base = job.get("seed_chunks", base_seed)
+    return job
+
+
+def _answer(job: Any, k: int, payload: Any) -> tuple[Any, ...]:
+    try:
+        if isinstance(job, BaseException):
+            raise job
         return ("ok", k, _run_one(job, k, payload))
     except BaseException as err:  # everything fn raises goes home, even SystemExit
         exc, text = encode_error(err)

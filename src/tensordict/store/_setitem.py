@@ -18,9 +18,8 @@ import torch
 from tensordict.core.base import TensorDictBase
 from tensordict.core.indexing import plan_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
-from tensordict.core.shape import broadcasts_to
 from tensordict.errors import LockedError, ShapeMismatchError
-from tensordict.formats.rows import select
+from tensordict.formats.rows import fit_value, select
 from tensordict.store._connection import KEY_SEP, decode_meta, tensor_meta
 from tensordict.store._rows import RowWrite, write_rows
 
@@ -85,13 +84,13 @@ def stage_store_setitem(td: Any, index: Any, value: Any) -> list[Callable[[], No
         if meta is None:
             _check_unlocked(td, rel)
             shape = [*bs, *t.shape[len(value_bs) :]]
-            _check(rel, t, torch.Size((*plan.batch_size, *shape[len(bs) :])))
+            t = _check(rel, t, torch.Size((*plan.batch_size, *shape[len(bs) :])))
             whole = torch.zeros(shape, dtype=t.dtype)
             whole[plan.leaf_index] = t
             extra += _leaf_commands(conn, full, whole)
             continue
         shape, dtype = tensor_meta(full, meta)
-        _check(rel, t, torch.Size([*plan.batch_size, *shape[len(bs) :]]))
+        t = _check(rel, t, torch.Size([*plan.batch_size, *shape[len(bs) :]]))
         writes.append(RowWrite(full, shape, dtype, sel, t, len(bs)))
     extra += _object_commands(td, plan, objects, metas)
 
@@ -101,12 +100,15 @@ def stage_store_setitem(td: Any, index: Any, value: Any) -> list[Callable[[], No
     return [run]
 
 
-def _check(rel: str, value: torch.Tensor, expected: torch.Size) -> None:
-    if not broadcasts_to(value.shape, expected):
+def _check(rel: str, value: torch.Tensor, expected: torch.Size) -> torch.Tensor:
+    """``value`` ready to write into ``expected``: as torch's setitem, extra leading 1s go."""
+    fitted = fit_value(value, expected)
+    if fitted is None:
         raise ShapeMismatchError(
             f"cannot write {rel!r}: the value has shape {list(value.shape)} but the indexed "
             f"entry has shape {list(expected)}. Nothing was written."
         )
+    return fitted
 
 
 def _check_unlocked(td: Any, rel: str) -> None:
