@@ -92,3 +92,18 @@ def test_check_batch_size_and_has_non_tensor() -> None:
     assert td._check_batch_size(raise_exception=False) is False
     with pytest.raises(RuntimeError, match="incongruent"):
         td._check_batch_size()
+
+
+def test_lock_parents_weakrefs_lists_every_locked_ancestor() -> None:
+    import gc
+
+    td = TensorDict({("a", "b", "c"): torch.zeros(())}).lock_()
+    a, b = td["a"], td["a", "b"]
+    live = lambda refs: sum(1 for r in refs if r() is not None)  # noqa: E731
+    assert live(b._lock_parents_weakrefs) == 2 and not td._lock_parents_weakrefs
+    td.unlock_()
+    assert live(b._lock_parents_weakrefs) == 0
+    td.lock_()
+    del td
+    gc.collect()
+    assert live(a._lock_parents_weakrefs) == 0 and live(b._lock_parents_weakrefs) == 1

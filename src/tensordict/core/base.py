@@ -738,6 +738,19 @@ class TensorDictBase(
             refs = self._lock_parents = []
         refs.append(weakref.ref(parent))
 
+    @property
+    def _lock_parents_weakrefs(self) -> list[weakref.ref[TensorDictBase]]:
+        """Weak references to every locked tensordict holding this one, directly or through
+        others (upstream's private accessor, which its tests and TorchRL read)."""
+        seen: dict[int, TensorDictBase] = {}
+        todo = list(self._locked_parents())
+        while todo:
+            parent = todo.pop()
+            if id(parent) not in seen:
+                seen[id(parent)] = parent
+                todo.extend(parent._locked_parents())
+        return [weakref.ref(p) for p in seen.values()]
+
     def _locked_parents(self) -> list[TensorDictBase]:
         """The locked tensordicts holding this one; holders gone or unlocked are forgotten."""
         refs = getattr(self, "_lock_parents", None)
