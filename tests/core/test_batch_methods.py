@@ -146,3 +146,11 @@ def test_memmap_return_early_with_threads_gives_a_future(tmp_path) -> None:
     td = TensorDict(a=torch.arange(3), batch_size=[3])
     future = td.memmap(tmp_path, num_threads=2, return_early=True)
     assert torch.equal(future.result()["a"], td["a"])
+
+
+def test_apply_in_place_that_returns_nothing_gives_none_as_upstream() -> None:
+    td = TensorDict(a=torch.zeros(2), n={"b": torch.zeros(2)}, batch_size=[2])
+    assert td.apply(lambda x: None, filter_empty=True, inplace=True) is None
+    assert td.apply(lambda x: x.add_(1), filter_empty=True, inplace=True) is td
+    with_text = td.clone().set("s", "x")
+    assert with_text.apply(lambda x: None, filter_empty=True, inplace=True) is with_text
