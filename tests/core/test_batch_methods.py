@@ -154,3 +154,18 @@ def test_apply_in_place_that_returns_nothing_gives_none_as_upstream() -> None:
     assert td.apply(lambda x: x.add_(1), filter_empty=True, inplace=True) is td
     with_text = td.clone().set("s", "x")
     assert with_text.apply(lambda x: None, filter_empty=True, inplace=True) is with_text
+
+
+def test_pad_roll_and_repeat_interleave_in_place() -> None:
+    td = TensorDict(a=torch.arange(3), n={"b": torch.ones(3, 2)}, batch_size=[3])
+    assert td.pad([1, 1], value=-1)["a"].tolist() == [-1, 0, 1, 2, -1]
+    nested = td["n"]
+    assert td.roll(1, inplace=True) is td and td["a"].tolist() == [2, 0, 1]
+    assert td.repeat_interleave(2, 0, inplace=True) is td and td.batch_size == (6,)
+    assert td["n"] is nested and td["n"].batch_size == (6,)
+
+
+def test_tolist_without_converting_nodes_gives_element_tensordicts() -> None:
+    td = TensorDict(a=torch.arange(2), batch_size=[2])
+    rows = td.tolist(convert_nodes=False)
+    assert [type(r) for r in rows] == [TensorDict, TensorDict] and rows[1]["a"].item() == 1

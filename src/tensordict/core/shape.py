@@ -365,7 +365,12 @@ class ShapeMixin(TensorCollection):
         return self._inplace_result(result, inplace, "gather")
 
     def repeat_interleave(
-        self, repeats: int | torch.Tensor, dim: int | None = None, *, output_size: int | None = None
+        self,
+        repeats: int | torch.Tensor,
+        dim: int | None = None,
+        *,
+        output_size: int | None = None,
+        inplace: bool = False,
     ) -> Any:
         """Repeat each element along a batch dimension (the flattened batch when ``dim`` is None).
 
@@ -375,6 +380,9 @@ class ShapeMixin(TensorCollection):
             >>> td.repeat_interleave(2, dim=0)["a"]
             tensor([0, 0, 1, 1, 2, 2])
         """
+        if inplace:  # (this tensordict takes the result's leaves)
+            out = self.repeat_interleave(repeats, dim, output_size=output_size)
+            return self._inplace_result(out, True, "repeat_interleave")
         if dim is None:
             return self.flatten(0, -1).repeat_interleave(repeats, 0, output_size=output_size)
         bs = self.batch_size
@@ -467,7 +475,13 @@ class ShapeMixin(TensorCollection):
         d = self._dims(dim, "narrow")[0]
         return self[(slice(None),) * d + (slice(start, start + length),)]  # type: ignore[index]
 
-    def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Any:
+    def roll(
+        self,
+        shifts: int | Sequence[int],
+        dims: int | Sequence[int] | None = None,
+        *,
+        inplace: bool = False,
+    ) -> Any:
         """Roll along batch dims (``dims=None``: over the flattened batch, as ``torch.roll``).
 
         Examples:
@@ -475,6 +489,8 @@ class ShapeMixin(TensorCollection):
             >>> TensorDict({"a": torch.arange(3)}, [3]).roll(1)["a"]
             tensor([2, 0, 1])
         """
+        if inplace:
+            return self._inplace_result(self.roll(shifts, dims), True, "roll")
         bs = self.batch_size
         if dims is None:
             bd = len(bs)
@@ -485,6 +501,21 @@ class ShapeMixin(TensorCollection):
             )
         dims_l = self._dims(dims, "roll")
         return self._transform(lambda t: t.roll(shifts, dims_l), bs, self._names_or_none())
+
+    def pad(
+        self, pad_size: Sequence[int], value: float = 0.0, inplace: bool = False, safe: bool = True
+    ) -> Any:
+        """Pad the batch dims with ``value`` (``pad_size``: ``(dim0_before, dim0_after, ...)``
+        from the first batch dim; see :func:`tensordict.pad`).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> TensorDict(a=torch.arange(2), batch_size=[2]).pad([1, 0], value=-1)["a"]
+            tensor([-1,  0,  1])
+        """
+        from tensordict.core.padding import pad  # padding builds on the dense class
+
+        return pad(self, pad_size, value=value, inplace=inplace, safe=safe)
 
     def rot90(self, k: int = 1, dims: Sequence[int] = (0, 1)) -> Any:
         """Rotate by 90 degrees ``k`` times in the plane of two batch dims."""

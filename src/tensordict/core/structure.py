@@ -454,8 +454,11 @@ class StructureMixin(TensorCollection):
                 out[key] = value.tolist()
         return out
 
-    def tolist(self, *, convert_tensors: bool = False) -> Any:
-        """Nested lists over the batch dimensions, with a dict per element (as ``to_dict``).
+    def tolist(
+        self, *, convert_nodes: bool = True, convert_tensors: bool = False, **unused: Any
+    ) -> Any:
+        """Nested lists over the batch dimensions, with a dict per element (as ``to_dict``), or
+        the element tensordicts themselves with ``convert_nodes=False``.
 
         Examples:
             >>> import torch
@@ -465,5 +468,8 @@ class StructureMixin(TensorCollection):
         """
         td: Any = self
         if not td.batch_size:
-            return td.to_dict(convert_tensors=convert_tensors)
-        return [row.tolist(convert_tensors=convert_tensors) for row in td.unbind(0)]
+            return td.to_dict(convert_tensors=convert_tensors) if convert_nodes else td
+        return [
+            row.tolist(convert_nodes=convert_nodes, convert_tensors=convert_tensors)
+            for row in td.unbind(0)
+        ]
