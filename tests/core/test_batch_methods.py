@@ -169,3 +169,18 @@ def test_tolist_without_converting_nodes_gives_element_tensordicts() -> None:
     td = TensorDict(a=torch.arange(2), batch_size=[2])
     rows = td.tolist(convert_nodes=False)
     assert [type(r) for r in rows] == [TensorDict, TensorDict] and rows[1]["a"].item() == 1
+
+
+def test_torch_shape_functions_dispatch_to_tensordicts() -> None:
+    td = TensorDict(a=torch.zeros(2, 3, 4), batch_size=[2, 3])
+    assert torch.movedim(td, 0, 1).batch_size == (3, 2)
+    assert torch.roll(td, 1, 0).batch_size == (2, 3)
+    assert torch.tile(td, (2,)).batch_size == (2, 6)
+    assert torch.atleast_3d(td).batch_size == (1, 2, 3)
+    assert torch.narrow(td, 1, 0, 2)["a"].shape == (2, 2, 4)
+
+
+def test_values_list_follows_sorting_keys() -> None:
+    td = TensorDict(a=torch.zeros(2), n={"b": torch.zeros(2), "c": torch.ones(2)}, batch_size=[2])
+    assert len(td._values_list(True, True)) == 3
+    assert (td._values_list(sorting_keys=[("n", "c")])[0] == 1).all()
