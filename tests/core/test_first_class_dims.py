@@ -54,3 +54,35 @@ def test_lazy_stack_names_reach_members_and_survive_indexing():
     assert stack[:, 0].names == ["x", "y"]
     stack.names = None
     assert stack.names == [None, None, None]
+
+
+def test_h5_backed_tensordict_reads_then_binds(tmp_path):
+    pytest.importorskip("h5py")
+    from tensordict import PersistentTensorDict
+
+    h5 = PersistentTensorDict.from_dict(_td(), filename=tmp_path / "x.h5")
+    d0 = ftdim.dims(1)
+    out = h5[d0]
+    assert out.batch_size == (3,) and out["a"].dims == (d0,)
+
+
+def test_module_runs_batched_over_a_first_class_dim():
+    from tensordict.nn import TensorDictParams
+
+    module = torch.nn.Linear(3, 4)
+    params = TensorDict.from_module(module).expand(5).clone()
+    d0 = ftdim.dims(1)
+    TensorDictParams(params)[d0].to_module(module, preserve_module_state=False)
+    y = module(torch.randn(2, 3))
+    assert y.dims == (d0,) and y._tensor.shape[0] == 5
+
+
+def test_assert_close_compares_jagged_tensors_by_value():
+    from tensordict import assert_close
+
+    def njt():
+        return torch.nested.nested_tensor_from_jagged(
+            torch.arange(5.0), offsets=torch.tensor([0, 2, 5])
+        )
+
+    assert_close(TensorDict(j=njt(), batch_size=[2]), TensorDict(j=njt(), batch_size=[2]))

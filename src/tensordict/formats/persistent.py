@@ -23,7 +23,7 @@ import torch
 from tensordict.core.base import TensorDictBase, as_size
 from tensordict.core.dense import TensorDict
 from tensordict.core.entries import locked_message
-from tensordict.core.indexing import plan_index
+from tensordict.core.indexing import is_first_class_dim, plan_index
 from tensordict.core.keys import key_path
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.errors import BatchSizeError, FormatValueError, LockedError, TensorDictKeyError
@@ -436,7 +436,11 @@ class PersistentTensorDict(BackedTensorDict):
             names,
         )
 
-    def _index(self, index: Any) -> PersistentTensorDict:
+    def _index(self, index: Any) -> Any:
+        items = index if isinstance(index, tuple) else (index,)
+        if any(is_first_class_dim(i) for i in items):
+            # a first-class dim binds a dimension of in-memory tensors: read, then index
+            return self.to_tensordict()[index]
         plan = plan_index(index, self._batch_size)
         if self._selection is None:
             selection = select(plan.leaf_index, self._batch_size)

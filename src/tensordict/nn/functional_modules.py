@@ -288,7 +288,8 @@ def _swap_into(
                 swap=sub_swap,
                 memo=memo,
             )
-        elif isinstance(value, torch.Tensor):
+        elif isinstance(value, torch.Tensor) or type(value).__module__.startswith("functorch.dim"):
+            # (a first-class-dim tensor, from td[dim], is set as a plain attribute)
             _swap_leaf(module, key, value, inplace, preserve, swap)
 
 

@@ -17,7 +17,6 @@ from tensordict.core.non_tensor import (
 )
 from tensordict.tensorclass.attrs import TensorAttrs
 from tensordict.tensorclass.builder import is_tensorclass, tensorclass
-from tensordict.tensorclass.coming import _from_shared_nontensor  # noqa: F401
 from tensordict.tensorclass.dataclass import from_dataclass
 from tensordict.tensorclass.forwarding import (
     _FALLBACK_METHOD_FROM_TD,
@@ -26,6 +25,7 @@ from tensordict.tensorclass.forwarding import (
     _METHOD_FROM_TD,
 )
 from tensordict.tensorclass.inherit import TensorClass
+from tensordict.tensorclass.shared_values import _from_shared_nontensor  # noqa: F401
 
 __all__ = [
     "_FALLBACK_METHOD_FROM_TD",
