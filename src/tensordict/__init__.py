@@ -33,10 +33,10 @@ from tensordict.core.keys import (
     NestedKey,
     default_is_leaf,
     is_leaf_nontensor,
-    unravel_key,
     unravel_key_list,
     unravel_key_to_tuple,
 )
+from tensordict.core.keys import public_unravel_key as unravel_key
 from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
 from tensordict.core.options import (

@@ -28,7 +28,6 @@ from tensordict.core.keys import (
     KEY_SEPARATOR,
     NestedKey,
     is_seq_of_nested_key,
-    unravel_key,
     unravel_key_list,
     unravel_key_to_tuple,
     unravel_keys,
@@ -36,6 +35,7 @@ from tensordict.core.keys import (
 from tensordict.core.keys import is_non_tensor_class as _is_non_tensor  # noqa: F401
 from tensordict.core.keys import is_tensorclass_class as _is_tensorclass  # noqa: F401
 from tensordict.core.keys import pass_through as _pass_through  # noqa: F401
+from tensordict.core.keys import public_unravel_key as unravel_key
 from tensordict.core.keys import unravel_key_to_tuple as _unravel_key_to_tuple  # noqa: F401
 from tensordict.core.log import logger
 from tensordict.core.non_tensor import LinkedList, is_non_tensor

@@ -100,3 +100,87 @@ def test_copy_at_refuses_non_tensor_data_unless_not_fast() -> None:
     assert (td["a"] == 0).all()
     td.copy_at_(src.exclude("s"), slice(0, 2))
     assert td["a"].tolist() == [1.0, 1.0, 0.0, 0.0]
+
+
+def test_movedim_out_of_range_is_an_index_error() -> None:
+    with pytest.raises(IndexError, match="out of range"):
+        _td().movedim(0, 7)
+
+
+def test_reshape_takes_size_keyword() -> None:
+    td = TensorDict(a=torch.zeros(6, 2), batch_size=[6])
+    assert td.reshape(size=(2, 3)).batch_size == (2, 3)
+
+
+def test_new_tensor_copies_a_tensor_or_tensordict() -> None:
+    td = TensorDict(a=torch.ones(3, dtype=torch.int64), batch_size=[3])
+    out = td.new_tensor(torch.tensor([1.5, 2.5]))
+    assert out.batch_size == (2,) and out["a"].dtype == torch.int64
+    other = TensorDict(a=torch.zeros(3), batch_size=[3])
+    assert torch.equal(td.new_tensor(other)["a"], torch.zeros(3, dtype=torch.int64))
+
+
+def test_empty_like_on_another_device() -> None:
+    out = torch.empty_like(TensorDict(a=torch.zeros(3), batch_size=[3]), device="meta")
+    assert out.device == torch.device("meta") and out["a"].is_meta
+
+
+def test_from_namedtuple_classmethod_round_trips() -> None:
+    td = TensorDict(a=torch.zeros(2), n={"b": torch.ones(2)}, batch_size=[2])
+    back = TensorDict.from_namedtuple(td.to_namedtuple())
+    assert torch.equal(back["n", "b"], td["n", "b"])
+
+
+def test_update_with_nested_keys_to_update_copies_missing_subtrees() -> None:
+    td = TensorDict(x=torch.zeros(2), batch_size=[2])
+    nested = {"f": {"w": torch.ones(2), "a": torch.ones(2)}, "r": torch.ones(2)}
+    other = TensorDict({"m": nested, "s": torch.ones(2)}, batch_size=[2])
+    td.update(other, keys_to_update=[("m", ("f",), "w")])
+    assert ("m", "f", "a") in td.keys(True) and "s" not in td
+    other["m", "r"] = torch.full((2,), 5.0)
+    td.update(other, keys_to_update=[("m", "r")])
+    assert (td["m", "r"] == 5).all()
+
+
+def test_memmap_return_early_with_threads_gives_a_future(tmp_path) -> None:
+    td = TensorDict(a=torch.arange(3), batch_size=[3])
+    future = td.memmap(tmp_path, num_threads=2, return_early=True)
+    assert torch.equal(future.result()["a"], td["a"])
+
+
+def test_apply_in_place_that_returns_nothing_gives_none_as_upstream() -> None:
+    td = TensorDict(a=torch.zeros(2), n={"b": torch.zeros(2)}, batch_size=[2])
+    assert td.apply(lambda x: None, filter_empty=True, inplace=True) is None
+    assert td.apply(lambda x: x.add_(1), filter_empty=True, inplace=True) is td
+    with_text = td.clone().set("s", "x")
+    assert with_text.apply(lambda x: None, filter_empty=True, inplace=True) is with_text
+
+
+def test_pad_roll_and_repeat_interleave_in_place() -> None:
+    td = TensorDict(a=torch.arange(3), n={"b": torch.ones(3, 2)}, batch_size=[3])
+    assert td.pad([1, 1], value=-1)["a"].tolist() == [-1, 0, 1, 2, -1]
+    nested = td["n"]
+    assert td.roll(1, inplace=True) is td and td["a"].tolist() == [2, 0, 1]
+    assert td.repeat_interleave(2, 0, inplace=True) is td and td.batch_size == (6,)
+    assert td["n"] is nested and td["n"].batch_size == (6,)
+
+
+def test_tolist_without_converting_nodes_gives_element_tensordicts() -> None:
+    td = TensorDict(a=torch.arange(2), batch_size=[2])
+    rows = td.tolist(convert_nodes=False)
+    assert [type(r) for r in rows] == [TensorDict, TensorDict] and rows[1]["a"].item() == 1
+
+
+def test_torch_shape_functions_dispatch_to_tensordicts() -> None:
+    td = TensorDict(a=torch.zeros(2, 3, 4), batch_size=[2, 3])
+    assert torch.movedim(td, 0, 1).batch_size == (3, 2)
+    assert torch.roll(td, 1, 0).batch_size == (2, 3)
+    assert torch.tile(td, (2,)).batch_size == (2, 6)
+    assert torch.atleast_3d(td).batch_size == (1, 2, 3)
+    assert torch.narrow(td, 1, 0, 2)["a"].shape == (2, 2, 4)
+
+
+def test_values_list_follows_sorting_keys() -> None:
+    td = TensorDict(a=torch.zeros(2), n={"b": torch.zeros(2), "c": torch.ones(2)}, batch_size=[2])
+    assert len(td._values_list(True, True)) == 3
+    assert (td._values_list(sorting_keys=[("n", "c")])[0] == 1).all()

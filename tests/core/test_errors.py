@@ -38,7 +38,8 @@ def test_every_public_error_is_an_exception_class() -> None:
 def test_key_error_message_is_not_repr_quoted() -> None:
     with pytest.raises(errors.TensorDictKeyError) as info:
         TensorDict({"a": torch.zeros(())})["b"]
-    assert str(info.value).startswith("key 'b' not found")
+    # upstream's wording, which client code (TorchRL's tests) matches on
+    assert str(info.value).startswith("key \"b\" not found in TensorDict with keys ['a']")
 
 
 def test_missing_key_message_says_what_to_do() -> None:

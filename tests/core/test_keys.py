@@ -234,3 +234,21 @@ def test_entries_set_inside_a_flatten_keys_block_reach_the_tensordict() -> None:
     assert torch.equal(td["new", "x"], torch.ones(3)) and torch.equal(
         td["other", "y"], torch.zeros(3)
     )
+
+
+@pytest.mark.parametrize("index", [(0, slice(3, 4)), ("a", 0), (), ("a", ()), ("a", None)])
+def test_public_unravel_key_answers_an_empty_tuple_for_a_tuple_that_is_not_a_key(index) -> None:
+    # TorchRL tells an index from a key this way (rb[0, 3:4] = td)
+    import tensordict
+    import tensordict.utils
+
+    assert tensordict.unravel_key(index) == () and tensordict.utils.unravel_key(index) == ()
+
+
+def test_public_unravel_key_still_flattens_keys_and_refuses_non_tuples() -> None:
+    import tensordict
+
+    assert tensordict.unravel_key(("a", ("b",))) == ("a", "b")
+    assert tensordict.unravel_key((("a",),)) == "a"
+    with pytest.raises(RuntimeError):
+        tensordict.unravel_key(3)

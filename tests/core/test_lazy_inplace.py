@@ -268,3 +268,18 @@ def test_nested_lazy_stacks_write_through_both_levels() -> None:
     td.set_at_("a", 5.0, (0, 1, 2))
     assert float(members[0]["a"].sum()) == 12 and float(members[1]["a"].sum()) == 12 + 16
     assert float(other["a"].sum()) == 24
+
+
+@pytest.mark.parametrize("stack_dim", [0, 1])
+def test_update_at_writes_a_ragged_stack_member_by_member(stack_dim: int) -> None:
+    # members hold "x" with different feature sizes: the stack cannot be read whole, yet
+    # update_at_ writes each member's rows (TorchRL extends buffers of ragged lazy stacks so)
+    def ragged(rows: int, fill: float) -> LazyStackedTensorDict:
+        members = [TensorDict(x=torch.full((rows, n), fill), batch_size=[rows]) for n in (2, 3)]
+        return LazyStackedTensorDict(*members, stack_dim=stack_dim)
+
+    dest, src = ragged(4, 0.0), ragged(2, 1.0)
+    index = slice(1, 3) if stack_dim == 1 else (slice(None), slice(1, 3))
+    dest.update_at_(src, index)
+    for member in dest.tensordicts:
+        assert member["x"][1:3].eq(1).all() and member["x"][[0, 3]].eq(0).all()

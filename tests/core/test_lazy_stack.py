@@ -106,7 +106,7 @@ def test_reading_key_with_differing_shapes_raises_naming_key_and_shapes() -> Non
 
 
 def test_reading_key_of_one_member_only_raises_key_error() -> None:
-    with pytest.raises(KeyError, match="'z'"):
+    with pytest.raises(KeyError, match='"z"'):
         hetero()["z"]
 
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tensordict import TensorDict, parse_tensor_dict_string
+from tensordict import TensorDict, parse_tensor_dict_string, set_printoptions
+
+
+@pytest.fixture(autouse=True)
+def _detailed_repr():
+    """These tests pin the detailed form (the compact one is tested in test_compact_repr)."""
+    with set_printoptions(compact=False):
+        yield
 
 
 @pytest.mark.parametrize(

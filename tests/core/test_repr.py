@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from tensordict import LazyStackedTensorDict, NonTensorData, NonTensorStack, TensorDict
+from tensordict import (
+    LazyStackedTensorDict,
+    NonTensorData,
+    NonTensorStack,
+    TensorDict,
+    set_printoptions,
+)
+
+
+@pytest.fixture(autouse=True)
+def _detailed_repr():
+    """These tests pin the detailed form (the compact one is tested in test_compact_repr)."""
+    with set_printoptions(compact=False):
+        yield
 
 
 def test_repr_of_nested_tensordict_matches_upstream_layout() -> None:

@@ -50,7 +50,7 @@ def test_getitem_missing_key_raises_key_error_listing_available_keys() -> None:
     with pytest.raises(KeyError) as info:
         make()["missing"]
     msg = str(info.value)
-    assert "'missing'" in msg and "'a'" in msg and "'b'" in msg
+    assert '"missing"' in msg and "'a'" in msg and "'b'" in msg
 
 
 def test_getitem_missing_key_raises_tensordict_key_error() -> None:
@@ -127,7 +127,7 @@ def test_set__broadcasts_value() -> None:
 
 
 def test_set__missing_key_raises_key_error() -> None:
-    with pytest.raises(KeyError, match="'zz'"):
+    with pytest.raises(KeyError, match='"zz"'):
         make().set_("zz", torch.zeros(3))
 
 
@@ -154,7 +154,7 @@ def test_set_at_writes_at_index() -> None:
 
 
 def test_set_at_missing_key_raises() -> None:
-    with pytest.raises(KeyError, match="'zz'"):
+    with pytest.raises(KeyError, match='"zz"'):
         make().set_at_("zz", 1.0, 0)
 
 
@@ -166,7 +166,7 @@ def test_get_at_reads_at_index() -> None:
 def test_get_at_missing_key_returns_default_or_raises() -> None:
     td = make()
     assert td.get_at("zz", 0, default=None) is None
-    with pytest.raises(KeyError, match="'zz'"):
+    with pytest.raises(KeyError, match='"zz"'):
         td.get_at("zz", 0)
 
 
@@ -280,7 +280,7 @@ def test_pop_missing_returns_default() -> None:
 
 
 def test_pop_missing_without_default_raises() -> None:
-    with pytest.raises(KeyError, match="'zz'"):
+    with pytest.raises(KeyError, match='"zz"'):
         make().pop("zz")
 
 
@@ -297,7 +297,7 @@ def test_del_nested_key() -> None:
 
 
 def test_del_missing_key_raises() -> None:
-    with pytest.raises(KeyError, match="'zz'"):
+    with pytest.raises(KeyError, match='"zz"'):
         del make()["zz"]
 
 
@@ -315,7 +315,7 @@ def test_rename_key_to_nested_key() -> None:
 
 
 def test_rename_key_missing_raises() -> None:
-    with pytest.raises(KeyError, match="'zz'"):
+    with pytest.raises(KeyError, match='"zz"'):
         make().rename_key_("zz", "q")
 
 
@@ -335,7 +335,7 @@ def test_select_keeps_only_given_keys_sharing_tensors() -> None:
 
 
 def test_select_missing_key_strict_raises() -> None:
-    with pytest.raises(KeyError, match="'zz'"):
+    with pytest.raises(KeyError, match='"zz"'):
         make().select("zz")
 
 

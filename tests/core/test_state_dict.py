@@ -92,3 +92,25 @@ def test_check_batch_size_and_has_non_tensor() -> None:
     assert td._check_batch_size(raise_exception=False) is False
     with pytest.raises(RuntimeError, match="incongruent"):
         td._check_batch_size()
+
+
+def test_lock_parents_weakrefs_lists_every_locked_ancestor() -> None:
+    import gc
+
+    td = TensorDict({("a", "b", "c"): torch.zeros(())}).lock_()
+    a, b = td["a"], td["a", "b"]
+    live = lambda refs: sum(1 for r in refs if r() is not None)  # noqa: E731
+    assert live(b._lock_parents_weakrefs) == 2 and not td._lock_parents_weakrefs
+    td.unlock_()
+    assert live(b._lock_parents_weakrefs) == 0
+    td.lock_()
+    del td
+    gc.collect()
+    assert live(a._lock_parents_weakrefs) == 0 and live(b._lock_parents_weakrefs) == 1
+
+
+def test_cat_and_stack_from_tensordict_join_every_leaf() -> None:
+    td = TensorDict({"b": {"c": torch.ones(3, 4)}, "a": torch.zeros(3, 4)}, batch_size=[3, 4])
+    assert td.cat_from_tensordict(dim=1).shape == (3, 8)
+    stacked = td.stack_from_tensordict(dim=1, sorted=True)
+    assert stacked.shape == (3, 2, 4) and (stacked[:, 0] == 0).all() and (stacked[:, 1] == 1).all()

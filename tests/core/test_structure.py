@@ -41,7 +41,7 @@ def test_split_keys() -> None:
     assert list(first.keys()) == ["a"] and ("b", "c") in list(second.keys(True))
     assert list(rest.keys(include_nested=True, leaves_only=True)) == ["s"]
     assert "a" in list(td.keys())  # not in place
-    with pytest.raises(TensorDictKeyError, match="'zz'"):
+    with pytest.raises(TensorDictKeyError, match='"zz"'):
         td.split_keys(["zz"])
     only, _ = td.split_keys(["a", "zz"], strict=False)
     assert list(only.keys()) == ["a"]

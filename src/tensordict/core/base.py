@@ -627,6 +627,35 @@ class TensorDictBase(
         return out
 
     @classmethod
+    def from_namedtuple(cls, named_tuple: Any, **kwargs: Any) -> Any:
+        """A tensordict of a namedtuple's fields (see ``tensordict.from_namedtuple``)."""
+        from tensordict.core.convert import from_namedtuple  # conversions build on the base
+
+        return from_namedtuple(named_tuple, **kwargs)
+
+    @classmethod
+    def from_tuple(cls, obj: tuple[Any, ...], **kwargs: Any) -> Any:
+        """A tensordict of a tuple's items under ``"0"``, ``"1"``, ... (see
+        ``tensordict.from_tuple``)."""
+        from tensordict.core.convert import from_tuple
+
+        return from_tuple(obj, **kwargs)
+
+    @classmethod
+    def from_any(cls, obj: Any, **kwargs: Any) -> Any:
+        """A tensordict of any supported structure (see ``tensordict.from_any``)."""
+        from tensordict.core.convert import from_any
+
+        return from_any(obj, **kwargs)
+
+    @classmethod
+    def from_pytree(cls, pytree: Any, **kwargs: Any) -> Any:
+        """A tensordict of a pytree (see ``tensordict.from_pytree``)."""
+        from tensordict.core.convert import from_pytree
+
+        return from_pytree(pytree, **kwargs)
+
+    @classmethod
     def from_dict(
         cls,
         input_dict: Mapping[str, Any],
@@ -708,6 +737,19 @@ class TensorDictBase(
         if refs is None:
             refs = self._lock_parents = []
         refs.append(weakref.ref(parent))
+
+    @property
+    def _lock_parents_weakrefs(self) -> list[weakref.ref[TensorDictBase]]:
+        """Weak references to every locked tensordict holding this one, directly or through
+        others (upstream's private accessor, which its tests and TorchRL read)."""
+        seen: dict[int, TensorDictBase] = {}
+        todo = list(self._locked_parents())
+        while todo:
+            parent = todo.pop()
+            if id(parent) not in seen:
+                seen[id(parent)] = parent
+                todo.extend(parent._locked_parents())
+        return [weakref.ref(p) for p in seen.values()]
 
     def _locked_parents(self) -> list[TensorDictBase]:
         """The locked tensordicts holding this one; holders gone or unlocked are forgotten."""
@@ -823,11 +865,11 @@ class TensorDictBase(
     def memmap(self, prefix: Any = None, copy_existing: bool = False, **kwargs: Any) -> Any:
         """A memory-mapped copy; the source is unchanged (see ``tensordict.memmap.io.memmap``).
 
-        ``return_early=True`` with a ``prefix`` writes in a background thread and returns a
-        :class:`~tensordict.utils.TensorDictFuture` (as upstream)."""
+        ``return_early=True`` with ``num_threads > 0`` writes in a background thread and
+        returns a :class:`~tensordict.utils.TensorDictFuture` (as upstream)."""
         from tensordict.memmap import io
 
-        if kwargs.pop("return_early", False) and prefix is not None:
+        if kwargs.pop("return_early", False) and kwargs.get("num_threads", 0) > 0:
             return run_early(lambda: io.memmap(self, prefix, copy_existing=copy_existing, **kwargs))
         return io.memmap(self, prefix, copy_existing=copy_existing, **kwargs)
 

@@ -395,7 +395,9 @@ class CombineMixin(TensorCollection):
 
 def _like(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
     def impl(td: Any, *args: Any, **kwargs: Any) -> Any:
-        return keep_lock_of(td, td._apply_leaves(lambda t: fn(t, *args, **kwargs)))
+        device = kwargs.get("device")
+        extra = {} if device is None else {"device": torch.device(device)}  # (the td's device)
+        return keep_lock_of(td, td._apply_leaves(lambda t: fn(t, *args, **kwargs), **extra))
 
     return impl
 
@@ -430,6 +432,16 @@ def _autograd_grad(outputs: Any, inputs: Any, grad_outputs: Any = None, **kwargs
     )
     by_key = dict(zip(keys, grads))
     return inputs.named_apply(lambda k, x: by_key[k], nested_keys=True)
+
+
+def _atleast(name: str) -> Callable[..., Any]:
+    """``torch.atleast_nd(td)`` (one result) or ``torch.atleast_nd(td0, td1, ...)`` (a list)."""
+
+    def impl(*tds: Any) -> Any:
+        out = [getattr(td, name)() for td in tds]
+        return out[0] if len(out) == 1 else out
+
+    return impl
 
 
 #: The one table of torch functions a tensordict answers to.
@@ -480,4 +492,19 @@ TORCH_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     torch.repeat_interleave: lambda td, repeats, dim=None, **kw: td.repeat_interleave(
         repeats, dim, **kw
     ),
+    # torch's shape functions, acting on the batch dims (``core.shape``)
+    torch.movedim: lambda td, source, destination: td.movedim(source, destination),
+    torch.moveaxis: lambda td, source, destination: td.movedim(source, destination),
+    torch.swapaxes: lambda td, axis0, axis1: td.swapdims(axis0, axis1),
+    torch.swapdims: lambda td, dim0, dim1: td.swapdims(dim0, dim1),
+    torch.narrow: lambda td, dim, start, length: td.narrow(dim, start, length),
+    torch.roll: lambda td, shifts, dims=None: td.roll(shifts, dims),
+    torch.rot90: lambda td, k=1, dims=(0, 1): td.rot90(k, dims),
+    torch.fliplr: lambda td: td.fliplr(),
+    torch.flipud: lambda td: td.flipud(),
+    torch.tile: lambda td, dims: td.tile(dims),
+    torch.broadcast_to: lambda td, size: td.broadcast_to(size),
+    torch.atleast_1d: _atleast("atleast_1d"),
+    torch.atleast_2d: _atleast("atleast_2d"),
+    torch.atleast_3d: _atleast("atleast_3d"),
 }

@@ -482,6 +482,8 @@ class TensorDict(TensorDictBase):
     def _rename_nested(self, prefix: list[str | None]) -> None:
         # nested tensordicts share the leading batch dims, and so their names (as upstream)
         for child in self._tensordict.values():
+            if getattr(type(child), "_is_tensorclass", False):
+                child = child._tensordict
             if isinstance(child, TensorDict):
                 child.names = prefix + child.names[len(prefix) :]
 
@@ -518,6 +520,42 @@ class TensorDict(TensorDictBase):
             new.append(cur if req is None else req)
         self.names = new
         return self
+
+    def rename_(self, *names: str | None, **rename_map: str) -> TensorDict:
+        """Rename the batch dimensions in place: all of them (``*names``) or some by their
+        current name (``old="new"``), as ``torch.Tensor.rename``.
+
+        Raises:
+            ValueError: a name of ``rename_map`` names no dimension, or a name repeats.
+
+        Examples:
+            >>> td = TensorDict(batch_size=[2, 3], names=["a", None])
+            >>> td.rename_(a="x").names
+            ['x', None]
+            >>> td.rename_("p", "q").names
+            ['p', 'q']
+        """
+        if names and rename_map:
+            raise ValueError("rename takes the new names positionally or as old=new, not both.")
+        if names:
+            self.names = list(names)
+            return self
+        current = self.names
+        for old, new in rename_map.items():
+            if old not in current:
+                raise ValueError(f"rename: no batch dimension is named {old!r} (names: {current}).")
+            current[current.index(old)] = new
+        self.names = current
+        return self
+
+    def rename(self, *names: str | None, **rename_map: str) -> TensorDict:
+        """A shallow copy with renamed batch dimensions (see :meth:`rename_`)."""
+        return self.clone(False).rename_(*names, **rename_map)
+
+    @property
+    def _td_dim_names(self) -> list[str | None]:
+        """The names of the batch dimensions (upstream's private accessor)."""
+        return self.names
 
     @property
     def is_locked(self) -> bool:

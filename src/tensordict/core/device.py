@@ -37,6 +37,8 @@ class DeviceMixin(TensorCollection):
             >>> td.to(torch.float16, inplace=True) is td, td["a"].dtype
             (True, torch.float16)
         """
+        if args and _is_attrs_spec(args[0]):  # td.to(td.attrs()): per-entry dtype/device
+            return _to_attrs(self, args[0], args[1:], kwargs)
         device = kwargs.pop("device", None)
         dtype = kwargs.pop("dtype", None)
         non_blocking = kwargs.pop("non_blocking", False)
@@ -65,6 +67,8 @@ class DeviceMixin(TensorCollection):
             raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
         out: Any = self
         plain_move = device is not None and dtype is None and batch_size is None and not inplace
+        if plain_move and self.device == torch.device(device):  # already there: itself (upstream)
+            return self
         if plain_move and getattr(self, "_consolidated", None) is not None:  # one storage copy
             return move_consolidated(self, torch.device(device), non_blocking)  # type: ignore[no-any-return]
         if dtype is not None:
@@ -96,6 +100,34 @@ class DeviceMixin(TensorCollection):
             moved._last_op = ("restore", write_back)
         return moved  # type: ignore[no-any-return]
 
+    def attrs(self, *, fields: Any = ("device", "dtype", "shape")) -> Any:
+        """A tensordict (no batch dims) of the :class:`~tensordict.TensorAttrs` of every tensor
+        (device, dtype and shape, or the ``fields`` asked for); ``td.to(attrs)`` casts and moves
+        each entry to its recorded dtype and device.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(3, dtype=torch.int8)}, [3])
+            >>> td.attrs()["a"].tgt_dtype
+            torch.int8
+        """
+        from tensordict.tensorclass.attrs import TensorAttrs  # tensorclasses build on core
+
+        td: Any = self
+
+        def leaf(x: torch.Tensor) -> Any:
+            return TensorAttrs.from_tensor(x, fields=fields)
+
+        source: dict[str, Any] = {}
+        for key, value in td._own_items():
+            if isinstance(value, torch.Tensor):
+                source[key] = leaf(value)
+            elif isinstance(value, DeviceMixin):
+                source[key] = value.attrs(fields=fields)
+            else:
+                source[key] = value
+        return td._new_dense(source, torch.Size([]))
+
     def cpu(self: T) -> T:
         return self.to("cpu")
 
@@ -109,3 +141,34 @@ class DeviceMixin(TensorCollection):
 
     def _set_device(self, device: torch.device | None) -> None:
         raise NotImplementedError
+
+
+def _is_attrs_spec(arg: Any) -> bool:
+    """Whether ``arg`` is a tensordict of :class:`~tensordict.TensorAttrs` (from ``attrs()``)."""
+    if not isinstance(arg, TensorCollection):
+        return False
+    for _, value in arg._own_items():
+        if hasattr(type(value), "tgt_dtype") or _is_attrs_spec(value):
+            return True
+    return False
+
+
+def _to_attrs(td: Any, spec: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``td.to(spec)``: each entry cast to its ``TensorAttrs``' dtype and moved to its device;
+    entries the spec does not name are kept as they are."""
+    if args:
+        raise TypeError(
+            "to(attrs) does not accept additional positional arguments: the tensordict of "
+            "TensorAttrs gives every dtype and device."
+        )
+    if kwargs.get("non_blocking_pin"):
+        raise NotImplementedError("to(attrs) does not support non_blocking_pin=True.")
+    non_blocking = bool(kwargs.get("non_blocking", False))
+
+    def move(name: Any, x: torch.Tensor) -> torch.Tensor:
+        attrs = spec.get(name, None)
+        if attrs is None or not hasattr(type(attrs), "tgt_dtype"):
+            return x
+        return x.to(device=attrs.tgt_device, dtype=attrs.tgt_dtype, non_blocking=non_blocking)
+
+    return td.named_apply(move, nested_keys=True)

@@ -86,6 +86,15 @@ def inplace_value(path: tuple[str, ...], existing: torch.Tensor, item: Any) -> t
     return item
 
 
+def _leads_to(path: tuple[str, ...], keys: builtins.set[NestedKey]) -> bool:
+    """Whether ``path`` is, or starts, one of ``keys``: a nested entry the destination lacks
+    is then copied whole (as upstream)."""
+    n = len(path)
+    return any(
+        (key,) == path[:1] if isinstance(key, str) else tuple(key[:n]) == path for key in keys
+    )
+
+
 class _LazyMerge:
     """A lazy stack written into an existing nested tensordict by ``update``: the target is
     seen as a lazy stack along the same dim and updated member by member (as upstream), so
@@ -166,8 +175,9 @@ class EntriesMixin(TensorCollection):
     def _missing_key(self, key: Any) -> TensorDictKeyError:
         avail = list(self._own_keys())
         shown = ", ".join(repr(k) for k in avail[:8]) + (", ..." if len(avail) > 8 else "")
+        named = f'"{key}"' if isinstance(key, str) else repr(key)  # (upstream's quotes)
         return TensorDictKeyError(
-            f"key {key!r} not found in {type(self).__name__} with keys [{shown}]. "
+            f"key {named} not found in {type(self).__name__} with keys [{shown}]. "
             "Check the spelling, or use td.get(key, default) for optional entries."
         )
 
@@ -476,7 +486,7 @@ class EntriesMixin(TensorCollection):
                     out.append((path, _LazyMerge(value)))
                 else:
                     out.extend(self._flat_updates(value, path, keys))
-            elif keys is None or unravel_key(path) in keys or path[0] in keys:
+            elif keys is None or unravel_key(path) in keys or _leads_to(path, keys):
                 out.append((path, value))
         return out
 

@@ -48,6 +48,7 @@ GENERIC_NESTED_ERR = (
 )
 
 __all__ = [
+    "public_unravel_key",
     "GENERIC_NESTED_ERR",
     "KEY_SEPARATOR",
     "NestedKey",
@@ -145,6 +146,32 @@ def unravel_key(key: Any) -> NestedKey:
         return key
     path = key_path(key)
     return path[0] if len(path) == 1 else path
+
+
+def public_unravel_key(key: Any) -> NestedKey | tuple[()]:
+    """:func:`unravel_key` as upstream's public function answers it (``tensordict.unravel_key``):
+    a tuple that holds anything but strings (an index such as ``(0, slice(3, 4))``, or an empty
+    tuple) gives ``()``, which client code (TorchRL's replay buffers) reads as "not a key".
+
+    Raises:
+        KeyTypeError: ``key`` is neither a string nor a tuple.
+
+    Examples:
+        >>> public_unravel_key(("a", ("b",)))
+        ('a', 'b')
+        >>> public_unravel_key((0, slice(3, 4)))
+        ()
+    """
+    if key.__class__ is str or not isinstance(key, tuple):
+        return unravel_key(key)
+    return unravel_key(key) if _only_strings(key) else ()
+
+
+def _only_strings(key: tuple[Any, ...]) -> bool:
+    """Whether ``key`` is non-empty and holds only strings and such tuples."""
+    return bool(key) and all(
+        isinstance(part, str) or (isinstance(part, tuple) and _only_strings(part)) for part in key
+    )
 
 
 def unravel_key_list(keys: Any) -> list[NestedKey]:

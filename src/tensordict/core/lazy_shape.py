@@ -167,8 +167,10 @@ class LazyShapeMixin:
             )
         return out
 
-    def reshape(self, *shape: Any) -> Any:
+    def reshape(self, *shape: Any, size: Any = None) -> Any:
         """Like :meth:`view`; any other shape gives a dense (copied) tensordict."""
+        if size is not None:  # (upstream's keyword form)
+            shape = (*shape, tuple(size))
         new_bs = self._target_shape(_sizes(shape), "reshape")
         if new_bs == self.batch_size:
             return self

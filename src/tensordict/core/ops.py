@@ -257,6 +257,15 @@ class OpsMixin(TensorCollection):
                 filter_empty=filter_empty,
                 **kwargs,
             )
+        produced: list[bool] = []
+        if inplace and filter_empty:  # (was every result None? then, as upstream, None)
+            inner = fn
+
+            def fn(*args: Any) -> Any:
+                result = inner(*args)
+                produced.append(result is not None)
+                return result
+
         result = self._apply_leaves(
             fn,
             *others,
@@ -267,6 +276,8 @@ class OpsMixin(TensorCollection):
             default=default,
             filter_empty=filter_empty,
         )
+        if inplace and filter_empty and not any(produced) and not self._has_non_tensor:  # type: ignore[attr-defined]
+            return None
         return self._finish_apply(result, inplace, filter_empty, kwargs)
 
     def named_apply(

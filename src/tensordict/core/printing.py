@@ -1,8 +1,8 @@
 """``repr`` of tensordicts, in upstream tensordict's layout.
 
 Field lines are sorted as whole strings and indented by four spaces per level; a nested tensordict
-prints its own repr in place. What is shown follows :func:`~tensordict.set_printoptions` (the
-detailed form; the compact one upstream prints by default is not built yet).
+prints its own repr in place. What is shown follows :func:`~tensordict.set_printoptions`; the
+compact form, upstream's default, is built in ``compact_repr``.
 """
 
 from __future__ import annotations
@@ -100,9 +100,16 @@ def _is_shared(td: Any) -> bool:
 
 
 def td_repr(td: Any) -> str:
-    """The repr of a TensorDict or LazyStackedTensorDict."""
+    """The repr of a TensorDict or LazyStackedTensorDict: the compact form (upstream's
+    default) unless ``set_printoptions(compact=False)``, or the detailed one."""
+    from tensordict.core.compact_repr import compact_repr
     from tensordict.core.lazy_stack import LazyStackedTensorDict
 
+    if get_printoptions()["compact"]:
+        try:
+            return compact_repr(td)
+        except Exception:  # (a repr must not raise: the detailed form reads less metadata)
+            pass
     if isinstance(td, LazyStackedTensorDict):
         return _lazy_repr(td)
     fields = _fields_block(field_lines(td._own_items()))

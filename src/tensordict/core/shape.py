@@ -18,7 +18,7 @@ from tensordict.core.collection import TensorCollection
 from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack
 from tensordict.core.options import lazy_legacy
 from tensordict.core.unbatched import is_unbatched, rebatch
-from tensordict.errors import BatchSizeError
+from tensordict.errors import BatchSizeError, IndexingError
 
 __all__ = ["ShapeMixin", "nested_names", "normalize_dim"]
 
@@ -128,8 +128,9 @@ class ShapeMixin(TensorCollection):
             result._set_locked(True)
         return result
 
-    def reshape(self, *shape: Any) -> Any:
-        """Reshape the batch dimensions (copies only where torch must).
+    def reshape(self, *shape: Any, size: Sequence[int] | None = None) -> Any:
+        """Reshape the batch dimensions (copies only where torch must); the shape comes as
+        ints, one sequence or ``size=``.
 
         Examples:
             >>> from tensordict import TensorDict
@@ -137,6 +138,10 @@ class ShapeMixin(TensorCollection):
             >>> td.reshape(2, 3)["a"].shape
             torch.Size([2, 3, 2])
         """
+        if size is not None:
+            if shape:
+                raise TypeError("reshape() takes the shape as arguments or size=, not both.")
+            shape = (tuple(size),)
         sizes = _sizes(shape)
         bd = len(self.batch_size)
         try:
@@ -202,11 +207,16 @@ class ShapeMixin(TensorCollection):
             return _legacy_view(self, "permute", dims=order)
         names = self._names_or_none()
         new_names = [names[d] for d in order] if names else None
-        return self._transform(
+        out = self._transform(
             lambda t: t.permute(*order, *range(bd, t.ndim)),
             torch.Size([self.batch_size[d] for d in order]),
             new_names,
         )
+        write_back = getattr(self, "_written_back_on_exit", None)
+        if write_back is None:
+            return out
+        inverse = [order.index(d) for d in range(bd)]  # (entries set in `with` come back)
+        return write_back(out, lambda o: o.permute(*inverse))
 
     def transpose(self, dim0: int, dim1: int) -> Any:
         """Swap two batch dimensions."""
@@ -355,7 +365,12 @@ class ShapeMixin(TensorCollection):
         return self._inplace_result(result, inplace, "gather")
 
     def repeat_interleave(
-        self, repeats: int | torch.Tensor, dim: int | None = None, *, output_size: int | None = None
+        self,
+        repeats: int | torch.Tensor,
+        dim: int | None = None,
+        *,
+        output_size: int | None = None,
+        inplace: bool = False,
     ) -> Any:
         """Repeat each element along a batch dimension (the flattened batch when ``dim`` is None).
 
@@ -365,6 +380,9 @@ class ShapeMixin(TensorCollection):
             >>> td.repeat_interleave(2, dim=0)["a"]
             tensor([0, 0, 1, 1, 2, 2])
         """
+        if inplace:  # (this tensordict takes the result's leaves)
+            out = self.repeat_interleave(repeats, dim, output_size=output_size)
+            return self._inplace_result(out, True, "repeat_interleave")
         if dim is None:
             return self.flatten(0, -1).repeat_interleave(repeats, 0, output_size=output_size)
         bs = self.batch_size
@@ -415,6 +433,12 @@ class ShapeMixin(TensorCollection):
     def _dims(self, dims: Any, what: str) -> list[int]:
         bs = self.batch_size
         dims_l = [dims] if isinstance(dims, int) else list(dims)
+        for d in dims_l:  # (an IndexError, as torch and upstream raise)
+            if not -len(bs) <= d < len(bs):
+                raise IndexingError(
+                    f"{what}: dim {d} is out of range for batch_size={list(bs)} (expected a "
+                    f"dim in [{-len(bs)}, {len(bs) - 1}]). Shape operations act on batch dims."
+                )
         return [normalize_dim(d, len(bs), bs, what) for d in dims_l]
 
     def movedim(self, source: int | Sequence[int], destination: int | Sequence[int]) -> Any:
@@ -451,7 +475,13 @@ class ShapeMixin(TensorCollection):
         d = self._dims(dim, "narrow")[0]
         return self[(slice(None),) * d + (slice(start, start + length),)]  # type: ignore[index]
 
-    def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Any:
+    def roll(
+        self,
+        shifts: int | Sequence[int],
+        dims: int | Sequence[int] | None = None,
+        *,
+        inplace: bool = False,
+    ) -> Any:
         """Roll along batch dims (``dims=None``: over the flattened batch, as ``torch.roll``).
 
         Examples:
@@ -459,6 +489,8 @@ class ShapeMixin(TensorCollection):
             >>> TensorDict({"a": torch.arange(3)}, [3]).roll(1)["a"]
             tensor([2, 0, 1])
         """
+        if inplace:
+            return self._inplace_result(self.roll(shifts, dims), True, "roll")
         bs = self.batch_size
         if dims is None:
             bd = len(bs)
@@ -469,6 +501,21 @@ class ShapeMixin(TensorCollection):
             )
         dims_l = self._dims(dims, "roll")
         return self._transform(lambda t: t.roll(shifts, dims_l), bs, self._names_or_none())
+
+    def pad(
+        self, pad_size: Sequence[int], value: float = 0.0, inplace: bool = False, safe: bool = True
+    ) -> Any:
+        """Pad the batch dims with ``value`` (``pad_size``: ``(dim0_before, dim0_after, ...)``
+        from the first batch dim; see :func:`tensordict.pad`).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> TensorDict(a=torch.arange(2), batch_size=[2]).pad([1, 0], value=-1)["a"]
+            tensor([-1,  0,  1])
+        """
+        from tensordict.core.padding import pad  # padding builds on the dense class
+
+        return pad(self, pad_size, value=value, inplace=inplace, safe=safe)
 
     def rot90(self, k: int = 1, dims: Sequence[int] = (0, 1)) -> Any:
         """Rotate by 90 degrees ``k`` times in the plane of two batch dims."""

@@ -22,6 +22,8 @@ from tensordict.errors import LockedError, TensorDictKeyError
 
 __all__ = ["StructureMixin"]
 
+builtins_sorted = sorted  # (the methods take a ``sorted=`` argument, as upstream's)
+
 T = TypeVar("T", bound="StructureMixin")
 _MISSING: Any = object()
 
@@ -66,6 +68,37 @@ class StructureMixin(TensorCollection):
             torch.Size([3, 3])
         """
         return self._join_tensors(torch.cat, keys, out_key, dim, keep_entries)
+
+    def cat_from_tensordict(
+        self, dim: int = 0, *, sorted: bool | list[Any] | None = None, out: Any = None
+    ) -> torch.Tensor:
+        """Every leaf tensor concatenated along ``dim`` into one tensor (``sorted``: in sorted
+        key order, or in the order of the given keys).
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(3, 1), "b": {"c": torch.ones(3, 2)}}, [3])
+            >>> td.cat_from_tensordict(dim=1).shape
+            torch.Size([3, 3])
+        """
+        return torch.cat(self._leaves_in_order(sorted), dim, out=out)
+
+    def stack_from_tensordict(
+        self, dim: int = 0, *, sorted: bool | list[Any] | None = None, out: Any = None
+    ) -> torch.Tensor:
+        """Every leaf tensor stacked along a new ``dim`` into one tensor (see
+        :meth:`cat_from_tensordict`)."""
+        return torch.stack(self._leaves_in_order(sorted), dim, out=out)
+
+    def _leaves_in_order(self, order: bool | list[Any] | None) -> list[torch.Tensor]:
+        td: Any = self
+        keys = list(td.keys(True, True))
+        if isinstance(order, list):
+            keys = order
+        elif order:
+            keys = builtins_sorted(keys, key=lambda k: (k,) if isinstance(k, str) else tuple(k))
+        return [v for v in (td.get(k) for k in keys) if isinstance(v, torch.Tensor)]
 
     def _join_tensors(
         self: T, join: Any, keys: tuple[NestedKey, ...], out_key: NestedKey, dim: int, keep: bool
@@ -370,7 +403,10 @@ class StructureMixin(TensorCollection):
             keys = [k for k in keys if unravel_key(k) in wanted]
         if not keys:
             return self
-        missing = [k for k in keys if td.get(k, _MISSING) is _MISSING]
+        # (membership, not get(): a ragged lazy stack cannot stack its entries, yet takes writes
+        # member by member)
+        present = {unravel_key(k) for k in td.keys(include_nested=True)}
+        missing = [k for k in keys if unravel_key(k) not in present]
         if missing:
             raise td._missing_key(unravel_key(missing[0]))
         if collection:
@@ -454,8 +490,11 @@ class StructureMixin(TensorCollection):
                 out[key] = value.tolist()
         return out
 
-    def tolist(self, *, convert_tensors: bool = False) -> Any:
-        """Nested lists over the batch dimensions, with a dict per element (as ``to_dict``).
+    def tolist(
+        self, *, convert_nodes: bool = True, convert_tensors: bool = False, **unused: Any
+    ) -> Any:
+        """Nested lists over the batch dimensions, with a dict per element (as ``to_dict``), or
+        the element tensordicts themselves with ``convert_nodes=False``.
 
         Examples:
             >>> import torch
@@ -465,5 +504,8 @@ class StructureMixin(TensorCollection):
         """
         td: Any = self
         if not td.batch_size:
-            return td.to_dict(convert_tensors=convert_tensors)
-        return [row.tolist(convert_tensors=convert_tensors) for row in td.unbind(0)]
+            return td.to_dict(convert_tensors=convert_tensors) if convert_nodes else td
+        return [
+            row.tolist(convert_nodes=convert_nodes, convert_tensors=convert_tensors)
+            for row in td.unbind(0)
+        ]

@@ -514,6 +514,38 @@ class TensorMethodsMixin(TensorCollection):
             names = [*[None] * (len(size) - len(names)), *names[max(len(names) - len(size), 0) :]]
         return self._apply_leaves(make, batch_size=size, names=names)
 
+    def new_tensor(
+        self,
+        data: Any,
+        *,
+        dtype: torch.dtype | None = None,
+        device: Any = None,
+        requires_grad: bool = False,
+    ) -> Any:
+        """Every entry's ``Tensor.new_tensor(data)``: with a tensor, each entry becomes a copy of
+        it (batch size: its shape); with a tensordict, each entry a copy of the matching one.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.ones(3, dtype=torch.int64)}, [3])
+            >>> td.new_tensor(TensorDict({"a": torch.zeros(2)}, [2]))["a"]
+            tensor([0, 0])
+        """
+        kw: dict[str, Any] = {"requires_grad": requires_grad}
+        if device is not None:
+            kw["device"] = device
+
+        def make(x: torch.Tensor, y: Any) -> torch.Tensor:
+            return x.new_tensor(y, dtype=dtype or x.dtype, **kw)
+
+        if _is_collection(data):
+            return self._apply_leaves(make, data, batch_size=data.batch_size, names=None)
+        data = torch.as_tensor(data)
+        out_device = device if device is not None else (self.device or data.device)
+        return self._apply_leaves(
+            lambda x: make(x, data), batch_size=data.shape, names=None, device=out_device
+        )
+
     def new_zeros(self, *size: Any, dtype: torch.dtype | None = None, device: Any = None) -> Any:
         """A tensordict of batch size ``size``, same keys and trailing shapes, filled with 0.
 

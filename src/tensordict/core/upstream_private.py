@@ -139,6 +139,21 @@ class UpstreamPrivateMixin(TensorCollection):
                 return False
         return True
 
+    def _values_list(
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        *,
+        collapse: bool = False,
+        is_leaf: Callable[[type], bool] | None = None,
+        sorting_keys: list[Any] | None = None,
+    ) -> list[Any]:
+        """The values as a list (in the order of ``sorting_keys`` when given)."""
+        td: Any = self
+        if sorting_keys is not None:
+            return [td.get(key) for key in sorting_keys]
+        return list(td.values(include_nested, leaves_only, is_leaf=is_leaf))
+
     def _check_device(self, *, raise_exception: bool = True) -> bool:
         """Whether every tensor (nested ones included) is on this tensordict's device (always,
         without a device); raises ``RuntimeError`` on the first stray tensor unless told not
