@@ -187,3 +187,22 @@ def test_pack_small_keeps_the_device_index_and_aligns_every_entry() -> None:
     assert back.device == td.device
     assert back["x"].data_ptr() % 16 == back["flag"].data_ptr() % 16
     assert torch.equal(back["x"], td["x"]) and torch.equal(back["flag"], td["flag"])
+
+
+def test_a_tensordict_sent_to_a_spawned_process_shares_its_memory() -> None:
+    # multiprocessing pickles it with its leaves as tensors: torch moves them to shared memory,
+    # so the child's writes reach the parent (as upstream; TorchRL's shared buffers rely on it)
+    import multiprocessing as mp
+
+    from tests.parallel import helpers
+
+    td = TensorDict({"x": torch.zeros(4)}, [4])
+    child = mp.get_context("spawn").Process(target=helpers.write_ones_into, args=(td,))
+    child.start()
+    child.join(timeout=120)
+    assert child.exitcode == 0 and td["x"].tolist() == [1.0] * 4
+
+
+def test_plain_pickle_still_carries_only_the_elements_of_a_view() -> None:
+    big = TensorDict({"x": torch.zeros(100_000)}, [100_000])
+    assert len(pickle.dumps(big[:10])) < 2_000 and not big["x"].is_shared()

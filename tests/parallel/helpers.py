@@ -288,3 +288,8 @@ def pid_leaving_a_thread(data):
     """The worker's pid, after starting a non-daemon thread that keeps the process from exiting."""
     leave_a_thread(data)
     return pid_of_worker(data)
+
+
+def write_ones_into(td) -> None:
+    """An mp.Process target: writes into the tensordict it was given (under spawn: pickled)."""
+    td["x"].fill_(1.0)

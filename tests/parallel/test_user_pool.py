@@ -98,3 +98,12 @@ def test_spawn_pool_with_plain_source():
     with mp.get_context("spawn").Pool(2) as p:
         out = list(source().map_iter(helpers.add_one, chunksize=4, pool=p))
     assert torch.equal(torch.cat([o["y"] for o in out]), source()["x"] + 1)
+
+
+def test_a_plain_source_is_not_moved_into_shared_memory_by_a_users_pool(pool):
+    # each task carries its chunk's own rows (plain pickle), not the source's storage through
+    # torch's sharing reduction
+    td = source(12)
+    out = list(td.map_iter(helpers.add_one, chunksize=3, pool=pool, index_with_generator=True))
+    assert torch.equal(torch.cat([o["y"] for o in out]), td["x"] + 1)
+    assert not td["x"].is_shared()

@@ -620,4 +620,14 @@ def _index_names(names: list[str | None] | None, plan: IndexPlan) -> list[str | 
     return out if any(n is not None for n in out) else None
 
 
+def _register_forking_reducer() -> None:
+    """``multiprocessing`` pickles a TensorDict with its leaves as tensors (shared memory)."""
+    from multiprocessing.reduction import ForkingPickler
+
+    from tensordict.core.pickling import reduce_for_multiprocessing
+
+    ForkingPickler.register(TensorDict, reduce_for_multiprocessing)
+
+
 register_shell(TensorDict)  # non-tensor entries run the tensordict API on a shell
+_register_forking_reducer()

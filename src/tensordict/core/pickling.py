@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 __all__ = [
+    "reduce_for_multiprocessing",
     "pack_small",
     "pack_tensor",
     "rebuild_tensordict",
@@ -120,6 +121,27 @@ def reduce_tensordict(td: Any, protocol: Any) -> tuple[Any, ...]:
             tuple(td._batch_size),
             str(td._device) if td._device is not None else None,
             names,
+            td._is_locked,
+            td._is_memmap,
+            td._memmap_prefix,
+        ),
+    )
+
+
+def reduce_for_multiprocessing(td: Any) -> tuple[Any, ...]:
+    """How ``multiprocessing`` (its ``ForkingPickler``: ``mp.Queue``, ``mp.Process`` under spawn,
+    DataLoader workers) pickles a :class:`~tensordict.TensorDict`: the leaves stay tensors, so
+    torch's reductions move them to shared memory and the other process sees the same memory
+    (as upstream, and as a plain tensor does). Plain ``pickle`` keeps :func:`reduce_tensordict`.
+    """
+    return (
+        rebuild_tensordict,
+        (
+            type(td),
+            dict(td._tensordict),
+            tuple(td._batch_size),
+            str(td._device) if td._device is not None else None,
+            td._names,
             td._is_locked,
             td._is_memmap,
             td._memmap_prefix,

@@ -72,14 +72,18 @@ def _pool_process(pool: Any, pid: int) -> Any:
     return None
 
 
-def run_pool_task(job: dict[str, Any], k: int, payload: Any) -> bytes:
+def run_pool_task(job: dict[str, Any], k: int, payload: bytes) -> bytes:
     """What a stdlib pool's worker runs: the chunk, with the result serialised here.
+
+    The payload arrives pickled by plain ``pickle`` (a chunk's own rows): the pool's
+    ``ForkingPickler`` would move a plain source's whole storage into shared memory to send one
+    chunk of it.
 
     Tensors in the result travel as their bytes (like a tensordict's leaves): torch's own
     reduction for pool pipes shares storage by file descriptor, which needs this worker alive
     when the parent unpickles; if it died first, the pool's result thread would die with it.
     """
-    return dumps(run_external_task(job, k, payload))
+    return dumps(run_external_task(job, k, pickle.loads(payload)))
 
 
 def portable_job(job: dict[str, Any], num_workers: int) -> dict[str, Any]:
@@ -124,7 +128,7 @@ class StdlibPoolBackend(Backend):
         for k in ks:
             self.pool.apply_async(
                 run_pool_task,
-                (self.job, k, payload(k)),
+                (self.job, k, pickle.dumps(payload(k), protocol=5)),
                 callback=lambda r, k=k: self._push(("ok", k, r)),
                 error_callback=lambda e, k=k: self._push(("err", k, *encode_error(e))),
             )
