@@ -1,18 +1,15 @@
 """TensorDictBase: the tensordict behaviour, written once on the primitives of ``collection``.
 
-Entry access (get/set/update/pop/select/...), structure (keys, flatten), copies (clone, empty, to),
-locking and conversion live here. Elementwise maths comes from ``ops``, shape operations from
-``shape``, stack/cat/split from ``combine``; storage (memmap) and the parallel map are reached
-through thin methods that defer to ``tensordict.memmap`` and ``tensordict.parallel``, which build
-on core.
+Entry access (get/set/update/pop/select/...), structure (keys, flatten), copies (clone, empty)
+and conversion live here. Elementwise maths comes from ``ops``, shape operations from ``shape``,
+stack/cat/split from ``combine``, locking from ``locking``; storage (shared memory, memmap) from
+``storage_api`` and the parallel map through thin methods that defer to ``tensordict.memmap`` and
+``tensordict.parallel``, which build on core.
 """
 
 from __future__ import annotations
 
 import builtins
-import contextlib
-import gc
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -20,7 +17,7 @@ import torch
 
 from tensordict.core.arithmetic import ArithmeticMixin
 from tensordict.core.combine import CombineMixin, stack
-from tensordict.core.consolidate import ConsolidateMixin, run_early
+from tensordict.core.consolidate import ConsolidateMixin
 from tensordict.core.conversion import ConversionMixin
 from tensordict.core.device import DeviceMixin
 from tensordict.core.entries import EntriesMixin, locked_message
@@ -33,11 +30,13 @@ from tensordict.core.keys import (
     key_path,
     unravel_key,
 )
+from tensordict.core.locking import LockingMixin
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
 from tensordict.core.ops import CastMixin, OpsMixin, keep_lock_of
 from tensordict.core.ragged import RaggedMixin
 from tensordict.core.reductions import ReductionsMixin
 from tensordict.core.shape import ShapeMixin, normalize_dim
+from tensordict.core.storage_api import StorageMixin
 from tensordict.core.structure import StructureMixin
 from tensordict.core.tensor_methods import TensorMethodsMixin
 from tensordict.core.unbatched import is_unbatched
@@ -112,6 +111,8 @@ class TensorDictBase(
     ConversionMixin,
     ConsolidateMixin,
     UpstreamPrivateMixin,
+    LockingMixin,
+    StorageMixin,
 ):
     """The behaviour shared by every tensordict class.
 
@@ -122,7 +123,6 @@ class TensorDictBase(
     # weak references to the locked tensordicts holding this one (see the lock graph below)
     # _consolidated: the storage and metadata of a consolidated tensordict (see consolidate)
     __slots__ = ("_consolidated", "_lock_parents")
-    _lock_parents: list[weakref.ref[TensorDictBase]] | None
 
     # ================================================================== size, device, names
     @property
@@ -682,161 +682,6 @@ class TensorDictBase(
             td.names = names
         return td
 
-    # ================================================================== locking
-    def lock_(self: T) -> T:
-        """Lock the structure (recursively): keys can no longer be added, removed or replaced.
-
-        Examples:
-            >>> from tensordict import TensorDict
-            >>> td = TensorDict({"a": torch.zeros(2)}, [2]).lock_()
-            >>> with td.unlock_():
-            ...     td["b"] = torch.ones(2)
-            >>> td.is_locked
-            True
-        """
-        was_locked = self.is_locked
-        self._set_locked(True)
-        self._last_op = ("lock_", was_locked)
-        return self
-
-    def unlock_(self: T) -> T:
-        """Unlock the structure (recursively); as a context manager, re-lock on exit.
-
-        A nested tensordict stays locked while a locked tensordict holds it: unlocking it alone
-        raises :class:`~tensordict.errors.LockedError` (unlock the root instead), and unlocking
-        one parent leaves it locked if another locked parent still holds it.
-
-        Examples:
-            >>> from tensordict import TensorDict
-            >>> td = TensorDict({"n": {"a": torch.zeros(2)}}, [2]).lock_()
-            >>> td["n"].unlock_()
-            Traceback (most recent call last):
-            ...
-            tensordict.errors.LockedError: Cannot unlock a tensordict that is part of a locked...
-            >>> td.unlock_()["n"].is_locked
-            False
-        """
-        was_locked = self.is_locked
-        self._check_unlockable()
-        self._set_locked(False)
-        if getattr(self, "_consolidated", None) is not None:
-            self._consolidated = None  # (as upstream: writes may now break the single storage)
-        self._last_op = ("unlock_", was_locked)
-        return self
-
-    def _set_locked(self, value: bool, parent: TensorDictBase | None = None) -> None:
-        """Lock (recording ``parent`` as a holder) or unlock, recursively."""
-        raise NotImplementedError
-
-    # The lock graph: a nested tensordict remembers (weakly) the locked tensordicts that locked
-    # it, so that it cannot be unlocked under them, and stays locked while one of them is.
-    def _add_lock_parent(self, parent: TensorDictBase) -> None:
-        if any(p is parent for p in self._locked_parents()):  # (also drops dead holders)
-            return
-        refs = getattr(self, "_lock_parents", None)
-        if refs is None:
-            refs = self._lock_parents = []
-        refs.append(weakref.ref(parent))
-
-    @property
-    def _lock_parents_weakrefs(self) -> list[weakref.ref[TensorDictBase]]:
-        """Weak references to every locked tensordict holding this one, directly or through
-        others (upstream's private accessor, which its tests and TorchRL read)."""
-        seen: dict[int, TensorDictBase] = {}
-        todo = list(self._locked_parents())
-        while todo:
-            parent = todo.pop()
-            if id(parent) not in seen:
-                seen[id(parent)] = parent
-                todo.extend(parent._locked_parents())
-        return [weakref.ref(p) for p in seen.values()]
-
-    def _locked_parents(self) -> list[TensorDictBase]:
-        """The locked tensordicts holding this one; holders gone or unlocked are forgotten."""
-        refs = getattr(self, "_lock_parents", None)
-        if not refs:
-            return []
-        refs[:] = [r for r in refs if (p := r()) is not None and p.is_locked]
-        return [p for p in (r() for r in refs) if p is not None]
-
-    def _release_lock(self, parent: TensorDictBase) -> None:
-        """``parent`` was unlocked: unlock too, unless another locked parent still holds us."""
-        refs = getattr(self, "_lock_parents", None)
-        if refs:
-            refs[:] = [r for r in refs if r() is not parent]
-        if not self._locked_parents():
-            self._set_locked(False)
-
-    def _check_unlockable(self) -> None:
-        parents = self._locked_parents()
-        if parents:
-            # a parent only kept alive by a reference cycle does not count (as upstream)
-            del parents
-            gc.collect()
-            parents = self._locked_parents()
-        if parents:
-            raise LockedError(
-                "Cannot unlock a tensordict that is part of a locked graph: it is held by a "
-                "locked tensordict "
-                f"(batch_size={list(parents[0].batch_size)}): unlock the root tensordict instead "
-                "(with root.unlock_(): ... to re-lock it afterwards), or work on a copy "
-                "(td.clone())."
-            )
-
-    def __enter__(self: T) -> T:
-        self._context_ops().append(self._last_op)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        """Leaving ``with td.lock_():`` / ``with td.unlock_():`` restores the state before it."""
-        last = self._context_ops().pop()
-        if last is None:
-            return
-        if last[0] == "restore":  # to_module's swap: put the replaced tensors back
-            restore: Any = last[1]
-            restore()
-            return
-        was_locked = last[1]
-        if was_locked and not self.is_locked:
-            self._set_locked(True)
-        elif not was_locked and self.is_locked and not self._locked_parents():
-            # (a locked parent that took hold of us inside the block keeps us locked: raising
-            # here would hide the block's own exception)
-            self._set_locked(False)
-
-    def _context_ops(self) -> list[tuple[str, bool] | None]:
-        raise NotImplementedError
-
-    _last_op: tuple[str, bool] | None
-
-    # ================================================================== shared memory
-    def share_memory_(self: T) -> T:
-        """Move every tensor to shared memory (in place) and lock the tensordict."""
-        for value in self._tensor_leaves():
-            value.share_memory_()
-        for key in self.keys(include_nested=True, leaves_only=True):
-            entry = self._get_path(key if isinstance(key, tuple) else (key,), None)
-            if is_non_tensor(entry):
-                entry.share_memory_()  # marks it shared and locks it, as upstream
-        self._is_shared = True
-        return self.lock_()
-
-    @property
-    def _is_shared(self) -> bool:
-        """Whether ``share_memory_`` was called (or every tensor is in shared memory)."""
-        return bool(getattr(self, "_shared", False)) or self.is_shared()
-
-    @_is_shared.setter
-    def _is_shared(self, value: bool) -> None:
-        # (classes without the flag, lazy stacks, read their tensors instead)
-        with contextlib.suppress(AttributeError):
-            object.__setattr__(self, "_shared", bool(value))
-
-    def is_shared(self) -> bool:
-        """Whether the tensors live in shared memory (False when there are none)."""
-        tensors = self._tensor_leaves()
-        return bool(tensors) and all(t.is_shared() for t in tensors)
-
     # ================================================================== misc
     def filter_non_tensor_data(self: T) -> T:
         """A tensordict without the non-tensor entries (recursively)."""
@@ -853,78 +698,6 @@ class TensorDictBase(
         from tensordict.core.printing import td_repr
 
         return td_repr(self)
-
-    # ================================================================== storage and parallel map
-    # These are implemented by the memmap and parallel packages, which build on core.
-    def memmap_(self: T, prefix: Any = None, copy_existing: bool = False, **kwargs: Any) -> T:
-        """Write every leaf to memory-mapped files (see :func:`tensordict.memmap.io.memmap_`)."""
-        from tensordict.memmap import io
-
-        return io.memmap_(self, prefix, copy_existing=copy_existing, **kwargs)
-
-    def memmap(self, prefix: Any = None, copy_existing: bool = False, **kwargs: Any) -> Any:
-        """A memory-mapped copy; the source is unchanged (see ``tensordict.memmap.io.memmap``).
-
-        ``return_early=True`` with ``num_threads > 0`` writes in a background thread and
-        returns a :class:`~tensordict.utils.TensorDictFuture` (as upstream)."""
-        from tensordict.memmap import io
-
-        if kwargs.pop("return_early", False) and kwargs.get("num_threads", 0) > 0:
-            return run_early(lambda: io.memmap(self, prefix, copy_existing=copy_existing, **kwargs))
-        return io.memmap(self, prefix, copy_existing=copy_existing, **kwargs)
-
-    def memmap_like(self, prefix: Any = None, **kwargs: Any) -> Any:
-        """Zero-filled memory-mapped files of the same structure, nothing copied."""
-        from tensordict.memmap import io
-
-        return io.memmap_like(self, prefix, **kwargs)
-
-    def save(self, prefix: Any = None, **kwargs: Any) -> Any:
-        """Save to ``prefix`` in the memory-mapped format (same as :meth:`memmap`)."""
-        return self.memmap(prefix, **kwargs)
-
-    dumps = save
-
-    def memmap_refresh_(self: T, *, allow_pickle: bool | None = None) -> T:
-        """Reload the leaves from the files after another process rewrote the metadata
-        (``allow_pickle`` as for :meth:`load_memmap`)."""
-        from tensordict.memmap import io
-
-        return io.memmap_refresh_(self, allow_pickle=allow_pickle)
-
-    def make_memmap(self, key: NestedKey, shape: Sequence[int], *, dtype: Any = None) -> Any:
-        """Create a new memory-mapped leaf (zero-filled) in a memory-mapped tensordict."""
-        from tensordict.memmap import io
-
-        return io.make_memmap(self, key, shape, dtype=dtype)
-
-    def make_memmap_from_tensor(
-        self, key: NestedKey, tensor: torch.Tensor, *, copy_data: bool = True
-    ) -> Any:
-        """Create a new memory-mapped leaf from a tensor in a memory-mapped tensordict."""
-        from tensordict.memmap import io
-
-        return io.make_memmap_from_tensor(self, key, tensor, copy_data=copy_data)
-
-    @classmethod
-    def load_memmap(
-        cls, prefix: Any, device: Any = None, *, allow_pickle: bool = False, **kwargs: Any
-    ) -> Any:
-        """Load a tensordict saved with :meth:`memmap_` or :meth:`save`."""
-        from tensordict.memmap import io
-
-        return io.load_memmap(prefix, device=device, allow_pickle=allow_pickle, **kwargs)
-
-    load = load_memmap
-
-    def is_memmap(self) -> bool:
-        """Whether the leaves are memory-mapped (after memmap_ / load_memmap, and their views)."""
-        raise NotImplementedError
-
-    @property
-    def saved_path(self) -> str | None:
-        """The directory this tensordict was memory-mapped to, if any."""
-        raise NotImplementedError
 
     # ================================================================== nn.Module parameters
     # These are implemented by tensordict.nn.functional_modules, which builds on core.

@@ -1,0 +1,153 @@
+"""Locking of a tensordict's structure: ``lock_`` / ``unlock_`` (also as context managers),
+and the lock graph, through which a nested tensordict stays locked while a locked tensordict
+holds it."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from typing import Any, TypeVar
+
+from tensordict.core.collection import TensorCollection
+from tensordict.errors import LockedError
+
+__all__ = ["LockingMixin"]
+
+T = TypeVar("T", bound="LockingMixin")
+
+
+class LockingMixin(TensorCollection):
+    """``lock_`` / ``unlock_``, the lock graph and the ``with`` protocol of tensordicts."""
+
+    __slots__ = ()
+    #: weak references to the locked tensordicts holding this one (a slot of TensorDictBase)
+    _lock_parents: list[weakref.ref[Any]] | None
+
+    # ================================================================== locking
+    def lock_(self: T) -> T:
+        """Lock the structure (recursively): keys can no longer be added, removed or replaced.
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(2)}, [2]).lock_()
+            >>> with td.unlock_():
+            ...     td["b"] = torch.ones(2)
+            >>> td.is_locked
+            True
+        """
+        was_locked = self.is_locked
+        self._set_locked(True)
+        self._last_op = ("lock_", was_locked)
+        return self
+
+    def unlock_(self: T) -> T:
+        """Unlock the structure (recursively); as a context manager, re-lock on exit.
+
+        A nested tensordict stays locked while a locked tensordict holds it: unlocking it alone
+        raises :class:`~tensordict.errors.LockedError` (unlock the root instead), and unlocking
+        one parent leaves it locked if another locked parent still holds it.
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"n": {"a": torch.zeros(2)}}, [2]).lock_()
+            >>> td["n"].unlock_()
+            Traceback (most recent call last):
+            ...
+            tensordict.errors.LockedError: Cannot unlock a tensordict that is part of a locked...
+            >>> td.unlock_()["n"].is_locked
+            False
+        """
+        was_locked = self.is_locked
+        self._check_unlockable()
+        self._set_locked(False)
+        if getattr(self, "_consolidated", None) is not None:
+            self._consolidated = None  # (as upstream: writes may now break the single storage)
+        self._last_op = ("unlock_", was_locked)
+        return self
+
+    def _set_locked(self, value: bool, parent: Any = None) -> None:
+        """Lock (recording ``parent`` as a holder) or unlock, recursively."""
+        raise NotImplementedError
+
+    # The lock graph: a nested tensordict remembers (weakly) the locked tensordicts that locked
+    # it, so that it cannot be unlocked under them, and stays locked while one of them is.
+    def _add_lock_parent(self, parent: Any) -> None:
+        if any(p is parent for p in self._locked_parents()):  # (also drops dead holders)
+            return
+        refs = getattr(self, "_lock_parents", None)
+        if refs is None:
+            refs = self._lock_parents = []  # type: ignore[misc]
+        refs.append(weakref.ref(parent))
+
+    @property
+    def _lock_parents_weakrefs(self) -> list[weakref.ref[Any]]:
+        """Weak references to every locked tensordict holding this one, directly or through
+        others (upstream's private accessor, which its tests and TorchRL read)."""
+        seen: dict[int, TensorCollection] = {}
+        todo = list(self._locked_parents())
+        while todo:
+            parent = todo.pop()
+            if id(parent) not in seen:
+                seen[id(parent)] = parent
+                todo.extend(parent._locked_parents())
+        return [weakref.ref(p) for p in seen.values()]
+
+    def _locked_parents(self) -> list[Any]:
+        """The locked tensordicts holding this one; holders gone or unlocked are forgotten."""
+        refs = getattr(self, "_lock_parents", None)
+        if not refs:
+            return []
+        refs[:] = [r for r in refs if (p := r()) is not None and p.is_locked]
+        return [p for p in (r() for r in refs) if p is not None]
+
+    def _release_lock(self, parent: Any) -> None:
+        """``parent`` was unlocked: unlock too, unless another locked parent still holds us."""
+        refs = getattr(self, "_lock_parents", None)
+        if refs:
+            refs[:] = [r for r in refs if r() is not parent]
+        if not self._locked_parents():
+            self._set_locked(False)
+
+    def _check_unlockable(self) -> None:
+        parents = self._locked_parents()
+        if parents:
+            # a parent only kept alive by a reference cycle does not count (as upstream)
+            del parents
+            gc.collect()
+            parents = self._locked_parents()
+        if parents:
+            raise LockedError(
+                "Cannot unlock a tensordict that is part of a locked graph: it is held by a "
+                "locked tensordict "
+                f"(batch_size={list(parents[0].batch_size)}): unlock the root tensordict instead "
+                "(with root.unlock_(): ... to re-lock it afterwards), or work on a copy "
+                "(td.clone())."
+            )
+
+    def __enter__(self: T) -> T:
+        self._context_ops().append(self._last_op)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        """Leaving ``with td.lock_():`` / ``with td.unlock_():`` restores the state before it."""
+        last = self._context_ops().pop()
+        if last is None:
+            return
+        if last[0] == "restore":  # to_module's swap: put the replaced tensors back
+            restore: Any = last[1]
+            restore()
+            return
+        was_locked = last[1]
+        if was_locked and not self.is_locked:
+            self._set_locked(True)
+        elif not was_locked and self.is_locked and not self._locked_parents():
+            # (a locked parent that took hold of us inside the block keeps us locked: raising
+            # here would hide the block's own exception)
+            self._set_locked(False)
+
+    def _context_ops(self) -> list[tuple[str, bool] | None]:
+        raise NotImplementedError
+
+    _last_op: tuple[str, bool] | None
