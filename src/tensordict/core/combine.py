@@ -15,12 +15,8 @@ from typing import Any
 import torch
 
 from tensordict.core.collection import TensorCollection
-from tensordict.core.non_tensor import (
-    NonTensorData,
-    NonTensorStack,
-    cat_non_tensor,
-    stack_non_tensor,
-)
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.non_tensor_combine import cat_non_tensor, stack_non_tensor
 from tensordict.core.ops import keep_lock_of
 from tensordict.core.options import lazy_legacy
 from tensordict.core.shape import normalize_dim

@@ -28,7 +28,8 @@ from tensordict.core.lazy_index import (
     stage_writes,
 )
 from tensordict.core.lazy_shape import LazyShapeMixin, maybe_dense_stack
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack, stack_non_tensor
+from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.non_tensor_combine import stack_non_tensor
 from tensordict.core.options import list_to_stack
 from tensordict.core.ragged import LazyRaggedMixin
 from tensordict.core.setitem import stage_setitem
