@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -96,13 +97,15 @@ def load_minibatch(batch: TensorDictBase) -> TensorDict:
     )
 
 
-class ChunkMoments(torch.utils.data.Dataset):
-    """The same reduce as a torch ``Dataset``: item ``k`` is :func:`chunk_moments` of chunk ``k``.
+class _ChunkDataset(torch.utils.data.Dataset):
+    """A torch ``Dataset`` whose item ``k`` is :attr:`fn` of chunk ``k`` of ``data``.
 
     Args:
         data: the memory-mapped dataset.
         chunksize: rows per chunk (the last chunk may be shorter).
     """
+
+    fn: Callable[[TensorDictBase], TensorDict]
 
     def __init__(self, data: TensorDictBase, chunksize: int) -> None:
         self.data = data
@@ -115,7 +118,13 @@ class ChunkMoments(torch.utils.data.Dataset):
         if not 0 <= k < len(self):
             raise IndexError(f"chunk {k} out of range for {len(self)} chunks")
         start = k * self.chunksize
-        return chunk_moments(self.data[start : start + self.chunksize])
+        return type(self).fn(self.data[start : start + self.chunksize])
+
+
+class ChunkMoments(_ChunkDataset):
+    """The reduce as a torch ``Dataset``: item ``k`` is :func:`chunk_moments` of chunk ``k``."""
+
+    fn = staticmethod(chunk_moments)
 
 
 def row_features(chunk: TensorDictBase) -> TensorDict:
@@ -138,23 +147,7 @@ def row_features(chunk: TensorDictBase) -> TensorDict:
     return TensorDict({"features": features, "id": chunk["id"]}, chunk.batch_size)
 
 
-class ChunkFeatures(torch.utils.data.Dataset):
-    """:func:`row_features` as a torch ``Dataset``: item ``k`` is the features of chunk ``k``.
+class ChunkFeatures(_ChunkDataset):
+    """:func:`row_features` as a torch ``Dataset``: item ``k`` is the features of chunk ``k``."""
 
-    Args:
-        data: the memory-mapped dataset.
-        chunksize: rows per chunk (the last chunk may be shorter).
-    """
-
-    def __init__(self, data: TensorDictBase, chunksize: int) -> None:
-        self.data = data
-        self.chunksize = chunksize
-
-    def __len__(self) -> int:
-        return math.ceil(self.data.batch_size[0] / self.chunksize)
-
-    def __getitem__(self, k: int) -> TensorDict:
-        if not 0 <= k < len(self):
-            raise IndexError(f"chunk {k} out of range for {len(self)} chunks")
-        start = k * self.chunksize
-        return row_features(self.data[start : start + self.chunksize])
+    fn = staticmethod(row_features)
