@@ -192,8 +192,12 @@ def _plan_node(td: Any, plan: _Plan) -> dict[str, Any]:
 def _copy_leaves(storage: torch.Tensor, plan: _Plan, num_threads: int) -> None:
     def copy(i: int) -> None:
         part, start = plan.parts[i], plan.starts[i]
-        target = storage[start : start + _nbytes(part)].view(part.dtype).view(part.shape)
+        end = start + _nbytes(part)
+        target = storage[start:end].view(part.dtype).view(part.shape)
         target.copy_(part.detach())  # (any strides, any device: one copy)
+        stop = plan.starts[i + 1] if i + 1 < len(plan.starts) else plan.size
+        if stop > end:
+            storage[end:stop].zero_()  # padding bytes are zeros: the bytes are deterministic
 
     if num_threads > 1 and len(plan.parts) > 1:
         with concurrent.futures.ThreadPoolExecutor(num_threads) as pool:
@@ -209,7 +213,7 @@ def _new_storage(size: int, filename: Any, device: Any, share: bool, pin: bool) 
         if path.exists():
             os.remove(path)
         return torch.from_file(str(path), shared=True, size=size, dtype=torch.uint8)
-    storage = torch.zeros(size, dtype=torch.uint8, device=device)  # (padding bytes: zeros)
+    storage = torch.empty(size, dtype=torch.uint8, device=device)  # (_copy_leaves zeroes pads)
     if share:
         storage.share_memory_()
     if pin:
