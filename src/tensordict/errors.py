@@ -38,6 +38,7 @@ __all__ = [
     "MappingLimitError",
     "MemmapDeviceError",
     "MemmapExistsError",
+    "MemmapStorageError",
     "MemmapSymlinkError",
     "MetaDataTypeError",
     "MemmapFormatError",
@@ -46,6 +47,7 @@ __all__ = [
     "NoSpaceError",
     "NestedWorkersError",
     "NotATensorDictError",
+    "NotMemmappedError",
     "NotYetAvailableError",
     "NotPicklableError",
     "OutKeyNotFoundError",
@@ -188,6 +190,16 @@ class MemmapExistsError(FileExistsError, RuntimeError):
 
     Subclasses ``RuntimeError`` too, which upstream raises for the same mistake.
     """
+
+
+class NotMemmappedError(MemmapFormatError, RuntimeError):
+    """``make_memmap*`` on a tensordict that is not memory-mapped to a directory. Subclasses
+    ``RuntimeError`` too, which upstream raises for the same call."""
+
+
+class MemmapStorageError(RuntimeError, ValueError):
+    """``make_memmap_from_storage`` with a storage that is mapped from another file, or too
+    small for the shape asked. Upstream raises ``RuntimeError`` for the first."""
 
 
 class MemmapDeviceError(RuntimeError, ValueError):
