@@ -14,3 +14,34 @@ def test_to_the_device_a_tensordict_already_has_returns_it() -> None:
     no_device = TensorDict({"a": torch.zeros(2)}, [2])
     moved = no_device.to("cpu")
     assert moved is not no_device and moved.device == torch.device("cpu")
+
+
+def test_sync_all_waits_for_the_accelerator(monkeypatch) -> None:
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: calls.append(a))
+    TensorDict(a=torch.zeros(1))._sync_all()
+    assert calls == [()]
+
+
+def test_device_recorder_keeps_its_state_per_thread() -> None:
+    import threading
+
+    from tensordict.base import _device_recorder as recorder
+
+    recorder.mark()
+    try:
+        recorder.record_transfer("cpu")
+        seen = []
+
+        def look() -> None:
+            seen.append((recorder.marked, recorder.has_transfer()))
+
+        thread = threading.Thread(target=look)
+        thread.start()
+        thread.join()
+        assert seen == [(False, False)] and recorder.marked and recorder.has_transfer()
+    finally:
+        recorder.unmark()
+    assert not recorder.marked and not recorder.has_transfer()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any, TypeVar
 
 import torch
@@ -11,7 +12,7 @@ from tensordict.core.collection import TensorCollection
 from tensordict.core.consolidate import move_consolidated
 from tensordict.core.ops import keep_lock_of
 
-__all__ = ["DeviceMixin"]
+__all__ = ["DeviceMixin", "DeviceTransferRecorder", "device_recorder"]
 
 T = TypeVar("T", bound="DeviceMixin")
 
@@ -139,6 +140,14 @@ class DeviceMixin(TensorCollection):
         self._set_device(None)
         return self
 
+    def _sync_all(self) -> None:
+        """Wait for the work queued on the accelerators (as upstream: after non-blocking copies
+        to the CPU, before their data is read); nothing to wait for on a CPU-only machine."""
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+        elif torch.backends.mps.is_available():
+            torch.mps.synchronize()
+
     def _set_device(self, device: torch.device | None) -> None:
         raise NotImplementedError
 
@@ -172,3 +181,52 @@ def _to_attrs(td: Any, spec: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
         return x.to(device=attrs.tgt_device, dtype=attrs.tgt_dtype, non_blocking=non_blocking)
 
     return td.named_apply(move, nested_keys=True)
+
+
+class DeviceTransferRecorder:
+    """Per-thread record of device transfers between :meth:`mark` and :meth:`unmark` (upstream's
+    ``tensordict.base._device_recorder``: a constructor marks, copies record the devices they
+    leave, and one synchronisation covers them all). Its state is per thread, so concurrent
+    constructions never see each other's marks.
+
+    Examples:
+        >>> recorder = DeviceTransferRecorder()
+        >>> recorder.mark()
+        >>> recorder.record_transfer(torch.device("cpu"))
+        >>> recorder.marked, recorder.has_transfer()
+        (True, True)
+        >>> recorder.unmark()
+        >>> recorder.marked, recorder.has_transfer()
+        (False, False)
+    """
+
+    def __init__(self) -> None:
+        self._state = threading.local()
+
+    @property
+    def marked(self) -> bool:
+        """Whether this thread is between :meth:`mark` and :meth:`unmark`."""
+        return bool(getattr(self._state, "marked", False))
+
+    def mark(self) -> None:
+        """Start recording this thread's transfers."""
+        self._state.marked = True
+        self._state.devices = set()
+
+    def unmark(self) -> None:
+        """Stop recording and forget what was recorded."""
+        self._state.marked = False
+        self._state.devices = set()
+
+    def record_transfer(self, device: Any) -> None:
+        """Note a copy that left ``device`` (kept only while marked)."""
+        if self.marked:
+            self._state.devices.add(None if device is None else torch.device(device))
+
+    def has_transfer(self) -> bool:
+        """Whether a transfer was recorded since :meth:`mark`."""
+        return bool(getattr(self._state, "devices", None))
+
+
+#: the recorder of this process (``tensordict.base._device_recorder`` upstream)
+device_recorder = DeviceTransferRecorder()
