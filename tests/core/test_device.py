@@ -45,3 +45,24 @@ def test_device_recorder_keeps_its_state_per_thread() -> None:
     finally:
         recorder.unmark()
     assert not recorder.marked and not recorder.has_transfer()
+
+
+def test_to_does_not_keep_its_source_alive() -> None:
+    import gc
+    import weakref
+
+    td = TensorDict(a=torch.zeros(3), batch_size=[3])
+    ref = weakref.ref(td)
+    moved = td.to(torch.float64)
+    del td
+    gc.collect()
+    assert ref() is None and moved["a"].dtype == torch.float64
+
+
+def test_grad_and_data_of_a_locked_tensordict_are_locked() -> None:
+    td = TensorDict(a=torch.ones(3, requires_grad=True), b={"c": torch.ones(3, requires_grad=True)})
+    (td["a"].sum() + td["b", "c"].sum()).backward()
+    assert not td.grad.is_locked and td.grad is not td.grad
+    td.lock_()
+    assert td.grad.is_locked and td.data.is_locked
+    assert torch.equal(td.grad["b", "c"], torch.ones(3))

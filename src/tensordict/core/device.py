@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from typing import Any, TypeVar
 
 import torch
@@ -89,12 +90,13 @@ class DeviceMixin(TensorCollection):
             td_: Any = self
             return td_._inplace_result(out, True, "to")  # type: ignore[no-any-return]
         moved: Any = keep_lock_of(self, out)
-        source: Any = self
+        source_ref = weakref.ref(self)  # (the result must not keep its source alive)
 
         def write_back() -> None:
             # ``with td.to(device) as moved:`` entries written in the block reach ``td`` on
             # exit: existing ones copied back in place, new ones added as they are (as upstream)
-            if not source.is_locked:
+            source: Any = source_ref()
+            if source is not None and not source.is_locked:
                 source.update(moved, inplace=True)
 
         with contextlib.suppress(AttributeError):
