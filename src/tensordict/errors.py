@@ -23,6 +23,7 @@ __all__ = [
     "DeviceMismatchError",
     "FieldTypeError",
     "FormatValueError",
+    "FromModulesError",
     "FrozenTensorclassError",
     "IncompleteMemmapError",
     "IndexTypeError",
@@ -200,6 +201,11 @@ class NotMemmappedError(MemmapFormatError, RuntimeError):
 class MemmapStorageError(RuntimeError, ValueError):
     """``make_memmap_from_storage`` with a storage that is mapped from another file, or too
     small for the shape asked. Upstream raises ``RuntimeError`` for the first."""
+
+
+class FromModulesError(RuntimeError):
+    """``from_modules`` with options that cannot go together (``lazy_stack`` with
+    ``as_module``, or with lazy modules). Upstream raises ``RuntimeError``."""
 
 
 class MemmapDeviceError(RuntimeError, ValueError):
