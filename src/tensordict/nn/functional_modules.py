@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 from torch._C._functorch import is_batchedtensor
-from torch.nn.parameter import UninitializedTensorMixin
+from torch.nn.parameter import UninitializedTensorMixin  # type: ignore[attr-defined]
 
 from tensordict.core.base import TensorDictBase
 from tensordict.core.dense import TensorDict
