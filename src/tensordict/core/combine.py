@@ -21,7 +21,7 @@ from tensordict.core.ops import keep_lock_of
 from tensordict.core.options import lazy_legacy
 from tensordict.core.shape import normalize_dim
 from tensordict.core.unbatched import is_unbatched, stack_unbatched
-from tensordict.errors import BatchSizeError, DimNamesError, ShapeMismatchError
+from tensordict.errors import BatchSizeError, DimIndexError, DimNamesError, ShapeMismatchError
 
 __all__ = ["TORCH_FUNCTIONS", "CombineMixin", "cat", "stack", "where"]
 
@@ -299,6 +299,34 @@ def _pass_lock(source: Any, pieces: tuple[Any, ...]) -> tuple[Any, ...]:
     return pieces
 
 
+def _split_bounds(
+    split_size: Any, n: int, batch_size: torch.Size, dim: int
+) -> list[tuple[int, int]]:
+    """The ``(start, stop)`` of each piece of ``split`` along a dim of size ``n`` (upstream's
+    error types and wording for a bad ``split_size``)."""
+    if isinstance(split_size, int) and not isinstance(split_size, bool):
+        if split_size <= 0:
+            raise ValueError(f"TensorDict.split: split_size must be positive, got {split_size}.")
+        return [(s, min(s + split_size, n)) for s in range(0, n, split_size)] or [(0, 0)]
+    sizes = list(split_size) if isinstance(split_size, (list, tuple, torch.Size)) else None
+    if sizes is None or not all(isinstance(s, int) for s in sizes):
+        raise TypeError(
+            f"split(): argument 'split_size' must be int or list of ints, got {split_size!r}."
+        )
+    if not sizes:
+        raise BatchSizeError(
+            f"Insufficient number of elements in split_size: got [] for dim {dim} of "
+            f"batch_size={list(batch_size)} (size {n}). Give sizes that sum to {n}."
+        )
+    if sum(sizes) != n:
+        raise BatchSizeError(
+            f"Split method expects split_size to sum exactly to {n}, but got sum({sizes}) = "
+            f"{sum(sizes)} (dim {dim} of batch_size={list(batch_size)})."
+        )
+    starts = list(itertools.accumulate(sizes, initial=0))
+    return list(itertools.pairwise(starts))
+
+
 class CombineMixin(TensorCollection):
     """split / chunk / unbind methods, stack / cat constructors, and ``__torch_function__``."""
 
@@ -318,22 +346,14 @@ class CombineMixin(TensorCollection):
             >>> [t["a"].tolist() for t in td.split([2, 3])]
             [[0, 1], [2, 3, 4]]
         """
+        bs = self.batch_size
+        if not -len(bs) <= dim < len(bs):  # an IndexError, with upstream's wording
+            raise DimIndexError(
+                f"Incompatible dim {dim} for tensordict with shape {bs}: split acts on the batch "
+                f"dims, expected a dim in [{-len(bs)}, {len(bs) - 1}]."
+            )
         d, n = self._dim_slices(dim, "split")
-        if isinstance(split_size, int):
-            if split_size <= 0:
-                raise ValueError(f"split_size must be a positive int, got {split_size}.")
-            bounds = [(s, min(s + split_size, n)) for s in range(0, n, split_size)] or [(0, 0)]
-        else:
-            sizes = list(split_size)
-            if sum(sizes) != n:
-                raise BatchSizeError(
-                    f"split sizes {sizes} sum to {sum(sizes)}, but dim {dim} of "
-                    f"batch_size={list(self.batch_size)} has size {n}."
-                )
-            starts = [0]
-            for s in sizes:
-                starts.append(starts[-1] + s)
-            bounds = list(itertools.pairwise(starts))
+        bounds = _split_bounds(split_size, n, bs, d)
         prefix = (slice(None),) * d
         return _pass_lock(self, tuple(self._index(prefix + (slice(a, b),)) for a, b in bounds))
 

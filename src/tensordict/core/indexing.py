@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from tensordict.errors import IndexingError, IndexTypeError
+from tensordict.errors import IndexingError, IndexTypeError, MultipleEllipsisError
 
 __all__ = ["IndexPlan", "plan_index", "to_numpy_index"]
 
@@ -139,7 +139,9 @@ def _plan_tuple(index: tuple[Any, ...], batch_size: torch.Size) -> IndexPlan:
             continue
         if item is Ellipsis:
             if ellipsis_seen:
-                raise IndexingError("an index can only have a single ellipsis ('...').")
+                raise MultipleEllipsisError(
+                    "An index can only have one ellipsis at most: keep a single '...'."
+                )
             ellipsis_seen = True
             continue
         if isinstance(item, torch.Tensor):
