@@ -15,6 +15,7 @@ import torch
 from tensordict.core.base import TensorDictBase, as_size
 from tensordict.core.entries import _UNSET, locked_message
 from tensordict.core.indexing import IndexPlan, plan_index
+from tensordict.core.keys import is_key_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.non_tensor_api import register_shell
 from tensordict.core.unbatched import is_unbatched, rebatch
@@ -345,7 +346,7 @@ class TensorDict(TensorDictBase):
             if value.__class__ is NonTensorStack:
                 return value._as_linked_list()
             return value
-        if index.__class__ is tuple and index and index[0].__class__ is str:
+        if is_key_index(index):
             return self._getitem_key(index)
         return self._index(index)
 

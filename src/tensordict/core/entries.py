@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from tensordict.core.collection import TensorCollection
-from tensordict.core.keys import NestedKey, key_path, unravel_key
+from tensordict.core.keys import NestedKey, is_key_index, key_path, unravel_key
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
 from tensordict.core.non_tensor import list_to_stack as stack_list
 from tensordict.core.options import GET_DEFAULTS_TO_NONE, list_to_stack
@@ -237,9 +237,7 @@ class EntriesMixin(TensorCollection):
         return value
 
     def __getitem__(self, index: Any) -> Any:
-        if index.__class__ is str or (
-            index.__class__ is tuple and index and index[0].__class__ is str
-        ):
+        if is_key_index(index):
             return self._getitem_key(index)
         return self._index(index)
 
@@ -253,9 +251,7 @@ class EntriesMixin(TensorCollection):
         return value[index]
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        if index.__class__ is str or (
-            index.__class__ is tuple and index and index[0].__class__ is str
-        ):
+        if is_key_index(index):
             self.set(index, value)
             return
         from tensordict.core.setitem import setitem_index

@@ -52,6 +52,7 @@ __all__ = [
     "GENERIC_NESTED_ERR",
     "KEY_SEPARATOR",
     "NestedKey",
+    "is_key_index",
     "is_nested_key",
     "is_seq_of_nested_key",
     "key_path",
@@ -74,6 +75,25 @@ def is_nested_key(obj: object) -> bool:
     if isinstance(obj, tuple):
         return bool(obj) and all(is_nested_key(part) for part in obj)
     return False
+
+
+def is_key_index(index: Any) -> bool:
+    """Whether ``td[index]`` names an entry (a key) rather than batch elements.
+
+    A tuple is a key when it starts with a ``str``, or when it starts with a tuple and is a
+    nested key as a whole (``td[("a", "b"), "c"]`` reads ``("a", "b", "c")``, as upstream).
+
+    Examples:
+        >>> is_key_index(("a", "b")), is_key_index((("a", "b"), "c")), is_key_index(((0, 1), 0))
+        (True, True, False)
+    """
+    cls = index.__class__
+    if cls is str:
+        return True
+    if cls is not tuple or not index:
+        return False
+    first = index[0].__class__
+    return first is str or (first is tuple and is_nested_key(index))
 
 
 def is_seq_of_nested_key(seq: Any) -> bool:

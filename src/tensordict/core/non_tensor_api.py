@@ -270,6 +270,14 @@ class _NonTensorBase:
     def is_shared(self) -> bool:
         return self._is_shared
 
+    def pad(
+        self, pad_size: Sequence[int], value: float = 0.0, inplace: bool = False, safe: bool = True
+    ) -> Any:
+        """Pad the batch dims with ``None`` elements (see :func:`tensordict.pad`)."""
+        from tensordict.core.padding import pad  # padding builds on this module
+
+        return pad(self, pad_size, value=value, inplace=inplace, safe=safe)
+
     def is_memmap(self) -> bool:
         return self._is_memmap
 
