@@ -28,6 +28,7 @@ from tensordict.core.keys import (
     ValuesView,
     is_collection_class,
     key_path,
+    place_unflattened,
     unravel_key,
 )
 from tensordict.core.locking import LockingMixin
@@ -427,14 +428,22 @@ class TensorDictBase(
         return self._written_back_on_exit(out, lambda o: o.unflatten_keys(separator))
 
     def unflatten_keys(self: T, separator: str = ".", inplace: bool = False) -> T:
-        """Split flat keys on ``separator`` into nested tensordicts (inverse of flatten_keys)."""
+        """Split flat keys on ``separator`` into nested tensordicts (inverse of flatten_keys).
+
+        Tensordicts that land on the same key are merged; two entries that land on the same
+        key (or an entry on a key another one passes through) raise a ``KeyError``.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a.b": torch.zeros(()), "a": {"c": torch.ones(())}})
+            >>> sorted(td.unflatten_keys().keys(include_nested=True, leaves_only=True))
+            [('a', 'b'), ('a', 'c')]
+        """
         out = self.empty()
         for key, value in self._own_items():
-            parts = tuple(key.split(separator))
             if isinstance(value, TensorDictBase):
                 value = value.unflatten_keys(separator)
-            parent = out._parent_for_write(parts, create=True)
-            parent._set_str(parts[-1], value, validated=True)
+            place_unflattened(out, tuple(key.split(separator)), value)
         if inplace:
             return self._replace_contents(out)
         return self._written_back_on_exit(out, lambda o: o.flatten_keys(separator))

@@ -51,14 +51,19 @@ def _check_batch_sizes(tds: Sequence[Any], what: str, skip_dim: int | None = Non
             )
 
 
-def _common_names(tds: Sequence[Any], what: str) -> list[str | None] | None:
-    """The first member's dimension names; another member naming a dim differently raises."""
+def _common_names(
+    tds: Sequence[Any], what: str, conflict_drops: bool = False
+) -> list[str | None] | None:
+    """The first member's dimension names; another member naming a dim differently raises
+    (with ``conflict_drops``, as upstream's stack: the result is unnamed)."""
     names = _names_of(tds[0])
     if names is None:
         return None
     for td in tds[1:]:
         theirs = _names_of(td) or ()
         if any(a is not None and b is not None and a != b for a, b in zip(names, theirs)):
+            if conflict_drops:
+                return None
             raise DimNamesError(
                 f"{what}: cannot coerce TensorDict names {names} with {list(theirs)}: the "
                 "tensordicts name their dimensions differently. Rename them first "
@@ -168,7 +173,7 @@ def stack(
 
         return LazyStackedTensorDict(*tds, stack_dim=d)
     new_bs = torch.Size([*bs[:d], len(tds), *bs[d:]])
-    names = _common_names(tds, "stack")
+    names = _common_names(tds, "stack", conflict_drops=True)
     if names is not None:
         names = [*names[:d], None, *names[d:]]
     result = tds[0]._new_dense(source, new_bs, names)

@@ -660,6 +660,9 @@ class EntriesMixin(TensorCollection):
             self.del_(old_key)
             self.set(new_key, value)
             return self
+        if old_path[: len(new_path)] == new_path:  # moved onto its ancestor: it replaces it
+            self.set(new_key, value)
+            return self
         self.set(new_key, value)  # write first: a new key that cannot be set loses nothing
         self.del_(old_key)
         return self

@@ -13,7 +13,7 @@ import torch
 
 from tensordict.core.collection import TensorCollection
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
-from tensordict.errors import KeyTypeError, ShapeMismatchError
+from tensordict.errors import KeyTypeError, ShapeMismatchError, TensorDictKeyError
 
 if TYPE_CHECKING:
     from tensordict.core.base import TensorDictBase
@@ -55,6 +55,7 @@ __all__ = [
     "is_key_index",
     "is_nested_key",
     "is_seq_of_nested_key",
+    "place_unflattened",
     "key_path",
     "unravel_key",
     "unravel_key_list",
@@ -499,3 +500,33 @@ def _walk_items(
             )
         if yields and post_order:
             yield full, value
+
+
+def _unflatten_collision(path: tuple[str, ...]) -> TensorDictKeyError:
+    return TensorDictKeyError(
+        f"Unflattening key(s) in tensordict will override an existing for unflattened key "
+        f"{path}. Rename one of the entries, or pick a separator that the keys do not use."
+    )
+
+
+def place_unflattened(
+    out: Any, path: tuple[str, ...], value: Any, prefix: tuple[str, ...] = ()
+) -> None:
+    """Put ``value`` at ``path`` of ``out`` (itself at ``prefix``), merging tensordicts and
+    refusing to overwrite an entry (``unflatten_keys``).
+
+    Raises:
+        TensorDictKeyError: an entry is already at ``path``, or ``path`` runs through a leaf.
+    """
+    try:
+        parent = out._parent_for_write(path, create=True)
+    except TensorDictKeyError:  # the path runs through a leaf
+        raise _unflatten_collision(prefix + path) from None
+    existing = parent._get_str(path[-1], None)
+    if existing is None:
+        parent._set_str(path[-1], value, validated=True)
+    elif isinstance(existing, TensorCollection) and isinstance(value, TensorCollection):
+        for key, sub in value._own_items():
+            place_unflattened(existing, (key,), sub, prefix + path)
+    else:
+        raise _unflatten_collision(prefix + path)

@@ -28,6 +28,17 @@ T = TypeVar("T", bound="StructureMixin")
 _MISSING: Any = object()
 
 
+def _drop_leafless(td: Any) -> Any:
+    """Delete (in place) the nested tensordicts of ``td`` that hold no leaf, at any depth."""
+    for key, value in list(td.items()):
+        if not isinstance(value, TensorCollection) or is_non_tensor(value):
+            continue
+        _drop_leafless(value)
+        if not value._own_keys():
+            td.del_(key)
+    return td
+
+
 def _locked(what: str) -> LockedError:
     return LockedError(locked_message(what))
 
@@ -262,7 +273,8 @@ class StructureMixin(TensorCollection):
         default: Any = _MISSING,
         strict: bool = True,
     ) -> tuple[Any, ...]:
-        """One tensordict per set of keys, plus one with the remaining keys.
+        """One tensordict per set of keys, plus one with the remaining keys (nested
+        tensordicts left without any leaf are dropped from it, as upstream).
 
         With ``inplace=True`` the selected keys are removed from this tensordict, which is
         returned last. A missing key raises unless ``strict=False`` (skipped) or a ``default`` is
@@ -276,6 +288,18 @@ class StructureMixin(TensorCollection):
             >>> list(obs.keys()), list(rest.keys())
             (['a', 'b'], ['c'])
         """
+        return self._split_keys(key_sets, inplace=inplace, default=default, strict=strict)
+
+    def _split_keys(
+        self,
+        key_sets: Iterable[Iterable[NestedKey]],
+        *,
+        inplace: bool,
+        default: Any,
+        strict: bool,
+        prune: bool = True,
+    ) -> tuple[Any, ...]:
+        """``split_keys``; ``prune``: drop the nested tensordicts left without leaves."""
         td: Any = self
         parts = []
         taken: list[NestedKey] = []
@@ -296,8 +320,9 @@ class StructureMixin(TensorCollection):
             if td.is_locked:
                 raise _locked(f"split keys {taken} out of the tensordict")
             td.exclude(*taken, inplace=True)  # one swap of the contents: all or nothing
-            return (*parts, self)
-        return (*parts, td.exclude(*taken))
+            return (*parts, _drop_leafless(td) if prune else td)
+        rest = td.exclude(*taken)
+        return (*parts, _drop_leafless(rest) if prune else rest)
 
     def separates(
         self,
@@ -306,7 +331,8 @@ class StructureMixin(TensorCollection):
         strict: bool = True,
         filter_empty: bool = True,
     ) -> Any:
-        """Remove ``keys`` from this tensordict and return them as a new one.
+        """Remove ``keys`` from this tensordict and return them as a new one (with
+        ``filter_empty``, nested tensordicts left without leaves are removed, as upstream).
 
         Examples:
             >>> import torch
@@ -318,15 +344,9 @@ class StructureMixin(TensorCollection):
         td: Any = self
         if td.is_locked:
             raise _locked(f"separate {list(keys)}")
-        kw = {} if default is _MISSING else {"default": default}
-        part, _ = td.split_keys(list(keys), inplace=True, strict=strict, **kw)
-        if filter_empty:  # nested tensordicts the separation emptied go too
-            for key in keys:
-                path = key_path(key)
-                for depth in range(len(path) - 1, 0, -1):
-                    parent = td.get(path[:depth], None)
-                    if isinstance(parent, TensorCollection) and not parent._own_keys():
-                        td.del_(path[:depth])
+        part, _ = td._split_keys(
+            [list(keys)], inplace=True, default=default, strict=strict, prune=filter_empty
+        )
         return part
 
     def replace(self: T, *args: Mapping[str, Any], **kwargs: Any) -> T:
