@@ -97,6 +97,18 @@ class _CallableList(list):  # type: ignore[type-arg]
         return list(self)
 
 
+def _canonical(t: torch.Tensor) -> torch.Tensor:
+    """``t`` with row-major strides (a size-1 dim can make torch call other strides
+    contiguous); ``t`` itself when it has them."""
+    strides, step = [], 1
+    for n in reversed(t.shape):
+        strides.append(step)
+        step *= max(n, 1)
+    if t.layout is not torch.strided or tuple(t.stride()) == tuple(reversed(strides)):
+        return t
+    return torch.empty_like(t, memory_format=torch.contiguous_format).copy_(t)
+
+
 class TensorDictBase(
     EntriesMixin,
     StructureMixin,
@@ -522,8 +534,9 @@ class TensorDictBase(
 
     def contiguous(self: T, *, inplace: bool = False, canonical: bool = False) -> T:
         """A tensordict whose leaves are contiguous in memory (copies where needed;
-        ``inplace``: this tensordict holds them; ``canonical`` is accepted for upstream code)."""
-        result = self._apply_leaves(lambda t: t.contiguous())
+        ``inplace``: this tensordict holds them; ``canonical``: also copy the leaves that torch
+        calls contiguous but whose strides are not the row-major ones of their shape)."""
+        result = self._apply_leaves(_canonical if canonical else torch.Tensor.contiguous)
         return self._inplace_result(result, inplace, "contiguous")  # type: ignore[no-any-return]
 
     def detach(self: T) -> T:

@@ -233,8 +233,9 @@ class TensorDict(TensorDictBase):
         return self._inplace_result(result, inplace, "unflatten")
 
     def contiguous(self, *, inplace: bool = False, canonical: bool = False) -> TensorDict:
-        """Leaves contiguous in memory (copies where needed; ``inplace``: in this one)."""
-        result = super().contiguous()
+        """Leaves contiguous in memory (copies where needed; ``inplace``: in this one;
+        ``canonical``: row-major strides too, see :meth:`TensorDictBase.contiguous`)."""
+        result = super().contiguous(canonical=canonical)
         return self._inplace_result(result, inplace, "contiguous")  # type: ignore[no-any-return]
 
     def _assume(self, other: TensorDict) -> TensorDict:

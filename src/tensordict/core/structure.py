@@ -511,21 +511,55 @@ class StructureMixin(TensorCollection):
         return out
 
     def tolist(
-        self, *, convert_nodes: bool = True, convert_tensors: bool = False, **unused: Any
+        self,
+        *,
+        convert_nodes: bool = True,
+        convert_tensors: bool = False,
+        tolist_first: bool = False,
+        **unused: Any,
     ) -> Any:
         """Nested lists over the batch dimensions, with a dict per element (as ``to_dict``), or
         the element tensordicts themselves with ``convert_nodes=False``.
+
+        Args:
+            convert_nodes: elements as dicts (else as tensordicts).
+            convert_tensors: tensors as python lists / numbers (needs ``convert_nodes``).
+            tolist_first: a nested tensordict with batch dims of its own becomes a list of
+                dicts too (else one dict of tensors).
+
+        Raises:
+            TypeError: ``convert_tensors`` without ``convert_nodes``.
 
         Examples:
             >>> import torch
             >>> from tensordict import TensorDict
             >>> TensorDict({"a": torch.arange(2)}, [2]).tolist(convert_tensors=True)
             [{'a': 0}, {'a': 1}]
+            >>> td = TensorDict(n=TensorDict(a=torch.arange(2), batch_size=[2]))
+            >>> td.tolist(tolist_first=True)
+            {'n': [{'a': tensor(0)}, {'a': tensor(1)}]}
         """
+        if convert_tensors and not convert_nodes:
+            raise TypeError(
+                "convert_tensors requires convert_nodes to be set to True: tensors are converted "
+                "inside the dicts that convert_nodes builds."
+            )
         td: Any = self
-        if not td.batch_size:
-            return td.to_dict(convert_tensors=convert_tensors) if convert_nodes else td
-        return [
-            row.tolist(convert_nodes=convert_nodes, convert_tensors=convert_tensors)
-            for row in td.unbind(0)
-        ]
+        if td.batch_size:
+            return [
+                row.tolist(
+                    convert_nodes=convert_nodes,
+                    convert_tensors=convert_tensors,
+                    tolist_first=tolist_first,
+                )
+                for row in td.unbind(0)
+            ]
+        if not convert_nodes:
+            return td
+        out = td.to_dict(convert_tensors=convert_tensors)
+        if tolist_first:
+            for key, value in td.items():
+                if isinstance(value, TensorCollection) and not is_non_tensor(value):
+                    nested: Any = value
+                    out[key] = nested.tolist(convert_tensors=convert_tensors, tolist_first=True)
+        return out
