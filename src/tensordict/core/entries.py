@@ -290,6 +290,7 @@ class EntriesMixin(TensorCollection):
                 value = value.to(device)  # type: ignore[attr-defined]
             return value
         if getattr(type(value), "_is_tensorclass", False):
+            value = _grown(value, batch_size)
             self._check_batch(key, value, batch_size)
             return value
         if isinstance(value, NonTensorData):
