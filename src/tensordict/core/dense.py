@@ -14,7 +14,7 @@ import torch
 
 from tensordict.core.base import TensorDictBase, as_size
 from tensordict.core.entries import _UNSET, locked_message
-from tensordict.core.indexing import IndexPlan, plan_index
+from tensordict.core.indexing import IndexPlan, index_jagged, plan_index
 from tensordict.core.keys import is_key_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.non_tensor_api import register_shell
@@ -394,10 +394,17 @@ class TensorDict(TensorDictBase):
             if isinstance(value, torch.Tensor):
                 if is_unbatched(value):
                     source[key] = rebatch(value, batch_size)
-                elif select is not None:
-                    source[key] = torch.index_select(value, select[0], select[1])
                 else:
-                    source[key] = value[leaf_index]
+                    try:
+                        source[key] = (
+                            value[leaf_index]
+                            if select is None
+                            else torch.index_select(value, select[0], select[1])
+                        )
+                    except (RuntimeError, NotImplementedError):
+                        if not value.is_nested:  # torch cannot slice dim 0 of a jagged one
+                            raise
+                        source[key] = index_jagged(value, leaf_index)
             elif isinstance(value, TensorDict):
                 source[key] = value._index_planned(_nested_plan(plan, len(self._batch_size), value))
             elif isinstance(value, (NonTensorData, NonTensorStack)):

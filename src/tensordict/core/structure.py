@@ -510,6 +510,46 @@ class StructureMixin(TensorCollection):
                 out[key] = value.tolist()
         return out
 
+    def from_dict_instance(
+        self,
+        input_dict: Mapping[str, Any],
+        batch_size: Any = None,
+        device: Any = None,
+        batch_dims: int | None = None,
+        *,
+        auto_batch_size: bool | None = None,
+        names: Any = None,
+    ) -> Any:
+        """Like ``from_dict``, taking the types of nested entries from this tensordict: a dict
+        under a key where this one holds a tensorclass becomes that tensorclass again (the
+        inverse of :meth:`to_dict`); other arguments as ``from_dict``.
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict(a=torch.zeros(2), n=TensorDict(b=torch.ones(2)))
+            >>> td.from_dict_instance(td.to_dict(), auto_batch_size=True).batch_size
+            torch.Size([2])
+        """
+        td: Any = self
+        entries: dict[str, Any] = {}
+        for key, value in input_dict.items():
+            current = td._get_str(key, None) if isinstance(key, str) else None
+            if isinstance(value, Mapping) and not isinstance(value, TensorCollection):
+                if getattr(type(current), "_is_tensorclass", False):
+                    value = type(current).from_dict(value)  # type: ignore[union-attr]
+                elif isinstance(current, TensorCollection) and not is_non_tensor(current):
+                    value = current.from_dict_instance(value)  # type: ignore[attr-defined]
+            entries[key] = value
+        return type(td).from_dict(
+            entries,
+            batch_size,
+            device,
+            batch_dims,
+            auto_batch_size=auto_batch_size,
+            names=names,
+        )
+
     def tolist(
         self,
         *,
