@@ -18,6 +18,7 @@ __all__ = [
     "BatchSizeError",
     "ChunkError",
     "CycleError",
+    "DimIndexError",
     "DimNamesError",
     "DTypeCastError",
     "DeviceMismatchError",
@@ -30,6 +31,7 @@ __all__ = [
     "InplaceNotSupportedError",
     "IndexingError",
     "KeyMismatchError",
+    "MultipleEllipsisError",
     "KeyTypeError",
     "LazyFirstClassDimError",
     "LazyViewError",
@@ -135,6 +137,18 @@ class IndexingError(IndexError):
 
 class IndexTypeError(IndexingError, TypeError):
     """An index of a type that cannot index a tensordict (a set, a float, ...)."""
+
+
+class DimIndexError(IndexingError, BatchSizeError):
+    """A batch dimension out of range in a shape operation (``permute``, ``split``, ...).
+
+    Subclasses ``IndexError`` (what torch and upstream raise for a dim out of range) and
+    ``BatchSizeError`` (``RuntimeError`` / ``ValueError``: what upstream raises in some paths).
+    """
+
+
+class MultipleEllipsisError(IndexingError, RuntimeError):
+    """An index with more than one ``...``. Subclasses ``RuntimeError``, as upstream raises."""
 
 
 class InplaceNotSupportedError(NotImplementedError):
