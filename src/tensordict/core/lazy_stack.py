@@ -258,12 +258,30 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         if len(set(named)) != len(named):
             raise ValueError(f"dimension names must be unique, got {value}.")
         member_names = value[: self.stack_dim] + value[self.stack_dim + 1 :]
+        self._check_nested_names(value, len(member_names))
         for member in self.tensordicts:
             member.names = member_names
         self._stack_name = value[self.stack_dim]
 
-    def _names_or_none(self) -> None:
-        return None
+    def _check_nested_names(self, value: list[str | None], member_dims: int) -> None:
+        """Raise before renaming if a nested tensordict would name two dims alike (its own extra
+        dims keep their names), as upstream."""
+        for member in self.tensordicts:
+            for _, nested in member._own_items():
+                if not isinstance(nested, TensorDictBase):
+                    continue
+                full = value + list(nested.names[member_dims:])
+                named = [n for n in full if n is not None]
+                if len(set(named)) != len(named):
+                    raise ValueError(
+                        f"dimension names must be unique: naming the dims {value} would name "
+                        f"the dims of a nested tensordict {full}. Pick names its own extra dims "
+                        "do not use."
+                    )
+
+    def _names_or_none(self) -> list[str | None] | None:
+        names = self.names
+        return names if any(n is not None for n in names) else None
 
     @property
     def is_locked(self) -> bool:
@@ -351,6 +369,7 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
     def _nested_stack(self, values: list[Any]) -> LazyStackedTensorDict:
         """The lazy stack of the members' nested tensordicts, locked (and held) like this one."""
         out = LazyStackedTensorDict(*values, stack_dim=self.stack_dim)
+        out._stack_name = getattr(self, "_stack_name", None)  # nested ones share the dim
         if self._is_locked:
             out._set_locked(True, self)
         return out
@@ -524,7 +543,7 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
             if isinstance(value, TensorDictBase):
                 value = value.to_tensordict(retain_none=retain_none)
             source[key] = value
-        return self._new_dense(source, self.batch_size)
+        return self._new_dense(source, self.batch_size, self._names_or_none())
 
     def contiguous(self, *, inplace: bool = False, canonical: bool = False) -> Any:
         """A dense copy (see :meth:`to_tensordict`; ``canonical`` is accepted for upstream code)."""
@@ -536,9 +555,11 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         return self.to_tensordict()
 
     def clone(self, recurse: bool = True, **kwargs: Any) -> Any:
-        return LazyStackedTensorDict(
+        out = LazyStackedTensorDict(
             *[m.clone(recurse) for m in self.tensordicts], stack_dim=self.stack_dim
         )
+        out._stack_name = getattr(self, "_stack_name", None)  # (the members keep their names)
+        return out
 
     def _apply_leaves(self, fn: Any, *others: Any, **kwargs: Any) -> Any:
         batch_size = kwargs.get("batch_size")
