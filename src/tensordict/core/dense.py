@@ -304,15 +304,20 @@ class TensorDict(TensorDictBase):
     def _del_str(self, key: str) -> None:
         del self._tensordict[key]
 
+    def _lock_children(self) -> list[Any]:
+        children = []
+        for child in self._tensordict.values():
+            if getattr(type(child), "_is_tensorclass", False):
+                children.append(child._tensordict)
+            elif isinstance(child, TensorDictBase):
+                children.append(child)
+        return children
+
     def _set_locked(self, value: bool, parent: TensorDictBase | None = None) -> None:
         if value and parent is not None:
             self._add_lock_parent(parent)
         self._is_locked = value
-        for child in self._tensordict.values():
-            if getattr(type(child), "_is_tensorclass", False):
-                child = child._tensordict
-            elif not isinstance(child, TensorDictBase):
-                continue
+        for child in self._lock_children():
             if value:
                 child._set_locked(True, self)
             else:

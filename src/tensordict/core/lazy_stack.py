@@ -117,7 +117,9 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         self.tensordicts: list[Any] = members
         self._member_batch_size = ref
         self._empty_device = torch.device(device) if device is not None else None
-        self._is_locked = False
+        # True once lock_() was called on the stack (or a locked parent holds it); None
+        # otherwise: the stack then reads as locked when every member is (as upstream)
+        self._is_locked: bool | None = None
         self._lock_parents = None
         self._last_op: tuple[str, bool] | None = None
         self._context: list[tuple[str, bool] | None] | None = None
@@ -285,7 +287,10 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
 
     @property
     def is_locked(self) -> bool:
-        return self._is_locked
+        """Whether the structure is locked: the stack was locked, or all its members are."""
+        if self._is_locked:
+            return True
+        return bool(self.tensordicts) and all(m.is_locked for m in self.tensordicts)
 
     @is_locked.setter
     def is_locked(self, value: bool) -> None:
@@ -294,10 +299,13 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         else:
             self.unlock_()
 
+    def _lock_members(self) -> list[Any]:
+        return list(self.tensordicts)
+
     def _set_locked(self, value: bool, parent: TensorDictBase | None = None) -> None:
         if value and parent is not None:
             self._add_lock_parent(parent)
-        self._is_locked = value
+        self._is_locked = True if value else None
         for m in self.tensordicts:
             if value:
                 m._set_locked(True, self)
@@ -371,7 +379,10 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         out = LazyStackedTensorDict(*values, stack_dim=self.stack_dim)
         out._stack_name = getattr(self, "_stack_name", None)  # nested ones share the dim
         if self._is_locked:
-            out._set_locked(True, self)
+            # its members are locked already, by the members of this stack (so it reads as
+            # locked): it only records this stack as its holder, and does not lock the members
+            # itself (they would outlive this stack's lock through it)
+            out._add_lock_parent(self)
         return out
 
     def _set_str(
