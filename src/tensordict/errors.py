@@ -57,6 +57,7 @@ __all__ = [
     "ParamsWriteError",
     "OutMismatchError",
     "PickleNotAllowedError",
+    "RawKeyPathError",
     "ShapeMismatchError",
     "StoreConnectionError",
     "StoreDataError",
@@ -189,6 +190,12 @@ class IncompleteMemmapError(MemmapFormatError, FileNotFoundError):
 
 class UnsafeKeyError(MemmapFormatError):
     """A key whose file name would escape the directory of a memory-mapped tensordict."""
+
+
+class RawKeyPathError(UnsafeKeyError, RuntimeError):
+    """A key that ``memmap(..., robust_key=False)`` would write under its raw name, which is a
+    path (``"a/b"``, ``".."``) rather than a file name. Subclasses ``RuntimeError``, which upstream
+    raises for the same call."""
 
 
 class FileNameTooLongError(MemmapFormatError, OSError):

@@ -38,8 +38,10 @@ from tensordict.errors import (
     MemmapExistsError,
     MemmapFormatError,
     MemmapStorageError,
+    MemmapSymlinkError,
     NoSpaceError,
     NotMemmappedError,
+    RawKeyPathError,
 )
 from tensordict.memmap import archive as tdz
 from tensordict.memmap import format as fmt
@@ -89,6 +91,7 @@ def _execute(plan: Plan, build: Builder, num_threads: int, existsok: bool) -> An
     with tx.prefix_lock(real):
         tx.clean_leftovers(real)
         _check_target(plan.root, real, existsok)
+        _check_no_symlinked_folder(plan)
         jobs = _resolve(plan, real)
         _check_space(plan, real, jobs)
         try:
@@ -106,6 +109,31 @@ def _write_version(plan: Plan, staging: tx.Staging, jobs: list[_Job], num_thread
         staging.abort()
         raise
     staging.finish()
+
+
+def _check_no_symlinked_folder(plan: Plan) -> None:
+    """Refuse (as upstream) to write a nested collection where the prefix holds a symlink: the
+    write would otherwise replace the link (or, in place, go through it)."""
+    for directory in plan.directories():
+        if directory != plan.root and os.path.islink(directory):
+            raise MemmapSymlinkError(
+                "Refusing to write a memory-mapped TensorDict through symlink "
+                f"{directory} (it leads to {os.path.realpath(directory)}). Remove the link, or "
+                "write to another prefix."
+            )
+
+
+def _check_raw_keys(td: Any) -> None:
+    """``robust_key=False`` writes keys under their raw names (as upstream): refuse a key whose
+    raw name is a path, before anything is written."""
+    for key in td.keys(include_nested=True):
+        for part in (key,) if isinstance(key, str) else key:
+            if not fmt.safe_raw_name(part):
+                raise RawKeyPathError(
+                    f"No such file or directory: key {part!r} cannot be written under its raw "
+                    "name with robust_key=False: that name is a path, not a file name. Pass "
+                    "robust_key=True (or leave it None) to encode it."
+                )
 
 
 def _check_target(root: str, real: str, existsok: bool) -> None:
@@ -420,6 +448,8 @@ def memmap_(
         if td.is_memmap() and td.saved_path is None and td.is_locked and _is_written(td, None):
             return td
         return _anonymous(td, like=False, inplace=True)
+    if robust_key is False:
+        _check_raw_keys(td)
     root = _prefix(prefix)
     if td.is_memmap() and td.saved_path is not None and not copy_existing:
         if td.saved_path != root:
@@ -469,6 +499,8 @@ def memmap(
         return load_memmap(prefix, allow_pickle=True)
     if prefix is None:
         return _anonymous(td, like=False, inplace=False)
+    if robust_key is False:
+        _check_raw_keys(td)
     new, build = plan(td, _prefix(prefix), like=False, inplace=False)
     return _execute(new, build, num_threads, existsok).lock_()
 
@@ -514,6 +546,8 @@ def memmap_like(
         return load_memmap(prefix, allow_pickle=True, mode="r+")  # a buffer: writes go through
     if prefix is None:
         return _anonymous(td, like=True, inplace=False)
+    if robust_key is False:
+        _check_raw_keys(td)
     new, build = plan(td, _prefix(prefix), like=True, inplace=False)
     return _execute(new, build, num_threads, existsok).lock_()
 
