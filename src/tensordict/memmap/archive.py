@@ -31,6 +31,7 @@ import torch
 from tensordict.errors import MemmapArchiveError, MemmapArchiveWriteError
 from tensordict.memmap import format as fmt
 from tensordict.memmap import transaction as tx
+from tensordict.memmap.nested import flat_buffer, loaded_nested, nested_sizes
 
 __all__ = [
     "ALIGNMENT",
@@ -358,7 +359,8 @@ def load_archive(
         raise ValueError(f"mode must be 'r' or 'r+' for a memmap archive, got {mode!r}.")
     with _open(path) as zf, tempfile.TemporaryDirectory(prefix="tdz-") as tmp:
         spans = _payload_spans(zf, path, mode)
-        _extract(zf, path, tmp, sparse=set(spans))
+        # the element sizes of nested tensors are read while loading: extract them for real
+        _extract(zf, path, tmp, sparse={n for n in spans if not n.endswith(".shape.memmap")})
         loaded = load_dir(tmp, subpath=subpath, **kwargs)
         if mode == "r+":
             _refuse_nested(loaded, path)
@@ -404,6 +406,11 @@ def _remap(
 ) -> Any:
     """The leaf ``t`` (loaded from the temporary folder) as a view into the archive's mapping,
     or read into memory when its entry is compressed or misaligned."""
+    if isinstance(t, torch.Tensor) and t.is_nested:
+        flat = flat_buffer(t)
+        if flat is None:
+            return t
+        return loaded_nested(_remap(flat, tmp, spans, whole, writable), nested_sizes(t))
     filename = getattr(t, "filename", None)
     rel = os.path.relpath(filename, tmp).replace(os.sep, "/") if filename else None
     span = spans.get(rel) if rel is not None else None

@@ -45,6 +45,7 @@ from tensordict.memmap import tensor as mmt
 from tensordict.memmap import transaction as tx
 from tensordict.memmap.executor import shared_executor
 from tensordict.memmap.load import load_memmap
+from tensordict.memmap.nested import flat_buffer
 from tensordict.memmap.plan import Builder, Leaf, Plan, plan
 from tensordict.memmap.tensor import (
     MemoryMappedTensor,
@@ -362,6 +363,9 @@ def _is_written(node: Any, directory: str | None) -> bool:
             path = fmt.entry_path(directory, key, ".memmap" if is_leaf else "")
         if not is_leaf:
             ok = _is_written(value, path)
+        elif value.is_nested:
+            flat = flat_buffer(value)
+            ok = flat is not None and (path is None or is_whole_file(flat, path))
         elif path is None or value.numel() == 0:  # an empty leaf has no file
             ok = isinstance(value, MemoryMappedTensor)
         else:

@@ -27,13 +27,20 @@ import torch
 from tensordict.core.dense import TensorDict
 from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack, _object_array
-from tensordict.errors import IncompleteMemmapError, MemmapFormatError, PickleNotAllowedError
+from tensordict.errors import (
+    BatchSizeError,
+    IncompleteMemmapError,
+    LockedError,
+    MemmapFormatError,
+    PickleNotAllowedError,
+)
 from tensordict.memmap import archive as tdz
 from tensordict.memmap import format as fmt
 from tensordict.memmap import transaction as tx
+from tensordict.memmap.nested import loaded_nested, nested_numel
 from tensordict.memmap.tensor import MemoryMappedTensor, dtype_from_str
 
-__all__ = ["load_memmap"]
+__all__ = ["load_memmap", "load_memmap_into"]
 
 CPU = torch.device("cpu")
 #: loads started again when a writer switched the prefix to a new version meanwhile
@@ -137,6 +144,80 @@ def _subpath(root: str, subpath: Any) -> str:
     return folder
 
 
+def load_memmap_into(
+    td: Any, prefix: Any, *, allow_pickle: bool | None = None, mode: str | None = None
+) -> Any:
+    """Load the tensordict saved at ``prefix`` into ``td`` in place, and return ``td``.
+
+    ``td`` and its nested tensordicts stay the same objects; each leaf is replaced by the loaded
+    (memory-mapped) tensor, whose shape may differ, and the entries that were not saved are
+    removed. The batch size of ``td`` is kept: the saved one must start with it. A memory-mapped
+    ``td`` ends up memory-mapped (and locked) at ``prefix``; without a directory to map (an
+    archive) it ends up unlocked and no longer memory-mapped. Any other locked ``td`` is refused.
+
+    Raises:
+        LockedError: ``td`` is locked and not memory-mapped (nothing is changed).
+        BatchSizeError: the saved batch size does not start with ``td``'s (nothing is changed).
+        TypeError: ``td`` is not a TensorDict or a tensorclass.
+
+    Examples:
+        >>> import tempfile
+        >>> from tensordict import TensorDict
+        >>> d = tempfile.mkdtemp()
+        >>> _ = TensorDict(a=torch.ones(3)).save(d)
+        >>> td = TensorDict(a=torch.zeros(3), b=torch.zeros(3))
+        >>> out = load_memmap_into(td, d)
+        >>> out is td, list(td.keys()), td["a"].tolist()
+        (True, ['a'], [1.0, 1.0, 1.0])
+    """
+    dst = td._tensordict if getattr(type(td), "_is_tensorclass", False) else td
+    if not isinstance(dst, TensorDict):
+        raise TypeError(
+            f"load_memmap_ loads into a TensorDict or a tensorclass, got {type(td).__name__}. "
+            "Use load_memmap(prefix) for a new tensordict instead."
+        )
+    was_memmap = dst.is_memmap()
+    if dst.is_locked and not was_memmap:
+        raise LockedError(
+            "load_memmap_ would replace the entries of a locked tensordict. Unlock it first "
+            "(td.unlock_()), or use load_memmap(prefix) for a new tensordict."
+        )
+    loaded = load_memmap(prefix, device=dst.device, allow_pickle=bool(allow_pickle), mode=mode)
+    if tuple(loaded.batch_size[: dst.batch_dims]) != tuple(dst.batch_size):
+        raise BatchSizeError(
+            f"cannot load {prefix} into a tensordict of batch size {list(dst.batch_size)}: its "
+            f"batch size is {list(loaded.batch_size)}. Load it with load_memmap(prefix) instead."
+        )
+    if was_memmap:
+        dst.unlock_()
+    saved_at = loaded._memmap_prefix if isinstance(loaded, TensorDict) else None
+    _replace_entries(dst, loaded, was_memmap and saved_at is not None)
+    dst._is_memmap = bool(was_memmap and saved_at is not None)
+    dst._memmap_prefix = saved_at if dst._is_memmap else None
+    if dst._is_memmap:
+        dst.lock_()
+    return td
+
+
+def _replace_entries(dst: TensorDict, src: Any, mapped: bool) -> None:
+    """Make ``dst`` hold ``src``'s entries, reusing its nested TensorDicts of the same batch size
+    (marked memory-mapped where ``src``'s are when ``mapped``)."""
+    for key in [k for k in dst._tensordict if k not in src._tensordict]:
+        del dst._tensordict[key]
+    for key, value in src._own_items():
+        current = dst._tensordict.get(key)
+        if (
+            isinstance(current, TensorDict)
+            and isinstance(value, TensorDict)
+            and current.batch_size == value.batch_size
+        ):
+            _replace_entries(current, value, mapped)
+            current._is_memmap = mapped and value._is_memmap
+            current._memmap_prefix = value._memmap_prefix if current._is_memmap else None
+        else:
+            dst._tensordict[key] = value
+
+
 def _finish(node: Any, device: Any, out: Any) -> Any:
     """Move a loaded tensordict to ``device`` and/or copy it into ``out``."""
     if device is not None and torch.device(device) != CPU:
@@ -232,7 +313,7 @@ def _load_td(directory: str, meta: dict[str, Any], ctx: _Load, depth: int) -> Te
             value = _load_leaf(directory, key, entry, meta_path)
         else:
             continue
-        shape = value.shape if isinstance(value, torch.Tensor) else value.batch_size
+        shape = _leading_shape(value)
         if isinstance(value, NonTensorData):
             value = value._with_batch_size(batch_size)
             value._mark_saved(sub)
@@ -245,6 +326,15 @@ def _load_td(directory: str, meta: dict[str, Any], ctx: _Load, depth: int) -> Te
     td = TensorDict._new_unsafe(source, batch_size, device, is_memmap=True)
     td._memmap_prefix = directory
     return td
+
+
+def _leading_shape(value: Any) -> tuple[int, ...]:
+    """The shape of a loaded entry (a strided-nested tensor has only its first dim)."""
+    if not isinstance(value, torch.Tensor):
+        return tuple(value.batch_size)
+    if value.is_nested and value.layout is torch.strided:
+        return (value.size(0),)
+    return tuple(value.shape)
 
 
 def _size(value: Any, what: str, meta_path: str) -> torch.Size:
@@ -267,20 +357,43 @@ def _device(value: Any, meta_path: str) -> torch.device | None:
 
 
 def _load_leaf(directory: str, key: str, entry: dict[str, Any], meta_path: str) -> torch.Tensor:
-    if entry.get("is_nested"):
-        raise MemmapFormatError(
-            f"{meta_path}: {key!r} is a nested (jagged) tensor, which this library does not store."
-        )
     dtype = dtype_from_str(str(entry["dtype"]), meta_path)
     shape = _size(entry["shape"], f"the shape of {key!r}", meta_path)
+    if entry.get("is_nested"):
+        return _load_nested(directory, key, dtype, shape, meta_path)
+    return _load_file(directory, key, ".memmap", dtype, shape, meta_path)
+
+
+def _load_nested(
+    directory: str, key: str, dtype: torch.dtype, shape: torch.Size, meta_path: str
+) -> torch.Tensor:
+    """A nested tensor: its element sizes in ``<key>.shape.memmap`` (``shape`` is theirs), its
+    values one element after another in ``<key>.memmap``."""
+    if len(shape) != 2:
+        raise MemmapFormatError(
+            f"{meta_path}: the nested tensor {key!r} must have a 2-d shape (elements, dims), "
+            f"got {list(shape)}."
+        )
+    sizes = _load_file(directory, key, ".shape.memmap", torch.int64, shape, meta_path)
+    sizes = sizes.as_subclass(torch.Tensor).clone()
+    if sizes.numel() and int(sizes.min()) < 0:
+        raise MemmapFormatError(f"{meta_path}: the nested tensor {key!r} has negative sizes.")
+    numel = nested_numel(sizes)
+    flat = _load_file(directory, key, ".memmap", dtype, torch.Size([numel]), meta_path)
+    return loaded_nested(flat, sizes)
+
+
+def _load_file(
+    directory: str, key: str, suffix: str, dtype: torch.dtype, shape: torch.Size, meta_path: str
+) -> torch.Tensor:
     numel = shape.numel()
-    path = fmt.find_entry(directory, key, ".memmap")
+    path = fmt.find_entry(directory, key, suffix)
     if path is None:
         if numel == 0:
             return MemoryMappedTensor.from_tensor(torch.empty(shape, dtype=dtype))
         raise IncompleteMemmapError(
             f"{meta_path} lists {key!r} but its data file "
-            f"{fmt.entry_path(directory, key, '.memmap')} "
+            f"{fmt.entry_path(directory, key, suffix)} "
             "is missing (an interrupted write, or files removed)."
         )
     expected = numel * torch.empty((), dtype=dtype).element_size()

@@ -31,6 +31,7 @@ from tensordict.errors import (
     UnbatchedMemmapError,
 )
 from tensordict.memmap import format as fmt
+from tensordict.memmap.nested import loaded_nested, nested_buffer, nested_numel, nested_sizes
 from tensordict.memmap.tensor import MemoryMappedTensor
 
 __all__ = ["Leaf", "Plan", "plan"]
@@ -138,10 +139,10 @@ def _check_leaf(key: str, value: torch.Tensor, directory: str, like: bool) -> No
             f"on-disk layout (upstream tensordict refuses it too). Exclude it first, e.g. "
             f"td.exclude({key!r}), and save it separately (torch.save)."
         )
-    if value.layout is not torch.strided or value.is_nested:
+    if value.layout not in (torch.strided, torch.jagged):
         raise MemmapFormatError(
             f"cannot memory-map {key!r} (in {directory}): it is a {value.layout} tensor; only "
-            "dense (strided) tensors can be stored. Convert it with .to_dense() first."
+            "dense (strided) and nested tensors can be stored. Convert it with .to_dense() first."
         )
     if str(value.dtype) not in _DTYPES:
         raise MemmapFormatError(
@@ -210,7 +211,10 @@ def _plan_td(td: TensorDictBase, directory: str, plan: Plan, depth: int) -> Buil
         name = _claim_name(taken, directory, key, ".memmap" if is_leaf else "")
         _check_path(plan, directory, name)
         path = os.path.join(directory, name)
-        if isinstance(value, torch.Tensor):
+        if isinstance(value, torch.Tensor) and value.is_nested:
+            _check_leaf(key, value, directory, plan.like)
+            entries[key], builders[key] = _plan_nested(key, value, path, taken, plan)
+        elif isinstance(value, torch.Tensor):
             _check_leaf(key, value, directory, plan.like)
             source = None if plan.like else value
             entries[key] = fmt.leaf_entry(value, "cpu" if value.device.type == "meta" else None)
@@ -246,6 +250,28 @@ def _plan_td(td: TensorDictBase, directory: str, plan: Plan, depth: int) -> Buil
         return out
 
     return build
+
+
+def _plan_nested(
+    key: str, value: torch.Tensor, path: str, taken: dict[str, str], plan: Plan
+) -> tuple[dict[str, Any], Builder]:
+    """A nested tensor as upstream stores it: its values one element after another in
+    ``<key>.memmap``, the ``(n, ndim)`` int64 element sizes in ``<key>.shape.memmap``."""
+    directory = os.path.dirname(path)
+    shape_path = os.path.join(directory, _claim_name(taken, directory, key, ".shape.memmap"))
+    _check_path(plan, directory, os.path.basename(shape_path))
+    sizes = nested_sizes(value)
+    numel = nested_numel(sizes)
+    device = "cpu" if value.device.type == "meta" else str(value.device)
+    entry: dict[str, Any] = {"device": device, "shape": list(sizes.shape)}
+    entry.update(dtype=str(value.dtype), is_nested=True)
+    plan.leaves.append(Leaf(shape_path, sizes, sizes.shape, torch.int64))
+    if numel == 0:
+        return entry, lambda: loaded_nested(torch.empty(0, dtype=value.dtype), sizes)
+    data = None if plan.like else nested_buffer(value)
+    plan.leaves.append(Leaf(path, data, torch.Size([numel]), value.dtype))
+    flat = _leaf_builder(path, value.dtype, torch.Size([numel]))
+    return entry, lambda: loaded_nested(flat(), sizes)
 
 
 def _empty_builder(dtype: torch.dtype, shape: torch.Size) -> Builder:
