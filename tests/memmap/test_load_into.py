@@ -85,9 +85,9 @@ def test_a_saved_batch_size_that_does_not_fit_is_refused_and_nothing_changes(sav
     assert not isinstance(td["a"], MemoryMappedTensor)
 
 
-def test_a_lazy_stack_is_refused(saved: Path) -> None:
-    stack = LazyStackedTensorDict(
-        TensorDict({"a": torch.zeros(())}), TensorDict({"a": torch.zeros(())})
-    )
-    with pytest.raises(TypeError, match="load_memmap"):
-        stack.load_memmap_(saved)
+def test_a_lazy_stack_gets_the_saved_values_written_into_its_members(tmp_path: Path) -> None:
+    TensorDict({"a": torch.arange(2.0)}, [2]).save(tmp_path / "s")
+    members = [TensorDict({"a": torch.zeros(())}), TensorDict({"a": torch.zeros(())})]
+    stack = LazyStackedTensorDict(*members)
+    assert stack.load_memmap_(tmp_path / "s") is stack
+    assert [m["a"].item() for m in members] == [0.0, 1.0]

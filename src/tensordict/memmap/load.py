@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from tensordict.core.dense import TensorDict
 from tensordict.core.lazy_stack import LazyStackedTensorDict
@@ -95,12 +96,26 @@ def load_memmap(
             f"allow_pickle must be a bool or None, got {type(allow_pickle).__name__} "
             f"{allow_pickle!r}: pass True to allow unpickling, False (or None) to refuse it."
         )
+    fake = _fake_mode()
+    if fake is not None:  # under FakeTensorMode: read the structure for real, fake the leaves
+        with _disable_current_modes():
+            node = load_memmap(
+                prefix, allow_pickle=allow_pickle, subpath=subpath, mode=mode, device="meta"
+            )
+        node = node.apply(lambda t: torch.empty(t.shape, dtype=t.dtype))  # fake, on the cpu
+        return _finish(node, device, out)
     root = os.path.abspath(os.fspath(prefix))
     if not os.path.lexists(root):
         _missing(root)
     if os.path.isfile(root):
         node = tdz.load_archive(
-            root, load_memmap, mode=mode or "r", subpath=subpath, allow_pickle=allow_pickle
+            root,
+            load_memmap,
+            mode=mode or "r",
+            subpath=subpath,
+            num_threads=num_threads,
+            materialize=device is None or torch.device(device).type != "meta",
+            allow_pickle=allow_pickle,
         )
         return _finish(node, device, out)
     if mode not in (None, "r", "r+"):
@@ -154,11 +169,13 @@ def load_memmap_into(
     removed. The batch size of ``td`` is kept: the saved one must start with it. A memory-mapped
     ``td`` ends up memory-mapped (and locked) at ``prefix``; without a directory to map (an
     archive) it ends up unlocked and no longer memory-mapped. Any other locked ``td`` is refused.
+    A view of another tensordict (a sub-tensordict, a lazy stack) has the saved values written
+    into its storage instead (``update_``), as upstream does.
 
     Raises:
         LockedError: ``td`` is locked and not memory-mapped (nothing is changed).
         BatchSizeError: the saved batch size does not start with ``td``'s (nothing is changed).
-        TypeError: ``td`` is not a TensorDict or a tensorclass.
+        KeyError: ``td`` is a view that lacks a saved entry (nothing is added to a view).
 
     Examples:
         >>> import tempfile
@@ -171,11 +188,9 @@ def load_memmap_into(
         (True, ['a'], [1.0, 1.0, 1.0])
     """
     dst = td._tensordict if getattr(type(td), "_is_tensorclass", False) else td
-    if not isinstance(dst, TensorDict):
-        raise TypeError(
-            f"load_memmap_ loads into a TensorDict or a tensorclass, got {type(td).__name__}. "
-            "Use load_memmap(prefix) for a new tensordict instead."
-        )
+    if not isinstance(dst, TensorDict):  # a view (sub-tensordict, lazy stack): write through
+        fresh = load_memmap(prefix, device=td.device, allow_pickle=bool(allow_pickle), mode=mode)
+        return td.update_(fresh)
     was_memmap = dst.is_memmap()
     if dst.is_locked and not was_memmap:
         raise LockedError(
@@ -216,6 +231,13 @@ def _replace_entries(dst: TensorDict, src: Any, mapped: bool) -> None:
             current._memmap_prefix = value._memmap_prefix if current._is_memmap else None
         else:
             dst._tensordict[key] = value
+
+
+def _fake_mode() -> Any:
+    """The active FakeTensorMode, if any (leaves cannot be mapped under it)."""
+    from torch._guards import detect_fake_mode
+
+    return detect_fake_mode()
 
 
 def _finish(node: Any, device: Any, out: Any) -> Any:
