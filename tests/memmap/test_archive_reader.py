@@ -52,3 +52,13 @@ def test_a_load_to_the_meta_device_reads_no_compressed_data(
     monkeypatch.setattr(_ArchiveReader, "prefetch_compressed", refuse)
     loaded = TensorDict.load_memmap(tmp_path / "t.tdz", device="meta", num_threads=2)
     assert loaded["a"].device.type == "meta" and loaded["a"].shape == (8,)
+
+
+@pytest.mark.parametrize("name", ["t.tdz", "t"])
+def test_a_load_under_fake_tensor_mode_gives_fake_leaves(tmp_path: Path, name: str) -> None:
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    TensorDict({"a": torch.arange(8.0), "n": {"b": torch.ones(8, 2)}}, [8]).save(tmp_path / name)
+    with FakeTensorMode():
+        fake = TensorDict.load_memmap(tmp_path / name)
+    assert isinstance(fake["a"], FakeTensor) and fake["n", "b"].shape == (8, 2)
