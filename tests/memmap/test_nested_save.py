@@ -119,3 +119,12 @@ def test_nested_entry_with_a_truncated_values_file_is_refused(tmp_path: Path) ->
     write_upstream_nested(tmp_path / "td", [[1, 2], [2, 2]], [0.0] * 5)
     with pytest.raises(MemmapFormatError, match="truncated"):
         TensorDict.load_memmap(tmp_path / "td")
+
+
+def test_describe_counts_the_bytes_of_a_nested_tensor(tmp_path: Path) -> None:
+    from tensordict.memmap.describe import describe
+
+    TensorDict({"nt": jagged(2, 4)}, [2]).save(tmp_path / "td")
+    (entry,) = describe(tmp_path / "td").children
+    assert entry.nbytes == 6 * 3 * 4 and entry.problems == []
+    assert entry.value == "nested: 2 elements"
