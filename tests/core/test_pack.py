@@ -67,8 +67,9 @@ def test_layouts_compare_by_value_and_hash() -> None:
 
 def test_a_tensorclass_comes_back_as_its_class() -> None:
     pose = Pose(pos=torch.ones(3, 2), batch_size=[3])
-    flat, layout = pose.pack() if hasattr(pose, "pack") else pose._tensordict.pack()
-    out = PackLayout(layout.keys, layout.shapes, cls=Pose).unpack(flat)
+    flat, layout = pose.pack()
+    assert layout.cls is Pose
+    out = layout.unpack(flat)
     assert isinstance(out, Pose) and torch.equal(out.pos, pose.pos)
 
 
@@ -83,3 +84,11 @@ def test_unpack_refuses_a_tensor_of_another_width() -> None:
     flat, layout = sample().pack()
     with pytest.raises(ValueError, match="entries along dim"):
         layout.unpack(flat[:, :3])
+
+
+def test_a_nested_tensorclass_comes_back_as_its_class() -> None:
+    td = TensorDict({"pose": Pose(pos=torch.ones(3, 2), batch_size=[3]), "w": torch.zeros(3)}, [3])
+    flat, layout = td.pack()
+    assert layout.nested == (("pose", torch.Size([]), Pose),)
+    out = layout.unpack(flat)
+    assert isinstance(out["pose"], Pose) and torch.equal(out["pose"].pos, torch.ones(3, 2))
