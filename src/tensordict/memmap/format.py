@@ -4,10 +4,13 @@ A saved tensordict is a directory::
 
     prefix/meta.json            what the directory holds (below)
     prefix/<key>.memmap         one raw, C-contiguous, native-endian file per tensor (no header)
+    prefix/<key>.shape.memmap   for a nested (jagged) tensor: its (n, ndim) int64 element sizes;
+                                its ``<key>.memmap`` then holds the elements one after another
     prefix/<key>/               a nested tensordict, lazy stack, tensorclass or non-tensor entry
 
 ``meta.json`` of a TensorDict lists, in key order, ``{"device", "shape", "dtype", "is_nested"}`` for
-each tensor and ``{"type": "<ClassName>"}`` for each nested entry, then the tensordict's own
+each tensor (for a nested tensor ``"is_nested": true`` and the shape of its element sizes,
+``[n, ndim]``) and ``{"type": "<ClassName>"}`` for each nested entry, then the tensordict's own
 ``"shape"`` (batch size), ``"device"``, ``"_type"`` (upstream's class string), ``"_format_version"``
 and ``"_class"``. JSON is compact and UTF-8, like upstream's. Directories written before
 ``_format_version``/``_class`` existed load too: dispatch falls back to ``_type``.
