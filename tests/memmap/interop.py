@@ -75,6 +75,9 @@ def samples() -> dict[str, Any]:
         "jagged": TensorDict(
             {"nt": nested_values(), "sub": {"nt": nested_values()}, "a": torch.ones(2)}, [2]
         ),
+        "sub": TensorDict({"a": torch.arange(12.0).reshape(4, 3)}, [4, 3])._get_sub_tensordict(
+            (slice(None), slice(0, 2))
+        ),
         "typed": State(obs=torch.arange(6.0).reshape(3, 2), reward=torch.ones(3), batch_size=[3]),
         "mixed": TensorDict(
             {
@@ -94,6 +97,8 @@ def summary(obj: Any) -> Any:
         return {"dtype": str(obj.dtype), "shape": list(obj.shape), "values": obj.tolist()}
     if isinstance(obj, (NonTensorData, NonTensorStack)):  # upstream: a kind of lazy stack
         return {"class": "non-tensor", "data": obj.tolist()}
+    if type(obj).__name__ == "_SubTensorDict":
+        return {"class": "_SubTensorDict", "view": summary(obj.to_tensordict())}
     if isinstance(obj, LazyStackedTensorDict):
         return {
             "class": "LazyStackedTensorDict",

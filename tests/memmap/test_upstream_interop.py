@@ -1,7 +1,8 @@
 """Directories and packed archives (``.tdz``) written by upstream tensordict 0.15.3 load here, and
 ours load there, for every class upstream writes (TensorDict, nested, LazyStackedTensorDict,
-NonTensorData, NonTensorStack, tensorclass, TypedTensorDict, nested/jagged tensors); both refuse
-UnbatchedTensor entries alike; ``append_memmap`` / ``pack_memmap`` of the other's files work.
+NonTensorData, NonTensorStack, tensorclass, TypedTensorDict, sub-tensordicts, nested/jagged
+tensors); both refuse UnbatchedTensor entries alike; ``append_memmap`` / ``pack_memmap`` of the
+other's files work.
 
 Needs upstream installed in ``~/.cache/td-upstream-venv`` (skipped otherwise, as on a fresh CI
 machine); the layouts themselves are also covered by hand-written directories in
@@ -98,6 +99,7 @@ def test_the_samples_cover_every_class_upstream_writes() -> None:
     assert type(samples()["non_tensor_data"].get("s")).__name__ == "NonTensorData"
     assert samples()["jagged"].get("nt").layout is torch.jagged
     assert type(samples()["typed"]).__name__ == "State"
+    assert type(samples()["sub"]).__name__ == "_SubTensorDict"
 
 
 UPSTREAM_FILES = """

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from tensordict.core.lazy_views import _SubTensorDict
 from tensordict.errors import MemmapArchiveError, MemmapArchiveWriteError
 from tensordict.memmap import format as fmt
 from tensordict.memmap import transaction as tx
@@ -379,7 +380,14 @@ def load_archive(
                 _refuse_nested(loaded, path)
             if num_threads > 0:
                 reader.schedule_compressed_prefetch("", num_threads)
-            return loaded.apply(lambda t: _remap(t, tmp, leaves, reader), call_on_nested=False)
+            return _remap_tree(loaded, lambda t: _remap(t, tmp, leaves, reader))
+
+
+def _remap_tree(node: Any, remap: Any) -> Any:
+    """``node`` with every leaf remapped; a sub-tensordict's source is remapped whole."""
+    if isinstance(node, _SubTensorDict):
+        return _SubTensorDict(_remap_tree(node._source, remap), node.idx)
+    return node.apply(remap, call_on_nested=False)
 
 
 @contextlib.contextmanager

@@ -29,11 +29,13 @@ from tensordict.core.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, key_path
 from tensordict.core.lazy_stack import LazyStackedTensorDict
+from tensordict.core.lazy_views import _SubTensorDict
 from tensordict.core.non_tensor import register_save_hook
 from tensordict.errors import (
     AlreadyMemmappedError,
     ArchiveReturnEarlyError,
     BatchSizeError,
+    LazyViewError,
     MappingLimitError,
     MemmapExistsError,
     MemmapFormatError,
@@ -329,6 +331,14 @@ def _transplant(dst: Any, src: Any) -> None:
         _transplant(dst._tensordict, src._tensordict)
 
 
+def _locked(out: Any) -> Any:
+    """Lock a new memory-mapped copy (a sub-tensordict reads the lock of its source)."""
+    if isinstance(out, _SubTensorDict):
+        out._source.lock_()
+        return out
+    return out.lock_()
+
+
 def _mark_memmap(node: Any, prefix: str | None) -> None:
     if isinstance(node, TensorDict):
         node._is_memmap = True
@@ -410,6 +420,11 @@ def memmap_(
         raise ValueError(
             "return_early=True is not supported; the write completes before returning."
         )
+    if isinstance(td, _SubTensorDict):
+        raise LazyViewError(
+            "memmap_ cannot move the values of a sub-tensordict into files: they belong to its "
+            "parent. Memory-map the parent (td.memmap_()), or save a copy with sub.memmap(prefix)."
+        )
     archive = _archive_options(prefix, kwargs)
     if archive is not None:
         _check_archive_target(prefix, existsok)
@@ -469,7 +484,7 @@ def memmap(
     if prefix is None:
         return _anonymous(td, like=False, inplace=False)
     new, build = plan(td, _prefix(prefix), like=False, inplace=False)
-    return _execute(new, build, num_threads, existsok).lock_()
+    return _locked(_execute(new, build, num_threads, existsok))
 
 
 def memmap_like(
@@ -514,7 +529,7 @@ def memmap_like(
     if prefix is None:
         return _anonymous(td, like=True, inplace=False)
     new, build = plan(td, _prefix(prefix), like=True, inplace=False)
-    return _execute(new, build, num_threads, existsok).lock_()
+    return _locked(_execute(new, build, num_threads, existsok))
 
 
 # ====================================================================== in-place updates

@@ -27,6 +27,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from tensordict.core.dense import TensorDict
 from tensordict.core.lazy_stack import LazyStackedTensorDict
+from tensordict.core.lazy_views import _str_to_index, _SubTensorDict
 from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack, _object_array
 from tensordict.errors import (
     BatchSizeError,
@@ -190,6 +191,9 @@ def load_memmap_into(
     dst = td._tensordict if getattr(type(td), "_is_tensorclass", False) else td
     if not isinstance(dst, TensorDict):  # a view (sub-tensordict, lazy stack): write through
         fresh = load_memmap(prefix, device=td.device, allow_pickle=bool(allow_pickle), mode=mode)
+        if isinstance(td, _SubTensorDict) and isinstance(fresh, _SubTensorDict):
+            td._source.update_(fresh._source)  # a saved sub-tensordict holds its whole source
+            return td
         return td.update_(fresh)
     was_memmap = dst.is_memmap()
     if dst.is_locked and not was_memmap:
@@ -286,6 +290,8 @@ def _load_node(
             entry = MetaData._new(entry.data, entry.batch_size, entry.device)
         entry._mark_saved(directory)
         return entry
+    if kind == "sub":
+        return _load_sub(directory, meta, ctx, depth)
     if kind == "non_tensor_stack":
         stack = _load_non_tensor_stack(directory, meta, ctx, batch_size, depth)
         if isinstance(stack, NonTensorStack):
@@ -297,6 +303,19 @@ def _load_node(
     if not getattr(cls, "_is_tensorclass", False):
         raise MemmapFormatError(f"{meta_path}: {tag} is not a tensordict class or a tensorclass.")
     return _load_tensorclass(cls, directory, meta, ctx, depth)
+
+
+def _load_sub(directory: str, meta: dict[str, Any], ctx: _Load, depth: int) -> _SubTensorDict:
+    """A sub-tensordict: the source saved in ``_source/``, viewed at the saved index."""
+    sub = _child(directory, "_source")
+    source = _load_node(sub, fmt.read_meta(sub), ctx, None, depth + 1)
+    try:
+        return _SubTensorDict(source, _str_to_index(meta.get("index", ())))
+    except (IndexError, TypeError, ValueError, RuntimeError) as err:
+        raise MemmapFormatError(
+            f"{os.path.join(directory, fmt.META)}: the saved index {meta.get('index')!r} does "
+            f"not index its source of batch size {list(source.batch_size)} ({err})."
+        ) from None
 
 
 def _read_pickle(path: str, ctx: _Load) -> Any:

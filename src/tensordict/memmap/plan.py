@@ -21,6 +21,7 @@ import torch
 from tensordict.core.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.lazy_stack import LazyStackedTensorDict
+from tensordict.core.lazy_views import _SubTensorDict
 from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack
 from tensordict.core.pickling import _DTYPES
 from tensordict.core.unbatched import is_unbatched
@@ -108,6 +109,8 @@ def _plan_node(value: Any, directory: str, plan: Plan, depth: int) -> Builder:
     _check_path(plan, directory, "")
     if isinstance(value, LazyStackedTensorDict):
         return _plan_lazy(value, directory, plan, depth)
+    if isinstance(value, _SubTensorDict):
+        return _plan_sub(value, directory, plan, depth)
     if isinstance(value, TensorDictBase):
         return _plan_td(value, directory, plan, depth)
     if _is_tensorclass(value):
@@ -307,6 +310,25 @@ def _plan_lazy(td: LazyStackedTensorDict, directory: str, plan: Plan, depth: int
         out = LazyStackedTensorDict(*built, stack_dim=td.stack_dim)
         out._saved_path = directory  # type: ignore[attr-defined]
         return out
+
+    return build
+
+
+def _plan_sub(td: _SubTensorDict, directory: str, plan: Plan, depth: int) -> Builder:
+    """A sub-tensordict as upstream saves it: its whole source in ``_source/``, its index in
+    ``meta.json``."""
+    source = _plan_node(td._source, os.path.join(directory, "_source"), plan, depth + 1)
+    meta = {
+        "_type": fmt.TYPE_SUB,
+        "_format_version": fmt.FORMAT_VERSION,
+        "_class": fmt.CLASS_SUB,
+        "index": fmt.encode_index(td.idx),
+    }
+    plan.metas.append((directory, fmt.dumps(meta)))
+
+    def build() -> Any:
+        built = source()
+        return td if plan.inplace else _SubTensorDict(built, td.idx)
 
     return build
 
