@@ -39,6 +39,7 @@ __all__ = [
     "FirstClassDimMemmapError",
     "LockedError",
     "MappingLimitError",
+    "MemmapAppendError",
     "MemmapDeviceError",
     "MemmapExistsError",
     "MemmapStorageError",
@@ -404,6 +405,12 @@ class MemmapArchiveError(MemmapFormatError):
     """A file given as a memory-mapped archive (``.tdz``) that is not one, or that is damaged or
     truncated, or an archive that cannot be written where asked. Subclasses ``ValueError``
     (through :class:`MemmapFormatError`), which upstream raises."""
+
+
+class MemmapAppendError(ValueError):
+    """``append_memmap`` to something that cannot grow (an archive, a lazy stack, a nested
+    tensor) or with rows that do not fit the saved tensordict; nothing was written. Subclasses
+    ``ValueError``, which upstream raises."""
 
 
 class MemmapArchiveWriteError(MemmapArchiveError, RuntimeError):

@@ -128,6 +128,24 @@ class StorageMixin(TensorCollection):
 
         return io.make_memmap_from_storage(self, key, storage, shape, dtype=dtype)
 
+    def load_memmap_(
+        self: T,
+        prefix: Any,
+        robust_key: bool | None = True,
+        *,
+        allow_pickle: bool | None = None,
+        mode: str | None = None,
+    ) -> T:
+        """Load the tensordict saved at ``prefix`` into this one, in place; return ``self``.
+
+        Leaves are replaced by the loaded tensors and entries that were not saved are removed
+        (see ``tensordict.memmap.load.load_memmap_into``). ``robust_key`` is accepted for
+        upstream compatibility (keys are always read in both encodings).
+        """
+        from tensordict.memmap.load import load_memmap_into
+
+        return load_memmap_into(self, prefix, allow_pickle=allow_pickle, mode=mode)  # type: ignore[no-any-return]
+
     @classmethod
     def load_memmap(
         cls, prefix: Any, device: Any = None, *, allow_pickle: bool = False, **kwargs: Any

@@ -29,11 +29,13 @@ from tensordict.core.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, key_path
 from tensordict.core.lazy_stack import LazyStackedTensorDict
+from tensordict.core.lazy_views import _SubTensorDict
 from tensordict.core.non_tensor import register_save_hook
 from tensordict.errors import (
     AlreadyMemmappedError,
     ArchiveReturnEarlyError,
     BatchSizeError,
+    LazyViewError,
     MappingLimitError,
     MemmapExistsError,
     MemmapFormatError,
@@ -49,6 +51,7 @@ from tensordict.memmap import tensor as mmt
 from tensordict.memmap import transaction as tx
 from tensordict.memmap.executor import shared_executor
 from tensordict.memmap.load import load_memmap
+from tensordict.memmap.nested import flat_buffer
 from tensordict.memmap.plan import Builder, Leaf, Plan, plan
 from tensordict.memmap.tensor import (
     MemoryMappedTensor,
@@ -359,6 +362,14 @@ def _transplant(dst: Any, src: Any) -> None:
         _transplant(dst._tensordict, src._tensordict)
 
 
+def _locked(out: Any) -> Any:
+    """Lock a new memory-mapped copy (a sub-tensordict reads the lock of its source)."""
+    if isinstance(out, _SubTensorDict):
+        out._source.lock_()
+        return out
+    return out.lock_()
+
+
 def _mark_memmap(node: Any, prefix: str | None) -> None:
     if isinstance(node, TensorDict):
         node._is_memmap = True
@@ -393,6 +404,9 @@ def _is_written(node: Any, directory: str | None) -> bool:
             path = fmt.entry_path(directory, key, ".memmap" if is_leaf else "")
         if not is_leaf:
             ok = _is_written(value, path)
+        elif value.is_nested:
+            flat = flat_buffer(value)
+            ok = flat is not None and (path is None or is_whole_file(flat, path))
         elif path is None or value.numel() == 0:  # an empty leaf has no file
             ok = isinstance(value, MemoryMappedTensor)
         else:
@@ -436,6 +450,11 @@ def memmap_(
     if return_early:
         raise ValueError(
             "return_early=True is not supported; the write completes before returning."
+        )
+    if isinstance(td, _SubTensorDict):
+        raise LazyViewError(
+            "memmap_ cannot move the values of a sub-tensordict into files: they belong to its "
+            "parent. Memory-map the parent (td.memmap_()), or save a copy with sub.memmap(prefix)."
         )
     archive = _archive_options(prefix, kwargs)
     if archive is not None:
@@ -502,7 +521,7 @@ def memmap(
     if robust_key is False:
         _check_raw_keys(td)
     new, build = plan(td, _prefix(prefix), like=False, inplace=False)
-    return _execute(new, build, num_threads, existsok).lock_()
+    return _locked(_execute(new, build, num_threads, existsok))
 
 
 def memmap_like(
@@ -549,7 +568,7 @@ def memmap_like(
     if robust_key is False:
         _check_raw_keys(td)
     new, build = plan(td, _prefix(prefix), like=True, inplace=False)
-    return _execute(new, build, num_threads, existsok).lock_()
+    return _locked(_execute(new, build, num_threads, existsok))
 
 
 # ====================================================================== in-place updates
