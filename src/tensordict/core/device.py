@@ -142,14 +142,6 @@ class DeviceMixin(TensorCollection):
         self._set_device(None)
         return self
 
-    def _sync_all(self) -> None:
-        """Wait for the work queued on the accelerators (as upstream: after non-blocking copies
-        to the CPU, before their data is read); nothing to wait for on a CPU-only machine."""
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            torch.cuda.synchronize()
-        elif torch.backends.mps.is_available():
-            torch.mps.synchronize()
-
     def _set_device(self, device: torch.device | None) -> None:
         raise NotImplementedError
 
