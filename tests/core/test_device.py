@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from tensordict import TensorDict
@@ -18,11 +19,21 @@ def test_to_the_device_a_tensordict_already_has_returns_it() -> None:
 
 def test_sync_all_waits_for_the_accelerator(monkeypatch) -> None:
     calls = []
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(
+        torch.accelerator, "current_accelerator", lambda check_available=False: torch.device("cuda")
+    )
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: calls.append(a))
+    monkeypatch.setattr(torch.accelerator, "synchronize", lambda *a: calls.append(a))
     TensorDict(a=torch.zeros(1))._sync_all()
     assert calls == [()]
+
+
+def test_sync_all_does_nothing_on_a_cpu_only_machine(monkeypatch) -> None:
+    monkeypatch.setattr(
+        torch.accelerator, "current_accelerator", lambda check_available=False: None
+    )
+    monkeypatch.setattr(torch.accelerator, "synchronize", lambda *a: pytest.fail("synchronised"))
+    TensorDict(a=torch.zeros(1))._sync_all()
 
 
 def test_device_recorder_keeps_its_state_per_thread() -> None:
