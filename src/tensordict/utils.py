@@ -15,6 +15,7 @@ from tensordict.core.checks import check_recursive_properties as _check_recursiv
 from tensordict.core.consolidate import TensorDictFuture
 from tensordict.core.dtypes import NUMPY_TO_TORCH_DTYPE_DICT
 from tensordict.core.entries import LOCK_ERROR as _LOCK_ERROR  # noqa: F401
+from tensordict.core.upstream_pickle import LockedSchema as _LockedSchema  # noqa: F401
 from tensordict.core.functional import (
     is_bool,
     is_floating,

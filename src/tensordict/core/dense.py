@@ -534,6 +534,9 @@ class TensorDict(TensorDictBase):
         if self._is_locked:
             raise LockedError(locked_message(what))
 
+# pickles and ``repr(type)`` name the class by upstream's path (which re-exports it)
+TensorDict.__module__ = "tensordict._td"
+
 
 def _fits_batch_size(value: Any, new: torch.Size) -> bool:
     """Whether an entry can live in a tensordict of batch size ``new``.

@@ -736,7 +736,12 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         return LazyStackedTensorDict(*self.unbind(d), stack_dim=d)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_lazy, (self.tensordicts, self.stack_dim, self._is_locked))
+        from tensordict.core.upstream_pickle import reduce_lazy
+
+        return reduce_lazy(self)
+
+# pickles and ``repr(type)`` name the class by upstream's path (which re-exports it)
+LazyStackedTensorDict.__module__ = "tensordict._lazy"
 
 
 def _list_part(values: list[Any], stack_dim: int, k: int) -> Any:

@@ -301,7 +301,14 @@ class NonTensorData(_NonTensorBase):
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self)._new, (self.data, self.batch_size, self.device))
+        from tensordict.core.upstream_pickle import reduce_non_tensor_data
+
+        return reduce_non_tensor_data(self)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        from tensordict.core.upstream_pickle import setstate_non_tensor_data
+
+        setstate_non_tensor_data(self, state)
 
 
 #: upstream's common base of NonTensorData and MetaData
@@ -730,7 +737,18 @@ class NonTensorStack(_NonTensorBase):
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (NonTensorStack.from_array, (self.values, self._device))
+        from tensordict.core.upstream_pickle import reduce_non_tensor_stack
+
+        return reduce_non_tensor_stack(self)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        from tensordict.core.upstream_pickle import setstate_non_tensor_stack
+
+        setstate_non_tensor_stack(self, state)
+
+
+# pickles and ``repr(type)`` name the classes by upstream's path (which re-exports them)
+NonTensorData.__module__ = NonTensorStack.__module__ = "tensordict.tensorclass"
 
 
 def list_to_stack(values: list[Any], device: torch.device | None) -> Any:

@@ -150,30 +150,14 @@ def _consolidated_fast_path(td: Any) -> bool:
 
 
 def reduce_tensordict(td: Any, protocol: Any) -> tuple[Any, ...]:
-    """``__reduce_ex__`` of :class:`~tensordict.TensorDict`."""
+    """``__reduce_ex__`` of :class:`~tensordict.TensorDict`: upstream's layout
+    (``tensordict._reductions._make_td``), so pickles and ``torch.save`` files load with either
+    package; a consolidated one pickles as its storage and metadata."""
     if _consolidated_fast_path(td):
         return reduce_consolidated(td, protocol)
-    proto = protocol if isinstance(protocol, int) else pickle.DEFAULT_PROTOCOL
-    packed: dict[str, Any] = {}
-    for key, value in td._tensordict.items():
-        if _packable(value) if isinstance(value, torch.Tensor) else False:
-            packed[key] = pack_tensor(value, proto)
-        else:
-            packed[key] = value
-    names = td._names
-    return (
-        rebuild_tensordict,
-        (
-            type(td),
-            packed,
-            tuple(td._batch_size),
-            str(td._device) if td._device is not None else None,
-            names,
-            td._is_locked,
-            td._is_memmap,
-            td._memmap_prefix,
-        ),
-    )
+    from tensordict.core.upstream_pickle import reduce_tensordict_upstream
+
+    return reduce_tensordict_upstream(td)
 
 
 def reduce_for_multiprocessing(td: Any) -> tuple[Any, ...]:
@@ -210,7 +194,8 @@ def rebuild_tensordict(
     is_memmap: bool,
     prefix: str | None,
 ) -> Any:
-    """Module-level rebuild function (cheap to reference under pickle and cloudpickle)."""
+    """Module-level rebuild function (cheap to reference under pickle and cloudpickle); also
+    reads pickles written by earlier versions of this package."""
     source = {
         key: unpack_tensor(*value) if value.__class__ is tuple else value
         for key, value in packed.items()
