@@ -28,9 +28,7 @@ class Point:
 def build(folder: str) -> dict[str, Any]:
     """The objects, by name (``folder``: where the memory-mapped one lives)."""
     base = torch.arange(12, dtype=torch.float32).reshape(4, 3)
-    td = TensorDict(
-        a=torch.arange(3), b={"c": base[:3]}, batch_size=[3], names=["n"], device="cpu"
-    )
+    td = TensorDict(a=torch.arange(3), b={"c": base[:3]}, batch_size=[3], names=["n"], device="cpu")
     locked = TensorDict(a=torch.ones(2, 2), nested={"z": torch.zeros(2)}, batch_size=[2])
     locked.lock_()
     lazy = LazyStackedTensorDict.lazy_stack(

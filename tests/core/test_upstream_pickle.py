@@ -102,8 +102,12 @@ class _UpstreamLayout:
 
 def test_upstreams_state_layout_loads_with_names_lock_and_device():
     inner = _UpstreamLayout(
-        {"_tensordict": {"z": torch.zeros(2)}, "_device": None,
-         "_batch_size": torch.Size([2]), "_td_dim_names": [None]}
+        {
+            "_tensordict": {"z": torch.zeros(2)},
+            "_device": None,
+            "_batch_size": torch.Size([2]),
+            "_td_dim_names": [None],
+        }
     )
     state = {
         "_device": torch.device("cpu"),
@@ -153,21 +157,25 @@ def test_multiprocessing_pickler_keeps_sharing_the_leaves():
 
 
 # ---------------------------------------------------------------- against upstream itself
-_UP_DUMP = """
+_UPSTREAM = """
 import json, sys
 sys.path.insert(0, {root!r})
-from tests.core.pickle_interop_objects import dump_all
-print(json.dumps(dump_all({folder!r})))
+from tests.core.pickle_interop_objects import build, describe, dump_all, load_all
+names = json.loads({names!r})
+expected = {{n: describe(o) for n, o in build({ours!r} + "/ref").items()}}
+loaded = load_all({ours!r}, names)
+print(json.dumps({{"loaded": loaded, "expected": expected, "written": dump_all({theirs!r})}}))
 """
 
-_UP_LOAD = """
-import json, sys
-sys.path.insert(0, {root!r})
-from tests.core.pickle_interop_objects import load_all, build, describe
-names = json.loads({names!r})
-expected = {{n: describe(o) for n, o in build({folder!r} + "/ref").items()}}
-print(json.dumps({{"loaded": load_all({folder!r}, names), "expected": expected}}))
-"""
+
+@pytest.fixture(scope="module")
+def exchange(tmp_path_factory):
+    """One upstream run: it loads the files written here and writes its own."""
+    python = upstream_python()
+    ours, theirs = tmp_path_factory.mktemp("ours"), tmp_path_factory.mktemp("theirs")
+    names = json.dumps(dump_all(str(ours)))
+    code = _UPSTREAM.format(root=str(ROOT), ours=str(ours), theirs=str(theirs), names=names)
+    return run_upstream(python, code, ours), theirs
 
 
 def _check(loaded, expected):
@@ -176,16 +184,12 @@ def _check(loaded, expected):
         _same(fname, summary, expected[fname.split(".")[0]])
 
 
-def test_upstreams_pickles_and_torch_save_files_load_here(tmp_path):
-    python = upstream_python()
-    names = run_upstream(python, _UP_DUMP.format(root=str(ROOT), folder=str(tmp_path)), tmp_path)
-    expected = {n: describe(o) for n, o in build(str(tmp_path / "ref")).items()}
-    _check(load_all(str(tmp_path), names), expected)
-
-
-def test_our_pickles_and_torch_save_files_load_in_upstream(tmp_path):
-    python = upstream_python()
-    names = dump_all(str(tmp_path))
-    code = _UP_LOAD.format(root=str(ROOT), folder=str(tmp_path), names=json.dumps(names))
-    out = run_upstream(python, code, tmp_path)
+def test_our_pickles_and_torch_save_files_load_in_upstream(exchange):
+    out, _ = exchange
     _check(out["loaded"], out["expected"])
+
+
+def test_upstreams_pickles_and_torch_save_files_load_here(exchange):
+    out, theirs = exchange
+    expected = {n: describe(o) for n, o in build(str(theirs / "ref")).items()}
+    _check(load_all(str(theirs), out["written"]), expected)

@@ -371,6 +371,7 @@ def rebuild_consolidated(metadata: dict[str, Any], storage: torch.Tensor) -> Any
     Examples:
         >>> import torch
         >>> from tensordict import TensorDict
+        >>> from tensordict.core.consolidate import rebuild_consolidated
         >>> tdc = TensorDict(a=torch.arange(3), batch_size=[3]).consolidate()
         >>> cons = tdc._consolidated
         >>> again = rebuild_consolidated(cons["metadata"], cons["storage"])

@@ -534,6 +534,7 @@ class TensorDict(TensorDictBase):
         if self._is_locked:
             raise LockedError(locked_message(what))
 
+
 # pickles and ``repr(type)`` name the class by upstream's path (which re-exports it)
 TensorDict.__module__ = "tensordict._td"
 

@@ -740,6 +740,7 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
 
         return reduce_lazy(self)
 
+
 # pickles and ``repr(type)`` name the class by upstream's path (which re-exports it)
 LazyStackedTensorDict.__module__ = "tensordict._lazy"
 

@@ -95,7 +95,9 @@ def make_td(cls: type, state: dict[str, Any]) -> Any:
     pickles reference as ``tensordict._reductions._make_td``).
 
     Examples:
+        >>> import torch
         >>> from tensordict import TensorDict
+        >>> from tensordict._reductions import _make_td as make_td
         >>> td = make_td(TensorDict, {"_tensordict": {"a": torch.zeros(2)},
         ...                           "_batch_size": torch.Size([2]), "_device": None})
         >>> td.batch_size, td["a"]

@@ -263,7 +263,8 @@ class MemoryMappedTensor(torch.Tensor):
     """A tensor stored in a memory-mapped file (or anonymous shared memory).
 
     Examples:
-        >>> import tempfile, os
+        >>> import tempfile, os, torch
+        >>> from tensordict.memmap import MemoryMappedTensor
         >>> d = tempfile.mkdtemp()
         >>> path = os.path.join(d, "x.memmap")
         >>> t = MemoryMappedTensor.from_tensor(torch.arange(6.0), filename=path)
@@ -621,6 +622,12 @@ class MemoryMappedTensor(torch.Tensor):
         if filename is None:
             return (rebuild_anonymous, (plain,))
         numel = plain.untyped_storage().nbytes() // plain.element_size()
+        if plain.storage_offset() == 0 and plain.is_contiguous() and plain.numel() == numel:
+            # the whole file: upstream's form, so the pickle loads with either package
+            return (MemoryMappedTensor.from_filename, (filename, self.dtype, plain.shape, None))
+        return self._reduce_view(plain, filename, numel)
+
+    def _reduce_view(self, plain: torch.Tensor, filename: str, numel: int) -> tuple[Any, ...]:
         directory, name = os.path.split(filename)
         return (
             rebuild_file_view,
@@ -638,6 +645,10 @@ class MemoryMappedTensor(torch.Tensor):
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
         text = repr(self.as_subclass(torch.Tensor))
         return "MemoryMappedTensor" + text[len("tensor") :]
+
+
+# pickles and ``repr(type)`` name the class by upstream's path (which re-exports it)
+MemoryMappedTensor.__module__ = "tensordict.memmap"
 
 
 def _new_shared(shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
