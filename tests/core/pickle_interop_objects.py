@@ -107,3 +107,19 @@ def load_all(folder: str, names: list[str]) -> dict[str, Any]:
                 obj = pickle.load(f)
         out[os.path.basename(path)] = describe(obj)
     return out
+
+
+def safe_loadable(names: list[str]) -> list[str]:
+    """The ``torch.save`` files among ``names`` that ``torch.load`` reads with its default
+    ``weights_only=True`` (basenames, sorted)."""
+    import os
+
+    ok = []
+    for path in names:
+        if path.endswith(".pt"):
+            try:
+                torch.load(path)
+            except Exception:
+                continue
+            ok.append(os.path.basename(path))
+    return sorted(ok)

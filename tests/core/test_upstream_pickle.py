@@ -20,7 +20,7 @@ import tensordict
 from tensordict import LazyStackedTensorDict, NonTensorData, NonTensorStack, TensorDict
 
 from ..upstream import run_upstream, upstream_python
-from .pickle_interop_objects import Point, build, describe, dump_all, load_all
+from .pickle_interop_objects import Point, build, describe, dump_all, load_all, safe_loadable
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOLS = (2, 4, 5)
@@ -160,11 +160,13 @@ def test_multiprocessing_pickler_keeps_sharing_the_leaves():
 _UPSTREAM = """
 import json, sys
 sys.path.insert(0, {root!r})
-from tests.core.pickle_interop_objects import build, describe, dump_all, load_all
+from tests.core.pickle_interop_objects import build, describe, dump_all, load_all, safe_loadable
 names = json.loads({names!r})
 expected = {{n: describe(o) for n, o in build({ours!r} + "/ref").items()}}
 loaded = load_all({ours!r}, names)
-print(json.dumps({{"loaded": loaded, "expected": expected, "written": dump_all({theirs!r})}}))
+written = dump_all({theirs!r})
+safe = safe_loadable(names)
+print(json.dumps({{"loaded": loaded, "expected": expected, "written": written, "safe": safe}}))
 """
 
 
@@ -187,6 +189,20 @@ def _check(loaded, expected):
 def test_our_pickles_and_torch_save_files_load_in_upstream(exchange):
     out, _ = exchange
     _check(out["loaded"], out["expected"])
+
+
+#: what ``torch.load(weights_only=True)`` reads: tensordicts, not user classes nor memmaps
+SAFE = sorted(f"{n}.pt" for n in ("td", "locked", "lazy", "non_tensor", "stack", "consolidated"))
+
+
+def test_torch_load_weights_only_reads_saved_tensordicts(tmp_path):
+    assert safe_loadable(dump_all(str(tmp_path))) == SAFE
+
+
+def test_weights_only_loading_agrees_with_upstream_both_ways(exchange):
+    out, _ = exchange
+    assert out["safe"] == SAFE  # upstream reads ours
+    assert safe_loadable(out["written"]) == SAFE  # we read upstream's
 
 
 def test_upstreams_pickles_and_torch_save_files_load_here(exchange):

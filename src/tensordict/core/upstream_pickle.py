@@ -19,7 +19,13 @@ from typing import Any
 
 import torch
 
-__all__ = ["LockedSchema", "make_td", "reduce_lazy", "reduce_tensordict_upstream"]
+__all__ = [
+    "LockedSchema",
+    "make_td",
+    "reduce_lazy",
+    "reduce_tensordict_upstream",
+    "register_safe_globals",
+]
 
 
 class LockedSchema(tuple):  # type: ignore[type-arg]
@@ -197,3 +203,29 @@ def setstate_non_tensor_stack(stack: Any, state: dict[str, Any]) -> None:
     built = type(stack)(*members, stack_dim=state.get("stack_dim", 0))
     stack.values = built.values
     stack._device = built._device
+
+
+def register_safe_globals() -> None:
+    """Let ``torch.load`` with its default ``weights_only=True`` read saved tensordicts (the
+    rebuild callables and classes pickles reference), as upstream registers them."""
+    from tensordict.core.consolidate import rebuild_consolidated
+    from tensordict.core.dense import TensorDict
+    from tensordict.core.lazy_stack import LazyStackedTensorDict
+    from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+
+    torch.serialization.add_safe_globals(
+        [
+            make_td,
+            rebuild_consolidated,
+            TensorDict,
+            LazyStackedTensorDict,
+            NonTensorData,
+            NonTensorStack,
+            LockedSchema,
+            torch.return_types.max,
+            torch.return_types.min,
+            torch.return_types.cummax,
+            torch.return_types.cummin,
+            (dict, "tensordict.utils._StringOnlyDict"),
+        ]
+    )
