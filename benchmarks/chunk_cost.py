@@ -66,12 +66,38 @@ def contenders(td: TensorDict, fn: Callable[[TensorDict], Any], cs: int) -> dict
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("workloads", nargs="*", default=["tiny", "decode"], choices=WORKLOADS)
+#: the workloads measured when none is named
+DEFAULT_WORKLOADS = ["tiny", "decode"]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; no workload named means :data:`DEFAULT_WORKLOADS`.
+
+    (argparse checks the list a bare ``nargs="*"`` positional gets, default or ``[]``, against
+    ``choices`` as one value: it crashes or rejects it. Names are checked here instead.)
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.chunk_cost", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "workloads",
+        nargs="*",
+        metavar="WORKLOAD",
+        help=f"one of {', '.join(WORKLOADS)} (default: {' '.join(DEFAULT_WORKLOADS)})",
+    )
     parser.add_argument("--rows", type=int, default=None, help="rows (default: the full run's)")
     parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    unknown = [name for name in args.workloads if name not in WORKLOADS]
+    if unknown:
+        names = ", ".join(WORKLOADS)
+        parser.error(f"unknown workload(s) {', '.join(unknown)}: choose from {names}")
+    args.workloads = args.workloads or list(DEFAULT_WORKLOADS)
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     torch.set_num_threads(1)
     for name in args.workloads:
         fn, full, cs, kind = WORKLOADS[name]
