@@ -13,7 +13,9 @@ For each round, each contender runs once and prints the CPU time it used per chu
 - ``wake-ups``: context switches of the workers per chunk (each one a block and a wake-up).
 
 The bare processes (``workloads.bare_processes``) run ``fn`` on the same chunks with no engine:
-their CPU per chunk is the work itself; the difference is what map_iter adds.
+their CPU per chunk is the work itself; the difference is what map_iter adds. ``bare + 1 copy``
+also copies each result once into a warm buffer: a result that crosses processes costs at least
+that copy, so for large results (transform) it is the floor map_iter can reach.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ def contenders(td: TensorDict, fn: Callable[[TensorDict], Any], cs: int) -> dict
             td.map_iter(fn, num_workers=WORKERS, chunksize=cs, generator=gen)
         ),
         "bare processes": lambda: bare_processes(td, fn, cs),
+        # the same plus one copy of each result: the floor for results that cross processes
+        "bare + 1 copy": lambda: bare_processes(td, fn, cs, copy=True),
     }
 
 
