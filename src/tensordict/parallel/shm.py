@@ -21,6 +21,7 @@ finished call's segments for the next call's forked workers (see :class:`Segment
 from __future__ import annotations
 
 import itertools
+import mmap
 import os
 import threading
 import weakref
@@ -46,11 +47,20 @@ def map_fd(fd: int, size: int) -> np.ndarray:
     return torch.from_file(f"/proc/self/fd/{fd}", shared=True, size=size, dtype=torch.uint8).numpy()
 
 
+def map_pages(array: np.ndarray) -> None:
+    """Fill this process's page table for a mapping of pages that already exist, by reading one
+    byte per page: a read fault maps 16 pages at once (fault-around), a write fault one, so a
+    16 MiB copy into a new mapping costs ~3 ms this way instead of ~10 ms (measured on a VM)."""
+    int(array[:: mmap.PAGESIZE].sum())
+
+
 class _Segment:
-    __slots__ = ("array", "fd", "id", "sent", "size", "view")
+    __slots__ = ("array", "fd", "fresh", "id", "sent", "size", "view")
 
     def __init__(self, seg_id: int, size: int, warm: np.ndarray | None = None) -> None:
         self.id = seg_id
+        #: a warm mapping this process has not written yet (its page table is empty)
+        self.fresh = warm is not None
         if warm is not None:  # a mapping the receiver already has (``SegmentStock``)
             self.size = len(warm) - DATA_OFFSET
             self.fd = -1
@@ -106,6 +116,9 @@ class SegmentPool:
             self._next += 1
         else:
             self._free.remove(best)
+            if best.fresh:  # inherited: its pages exist, this process has not mapped them yet
+                map_pages(best.array)
+                best.fresh = False
         best.array[0] = _BUSY
         self._busy[best.id] = best
         return best
