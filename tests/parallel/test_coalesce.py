@@ -210,3 +210,10 @@ def test_a_call_starts_once_the_earlier_calls_stale_chunks_are_answered(
         assert all(w.stale >= 2 for w in pool._pool.workers.values())
         got = torch.cat([r["y"] for r in td.map_iter(helpers.add_one, chunksize=1, pool=pool)])
         assert torch.equal(got, td["x"] + 1)
+
+
+def test_a_result_in_a_buffer_fn_reuses_is_sent_as_it_was_when_returned(always_tiny):
+    # regression: held results were packed when sent, after fn had overwritten their buffer
+    got = torch.cat([r["y"] for r in run(helpers.reuse_output_buffer)])
+    assert torch.equal(got, torch.arange(float(N)) + 1)
+    assert max(always_tiny) > 1

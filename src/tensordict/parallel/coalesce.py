@@ -14,9 +14,10 @@ consecutive chunks in one task message, and the worker holds the small results o
 
 Results that qualify: ``None`` (``map(out=...)`` workers write their slice and return nothing),
 and flat :class:`~tensordict.TensorDict` results of plain CPU tensors of a NumPy dtype, at most
-``core.pickling.SMALL_BYTES`` of elements. Consecutive results of one layout (keys, dtypes,
-shapes, batch size, device, lock) form a group whose leaves are concatenated key by key: the
-parent builds one tensor per key for the whole group and cuts it into the results.
+``core.pickling.SMALL_BYTES`` of elements. A held result's bytes are taken when it is held (as
+sending it would: ``fn`` may reuse its output buffers). Consecutive results of one layout (keys,
+dtypes, shapes, batch size, device, lock) form a group whose leaves are concatenated key by key:
+the parent builds one tensor per key for the whole group and cuts it into the results.
 """
 
 from __future__ import annotations
@@ -128,7 +129,9 @@ class Coalescer:
         if not self.ks:
             self.since = now
         self.ks.append(k)
-        self.held.append(result)
+        # the bytes now, as a result sent at once would be: fn may reuse its output buffers
+        leaves = () if result is None else result._tensordict.values()
+        self.held.append([t.numpy().tobytes() for t in leaves])
         self.layouts.append(found[0])
         self.nbytes += found[1]
         if (
@@ -153,9 +156,9 @@ class Coalescer:
         return msg
 
 
-def _pack_group(results: list[Any], layout: Layout) -> tuple[int, Layout, bytes]:
-    """``(count, layout, data)``: each key's leaves of every result, one after the other (the
-    layout with builtins only: sizes as tuples, dtypes and device by name)."""
+def _pack_group(results: list[list[bytes]], layout: Layout) -> tuple[int, Layout, bytes]:
+    """``(count, layout, data)``: each key's leaves (bytes) of every result, one after the other
+    (the layout with builtins only: sizes as tuples, dtypes and device by name)."""
     if layout == _NONE:
         return len(results), layout, b""
     batch_size, locked, device, keys, dtypes, shapes = layout
@@ -168,10 +171,8 @@ def _pack_group(results: list[Any], layout: Layout) -> tuple[int, Layout, bytes]
         tuple([tuple(s) for s in shapes]),
     )
     parts = []
-    for key in keys:
-        leaves = [r._tensordict[key] for r in results]
-        flat = leaves[0] if len(leaves) == 1 else torch.stack(leaves)
-        data = flat.numpy().tobytes()
+    for j in range(len(keys)):
+        data = b"".join([r[j] for r in results])
         parts.append(data)
         if len(data) % _ALIGN:  # every key's block starts aligned, as torch's own buffers
             parts.append(bytes(_ALIGN - len(data) % _ALIGN))
