@@ -431,14 +431,15 @@ def memmap_(
         tdz.write_archive(td, prefix, lambda t, d: memmap(t, d, num_threads=num_threads), **archive)
         return memmap_(td, None)
     if prefix is None:
-        if td.is_memmap() and td.saved_path is None and td.is_locked and _is_written(td, None):
+        if td.is_memmap() and td.is_locked and _is_written(td, None):  # in files or shm: as is
             return td
         return _anonymous(td, like=False, inplace=True)
     root = _prefix(prefix)
     if td.is_memmap() and td.saved_path is not None and not copy_existing:
         if td.saved_path != root:
             raise AlreadyMemmappedError(
-                f"this tensordict is memory-mapped at {td.saved_path}; memmap_({root!r}) would "
+                "A filename was provided but the tensor already has a file associated: this "
+                f"tensordict is memory-mapped at {td.saved_path}, and memmap_({root!r}) would "
                 "move it. Pass copy_existing=True to copy the files, or use td.memmap(prefix) for "
                 "a copy."
             )
