@@ -18,17 +18,20 @@ __all__ = [
     "BatchSizeError",
     "ChunkError",
     "CycleError",
+    "DimIndexError",
     "DimNamesError",
     "DTypeCastError",
     "DeviceMismatchError",
     "FieldTypeError",
     "FormatValueError",
+    "FromModulesError",
     "FrozenTensorclassError",
     "IncompleteMemmapError",
     "IndexTypeError",
     "InplaceNotSupportedError",
     "IndexingError",
     "KeyMismatchError",
+    "MultipleEllipsisError",
     "KeyTypeError",
     "LazyFirstClassDimError",
     "LazyViewError",
@@ -39,6 +42,7 @@ __all__ = [
     "MemmapAppendError",
     "MemmapDeviceError",
     "MemmapExistsError",
+    "MemmapStorageError",
     "MemmapSymlinkError",
     "MetaDataTypeError",
     "MemmapFormatError",
@@ -47,12 +51,14 @@ __all__ = [
     "NoSpaceError",
     "NestedWorkersError",
     "NotATensorDictError",
+    "NotMemmappedError",
     "NotYetAvailableError",
     "NotPicklableError",
     "OutKeyNotFoundError",
     "ParamsWriteError",
     "OutMismatchError",
     "PickleNotAllowedError",
+    "RawKeyPathError",
     "ShapeMismatchError",
     "StoreConnectionError",
     "StoreDataError",
@@ -135,6 +141,18 @@ class IndexTypeError(IndexingError, TypeError):
     """An index of a type that cannot index a tensordict (a set, a float, ...)."""
 
 
+class DimIndexError(IndexingError, BatchSizeError):
+    """A batch dimension out of range in a shape operation (``permute``, ``split``, ...).
+
+    Subclasses ``IndexError`` (what torch and upstream raise for a dim out of range) and
+    ``BatchSizeError`` (``RuntimeError`` / ``ValueError``: what upstream raises in some paths).
+    """
+
+
+class MultipleEllipsisError(IndexingError, RuntimeError):
+    """An index with more than one ``...``. Subclasses ``RuntimeError``, as upstream raises."""
+
+
 class InplaceNotSupportedError(NotImplementedError):
     """``inplace=True`` asked of an operation that cannot change this tensordict in place (a
     shape operation on a lazy stack, whose batch size follows its members)."""
@@ -175,6 +193,12 @@ class UnsafeKeyError(MemmapFormatError):
     """A key whose file name would escape the directory of a memory-mapped tensordict."""
 
 
+class RawKeyPathError(UnsafeKeyError, RuntimeError):
+    """A key that ``memmap(..., robust_key=False)`` would write under its raw name, which is a
+    path (``"a/b"``, ``".."``) rather than a file name. Subclasses ``RuntimeError``, which upstream
+    raises for the same call."""
+
+
 class FileNameTooLongError(MemmapFormatError, OSError):
     """A key whose file name, or whose path below the prefix, is longer than the file system
     allows. Subclasses ``OSError`` too, which upstream raises (``errno`` is ``ENAMETOOLONG``)."""
@@ -189,6 +213,21 @@ class MemmapExistsError(FileExistsError, RuntimeError):
 
     Subclasses ``RuntimeError`` too, which upstream raises for the same mistake.
     """
+
+
+class NotMemmappedError(MemmapFormatError, RuntimeError):
+    """``make_memmap*`` on a tensordict that is not memory-mapped to a directory. Subclasses
+    ``RuntimeError`` too, which upstream raises for the same call."""
+
+
+class MemmapStorageError(RuntimeError, ValueError):
+    """``make_memmap_from_storage`` with a storage that is mapped from another file, or too
+    small for the shape asked. Upstream raises ``RuntimeError`` for the first."""
+
+
+class FromModulesError(RuntimeError):
+    """``from_modules`` with options that cannot go together (``lazy_stack`` with
+    ``as_module``, or with lazy modules). Upstream raises ``RuntimeError``."""
 
 
 class MemmapDeviceError(RuntimeError, ValueError):

@@ -54,6 +54,8 @@ __all__ = [
     "TYPE_TD",
     "encode_key",
     "entry_path",
+    "missing_unsafe_entry",
+    "safe_raw_name",
     "find_entry",
     "leaf_entry",
     "open_regular",
@@ -112,6 +114,25 @@ def _safe_raw(key: str) -> bool:
         and "\\" not in key
         and "\0" not in key
     )
+
+
+def safe_raw_name(key: str) -> bool:
+    """Whether ``key`` can be a file name as it is (not empty, no ``/``, not ``.`` / ``..``).
+
+    Examples:
+        >>> safe_raw_name("obs"), safe_raw_name("a/b"), safe_raw_name("..")
+        (True, False, False)
+    """
+    return _safe_raw(key)
+
+
+def missing_unsafe_entry(prefix: str, key: str, suffix: str = "") -> bool:
+    """Whether ``key`` is a path (``../x``, ``/x``) that only an encoded name may stand for, and
+    no encoded spelling of it exists in ``prefix``: its raw name is never tried."""
+    if not _traversal(key):
+        return False
+    names = {encode_key(key) + suffix, encode_key(key, escape_space=True) + suffix}
+    return not any(os.path.lexists(os.path.join(prefix, name)) for name in names)
 
 
 def entry_path(prefix: str, key: str, suffix: str = "") -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import pickle
 import stat
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +55,8 @@ class _Load:
     """What one load carries down the tree."""
 
     allow_pickle: bool
+    #: keys were written encoded: a path-like key with no encoded entry is skipped, as upstream
+    robust_key: bool | None = None
     visited: fmt.Visited = field(default_factory=fmt.Visited)
 
 
@@ -126,7 +129,7 @@ def load_memmap(
     for attempt in range(_RETRIES + 1):
         before = _identity(root)
         try:
-            node = _load_node(root, fmt.read_meta(root), _Load(allow_pickle), None, 0)
+            node = _load_node(root, fmt.read_meta(root), _Load(allow_pickle, robust_key), None, 0)
         except (MemmapFormatError, OSError):
             if attempt == _RETRIES or _identity(root) == before:
                 raise
@@ -137,17 +140,21 @@ def load_memmap(
 
 
 def _subpath(root: str, subpath: Any) -> str:
-    """The folder of the nested tensordict ``subpath`` ("a/b" or a nested key) below ``root``."""
+    """The folder of the nested tensordict ``subpath`` ("a/b", or a nested key whose parts are
+    keys as they are) below ``root``."""
     parts: list[str] = []
 
     def flatten(key: Any) -> None:
         if isinstance(key, str):
-            parts.extend(p for p in key.split("/") if p)
+            parts.append(key)
         else:
             for k in key:
                 flatten(k)
 
-    flatten(subpath)
+    if isinstance(subpath, str):  # "a/b": a path of keys
+        parts.extend(p for p in subpath.split("/") if p)
+    else:  # ("a", "b"): each one key, even with a "/" in it
+        flatten(subpath)
     folder = root
     for part in parts:
         found = fmt.find_entry(folder, part)
@@ -346,6 +353,14 @@ def _load_td(directory: str, meta: dict[str, Any], ctx: _Load, depth: int) -> Te
     n = len(batch_size)
     for key, entry in meta.items():
         if not isinstance(entry, dict):
+            continue
+        suffix = "" if "type" in entry else ".memmap"
+        if ctx.robust_key and fmt.missing_unsafe_entry(directory, key, suffix):
+            warnings.warn(
+                f"{meta_path} lists the key {key!r}, whose encoded entry is missing; its raw name "
+                "is a path outside the directory, which is never read. The key is skipped.",
+                stacklevel=4,
+            )
             continue
         if "type" in entry:
             sub = _child(directory, key)
