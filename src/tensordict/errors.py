@@ -18,17 +18,20 @@ __all__ = [
     "BatchSizeError",
     "ChunkError",
     "CycleError",
+    "DimIndexError",
     "DimNamesError",
     "DTypeCastError",
     "DeviceMismatchError",
     "FieldTypeError",
     "FormatValueError",
+    "FromModulesError",
     "FrozenTensorclassError",
     "IncompleteMemmapError",
     "IndexTypeError",
     "InplaceNotSupportedError",
     "IndexingError",
     "KeyMismatchError",
+    "MultipleEllipsisError",
     "KeyTypeError",
     "LazyFirstClassDimError",
     "LazyViewError",
@@ -36,8 +39,10 @@ __all__ = [
     "FirstClassDimMemmapError",
     "LockedError",
     "MappingLimitError",
+    "MemmapAppendError",
     "MemmapDeviceError",
     "MemmapExistsError",
+    "MemmapStorageError",
     "MemmapSymlinkError",
     "MetaDataTypeError",
     "MemmapFormatError",
@@ -46,6 +51,7 @@ __all__ = [
     "NoSpaceError",
     "NestedWorkersError",
     "NotATensorDictError",
+    "NotMemmappedError",
     "NotYetAvailableError",
     "NotPicklableError",
     "OutKeyNotFoundError",
@@ -135,6 +141,18 @@ class IndexTypeError(IndexingError, TypeError):
     """An index of a type that cannot index a tensordict (a set, a float, ...)."""
 
 
+class DimIndexError(IndexingError, BatchSizeError):
+    """A batch dimension out of range in a shape operation (``permute``, ``split``, ...).
+
+    Subclasses ``IndexError`` (what torch and upstream raise for a dim out of range) and
+    ``BatchSizeError`` (``RuntimeError`` / ``ValueError``: what upstream raises in some paths).
+    """
+
+
+class MultipleEllipsisError(IndexingError, RuntimeError):
+    """An index with more than one ``...``. Subclasses ``RuntimeError``, as upstream raises."""
+
+
 class InplaceNotSupportedError(NotImplementedError):
     """``inplace=True`` asked of an operation that cannot change this tensordict in place (a
     shape operation on a lazy stack, whose batch size follows its members)."""
@@ -195,6 +213,21 @@ class MemmapExistsError(FileExistsError, RuntimeError):
 
     Subclasses ``RuntimeError`` too, which upstream raises for the same mistake.
     """
+
+
+class NotMemmappedError(MemmapFormatError, RuntimeError):
+    """``make_memmap*`` on a tensordict that is not memory-mapped to a directory. Subclasses
+    ``RuntimeError`` too, which upstream raises for the same call."""
+
+
+class MemmapStorageError(RuntimeError, ValueError):
+    """``make_memmap_from_storage`` with a storage that is mapped from another file, or too
+    small for the shape asked. Upstream raises ``RuntimeError`` for the first."""
+
+
+class FromModulesError(RuntimeError):
+    """``from_modules`` with options that cannot go together (``lazy_stack`` with
+    ``as_module``, or with lazy modules). Upstream raises ``RuntimeError``."""
 
 
 class MemmapDeviceError(RuntimeError, ValueError):
@@ -372,6 +405,12 @@ class MemmapArchiveError(MemmapFormatError):
     """A file given as a memory-mapped archive (``.tdz``) that is not one, or that is damaged or
     truncated, or an archive that cannot be written where asked. Subclasses ``ValueError``
     (through :class:`MemmapFormatError`), which upstream raises."""
+
+
+class MemmapAppendError(ValueError):
+    """``append_memmap`` to something that cannot grow (an archive, a lazy stack, a nested
+    tensor) or with rows that do not fit the saved tensordict; nothing was written. Subclasses
+    ``ValueError``, which upstream raises."""
 
 
 class MemmapArchiveWriteError(MemmapArchiveError, RuntimeError):

@@ -128,9 +128,12 @@ def test_split_keys_in_place_is_all_or_nothing() -> None:
 def test_separates_accepts_strict_and_drops_what_it_emptied() -> None:
     td = TensorDict({"n": {"x": torch.zeros(2), "y": torch.ones(2)}, "k": {}}, [2])
     part = td.separates(("n", "x"), ("n", "y"))
-    assert list(td.keys()) == ["k"]  # "n" emptied and removed; "k" was empty before: kept
+    assert list(td.keys()) == []  # (as upstream: every nested tensordict without leaves goes)
     assert set(part.keys(include_nested=True, leaves_only=True)) == {("n", "x"), ("n", "y")}
     assert list(td.separates("zz", strict=False).keys()) == []
+    td = TensorDict({"n": {"x": torch.zeros(2)}, "k": {}}, [2])
+    td.separates(("n", "x"), filter_empty=False)
+    assert list(td.keys()) == ["n", "k"] and not td["n"].keys()
 
 
 def test_update_at_with_nested_dicts_tensorclasses_and_keys_to_update() -> None:

@@ -29,6 +29,7 @@ from tensordict.core.keys import (
     ValuesView,
     is_collection_class,
     key_path,
+    place_unflattened,
     unravel_key,
 )
 from tensordict.core.locking import LockingMixin
@@ -95,6 +96,18 @@ class _CallableList(list):  # type: ignore[type-arg]
 
     def __call__(self) -> list[Any]:
         return list(self)
+
+
+def _canonical(t: torch.Tensor) -> torch.Tensor:
+    """``t`` with row-major strides (a size-1 dim can make torch call other strides
+    contiguous); ``t`` itself when it has them."""
+    strides, step = [], 1
+    for n in reversed(t.shape):
+        strides.append(step)
+        step *= max(n, 1)
+    if t.layout is not torch.strided or tuple(t.stride()) == tuple(reversed(strides)):
+        return t
+    return torch.empty_like(t, memory_format=torch.contiguous_format).copy_(t)
 
 
 class TensorDictBase(
@@ -429,14 +442,22 @@ class TensorDictBase(
         return self._written_back_on_exit(out, lambda o: o.unflatten_keys(separator))
 
     def unflatten_keys(self: T, separator: str = ".", inplace: bool = False) -> T:
-        """Split flat keys on ``separator`` into nested tensordicts (inverse of flatten_keys)."""
+        """Split flat keys on ``separator`` into nested tensordicts (inverse of flatten_keys).
+
+        Tensordicts that land on the same key are merged; two entries that land on the same
+        key (or an entry on a key another one passes through) raise a ``KeyError``.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a.b": torch.zeros(()), "a": {"c": torch.ones(())}})
+            >>> sorted(td.unflatten_keys().keys(include_nested=True, leaves_only=True))
+            [('a', 'b'), ('a', 'c')]
+        """
         out = self.empty()
         for key, value in self._own_items():
-            parts = tuple(key.split(separator))
             if isinstance(value, TensorDictBase):
                 value = value.unflatten_keys(separator)
-            parent = out._parent_for_write(parts, create=True)
-            parent._set_str(parts[-1], value, validated=True)
+            place_unflattened(out, tuple(key.split(separator)), value)
         if inplace:
             return self._replace_contents(out)
         return self._written_back_on_exit(out, lambda o: o.flatten_keys(separator))
@@ -515,8 +536,9 @@ class TensorDictBase(
 
     def contiguous(self: T, *, inplace: bool = False, canonical: bool = False) -> T:
         """A tensordict whose leaves are contiguous in memory (copies where needed;
-        ``inplace``: this tensordict holds them; ``canonical`` is accepted for upstream code)."""
-        result = self._apply_leaves(lambda t: t.contiguous())
+        ``inplace``: this tensordict holds them; ``canonical``: also copy the leaves that torch
+        calls contiguous but whose strides are not the row-major ones of their shape)."""
+        result = self._apply_leaves(_canonical if canonical else torch.Tensor.contiguous)
         return self._inplace_result(result, inplace, "contiguous")  # type: ignore[no-any-return]
 
     def detach(self: T) -> T:

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from tensordict.core.indexing import plan_index
-from tensordict.errors import IndexingError
+from tensordict.errors import IndexingError, MultipleEllipsisError
 
 __all__ = [
     "convert_ellipsis_to_idx",
@@ -50,7 +50,7 @@ def convert_ellipsis_to_idx(idx: Any, batch_size: Sequence[int]) -> Any:
     A non-tuple index other than ``...`` is returned unchanged.
 
     Raises:
-        IndexingError: more than one ``...``.
+        MultipleEllipsisError: more than one ``...`` (a ``RuntimeError`` too, as upstream).
 
     Examples:
         >>> convert_ellipsis_to_idx((0, ..., 1), [2, 3, 4])
@@ -64,7 +64,9 @@ def convert_ellipsis_to_idx(idx: Any, batch_size: Sequence[int]) -> Any:
         return idx
     count = sum(1 for item in idx if item is Ellipsis)
     if count > 1:
-        raise IndexingError(f"an index can hold at most one ellipsis (...), got {idx!r}.")
+        raise MultipleEllipsisError(
+            f"An index can only have one ellipsis at most, got {idx!r}: keep a single '...'."
+        )
     if count == 0:
         return idx
     used = sum(_dims_used(item) for item in idx)

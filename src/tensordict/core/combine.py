@@ -21,7 +21,7 @@ from tensordict.core.ops import keep_lock_of
 from tensordict.core.options import lazy_legacy
 from tensordict.core.shape import normalize_dim
 from tensordict.core.unbatched import is_unbatched, stack_unbatched
-from tensordict.errors import BatchSizeError, DimNamesError, ShapeMismatchError
+from tensordict.errors import BatchSizeError, DimIndexError, DimNamesError, ShapeMismatchError
 
 __all__ = ["TORCH_FUNCTIONS", "CombineMixin", "cat", "stack", "where"]
 
@@ -51,14 +51,19 @@ def _check_batch_sizes(tds: Sequence[Any], what: str, skip_dim: int | None = Non
             )
 
 
-def _common_names(tds: Sequence[Any], what: str) -> list[str | None] | None:
-    """The first member's dimension names; another member naming a dim differently raises."""
+def _common_names(
+    tds: Sequence[Any], what: str, conflict_drops: bool = False
+) -> list[str | None] | None:
+    """The first member's dimension names; another member naming a dim differently raises
+    (with ``conflict_drops``, as upstream's stack: the result is unnamed)."""
     names = _names_of(tds[0])
     if names is None:
         return None
     for td in tds[1:]:
         theirs = _names_of(td) or ()
         if any(a is not None and b is not None and a != b for a, b in zip(names, theirs)):
+            if conflict_drops:
+                return None
             raise DimNamesError(
                 f"{what}: cannot coerce TensorDict names {names} with {list(theirs)}: the "
                 "tensordicts name their dimensions differently. Rename them first "
@@ -168,7 +173,7 @@ def stack(
 
         return LazyStackedTensorDict(*tds, stack_dim=d)
     new_bs = torch.Size([*bs[:d], len(tds), *bs[d:]])
-    names = _common_names(tds, "stack")
+    names = _common_names(tds, "stack", conflict_drops=True)
     if names is not None:
         names = [*names[:d], None, *names[d:]]
     result = tds[0]._new_dense(source, new_bs, names)
@@ -299,6 +304,34 @@ def _pass_lock(source: Any, pieces: tuple[Any, ...]) -> tuple[Any, ...]:
     return pieces
 
 
+def _split_bounds(
+    split_size: Any, n: int, batch_size: torch.Size, dim: int
+) -> list[tuple[int, int]]:
+    """The ``(start, stop)`` of each piece of ``split`` along a dim of size ``n`` (upstream's
+    error types and wording for a bad ``split_size``)."""
+    if isinstance(split_size, int) and not isinstance(split_size, bool):
+        if split_size <= 0:
+            raise ValueError(f"TensorDict.split: split_size must be positive, got {split_size}.")
+        return [(s, min(s + split_size, n)) for s in range(0, n, split_size)] or [(0, 0)]
+    sizes = list(split_size) if isinstance(split_size, (list, tuple, torch.Size)) else None
+    if sizes is None or not all(isinstance(s, int) for s in sizes):
+        raise TypeError(
+            f"split(): argument 'split_size' must be int or list of ints, got {split_size!r}."
+        )
+    if not sizes:
+        raise BatchSizeError(
+            f"Insufficient number of elements in split_size: got [] for dim {dim} of "
+            f"batch_size={list(batch_size)} (size {n}). Give sizes that sum to {n}."
+        )
+    if sum(sizes) != n:
+        raise BatchSizeError(
+            f"Split method expects split_size to sum exactly to {n}, but got sum({sizes}) = "
+            f"{sum(sizes)} (dim {dim} of batch_size={list(batch_size)})."
+        )
+    starts = list(itertools.accumulate(sizes, initial=0))
+    return list(itertools.pairwise(starts))
+
+
 class CombineMixin(TensorCollection):
     """split / chunk / unbind methods, stack / cat constructors, and ``__torch_function__``."""
 
@@ -318,22 +351,14 @@ class CombineMixin(TensorCollection):
             >>> [t["a"].tolist() for t in td.split([2, 3])]
             [[0, 1], [2, 3, 4]]
         """
+        bs = self.batch_size
+        if not -len(bs) <= dim < len(bs):  # an IndexError, with upstream's wording
+            raise DimIndexError(
+                f"Incompatible dim {dim} for tensordict with shape {bs}: split acts on the batch "
+                f"dims, expected a dim in [{-len(bs)}, {len(bs) - 1}]."
+            )
         d, n = self._dim_slices(dim, "split")
-        if isinstance(split_size, int):
-            if split_size <= 0:
-                raise ValueError(f"split_size must be a positive int, got {split_size}.")
-            bounds = [(s, min(s + split_size, n)) for s in range(0, n, split_size)] or [(0, 0)]
-        else:
-            sizes = list(split_size)
-            if sum(sizes) != n:
-                raise BatchSizeError(
-                    f"split sizes {sizes} sum to {sum(sizes)}, but dim {dim} of "
-                    f"batch_size={list(self.batch_size)} has size {n}."
-                )
-            starts = [0]
-            for s in sizes:
-                starts.append(starts[-1] + s)
-            bounds = list(itertools.pairwise(starts))
+        bounds = _split_bounds(split_size, n, bs, d)
         prefix = (slice(None),) * d
         return _pass_lock(self, tuple(self._index(prefix + (slice(a, b),)) for a, b in bounds))
 

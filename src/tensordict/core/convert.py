@@ -32,6 +32,8 @@ __all__ = [
 
 #: the entry that records the container type of a pytree node
 PYTREE_TYPE = "_pytree_type"
+#: prefix of the entries that hold a dict key which is not a string (with its value)
+PYTREE_KEY = "_pytree_key_"
 
 
 def _is_namedtuple(obj: Any) -> bool:
@@ -141,7 +143,8 @@ def from_any(
 ) -> Any:
     """Convert a dict, tuple, dataclass, structured array, DataFrame or h5py.File, recursively.
 
-    A tensor or a tensor collection is returned as it is, and so is any other object.
+    A list becomes a tensor when torch can make one of it, else a :class:`NonTensorStack`. A
+    tensor or a tensor collection is returned as it is, and so is any other object.
 
     Examples:
         >>> td = from_any({"obs": torch.zeros(3, 4), "pair": (torch.zeros(3), 1)})
@@ -167,12 +170,23 @@ def from_any(
     )
     if formatted is not None:  # a pandas DataFrame or an h5py.File
         return formatted
+    if isinstance(obj, list):
+        return _from_list(obj)
     if isinstance(obj, Mapping) and batch_size is not None:
         auto_batch_size = False  # as upstream: a dict's batch_size wins
     converted = _convert(obj)
     if converted is obj or not isinstance(converted, TensorDict):
         return obj
     return _finish(converted, auto_batch_size, batch_dims, device, batch_size)
+
+
+def _from_list(obj: list[Any]) -> Any:
+    """A list as upstream's ``from_any`` reads it: a tensor when torch can make one (nested
+    lists of numbers of one shape), else a :class:`NonTensorStack` of its items."""
+    try:
+        return torch.tensor(obj)
+    except (TypeError, ValueError, RuntimeError):
+        return NonTensorStack.from_list(obj)
 
 
 def _pytree_node(obj: Any) -> Any:
@@ -191,7 +205,14 @@ def _pytree_node(obj: Any) -> Any:
             f"from_pytree: cannot store a {type(obj).__name__} ({obj!r}); a pytree holds "
             "tensors, numbers, dicts, lists and tuples."
         )
-    td = TensorDict({key: _pytree_node(value) for key, value in items})
+    td = TensorDict()
+    for i, (key, value) in enumerate(items):
+        if isinstance(key, str):
+            td.set(key, _pytree_node(value))
+        else:  # a dict key that is no string: stored with its value under a generated name
+            entry = TensorDict(value=_pytree_node(value))
+            entry.set_non_tensor("key", key)
+            td.set(f"{PYTREE_KEY}{i}", entry)
     td.set_non_tensor(PYTREE_TYPE, type(obj))
     return td
 
@@ -206,7 +227,8 @@ def from_pytree(
     """A pytree (nested dicts, lists, tuples, namedtuples of tensors) as a tensordict.
 
     Each container becomes a tensordict holding its container type under ``"_pytree_type"``,
-    so that :func:`to_pytree` (``td.to_pytree()``) rebuilds the same structure. A tensor is
+    so that :func:`to_pytree` (``td.to_pytree()``) rebuilds the same structure. A dict key that
+    is not a string is kept, with its value, under a ``"_pytree_key_<n>"`` entry. A tensor is
     returned as it is.
 
     Raises:
@@ -243,7 +265,15 @@ def to_pytree(td: Any) -> Any:
     if kind is None:
         return td
     cls = kind.data
-    values = {k: to_pytree(td.get(k)) for k in td._own_keys() if k != PYTREE_TYPE}
+    values: dict[Any, Any] = {}
+    for k in td._own_keys():
+        if k == PYTREE_TYPE:
+            continue
+        if k.startswith(PYTREE_KEY):
+            entry = td.get(k)
+            values[entry.get("key").data] = to_pytree(entry.get("value"))
+        else:
+            values[k] = to_pytree(td.get(k))
     if issubclass(cls, Mapping):
         return cls(values)
     fields = getattr(cls, "_fields", None)

@@ -14,7 +14,8 @@ import torch
 
 from tensordict.core.base import TensorDictBase, as_size
 from tensordict.core.entries import _UNSET, locked_message
-from tensordict.core.indexing import IndexPlan, plan_index
+from tensordict.core.indexing import IndexPlan, index_jagged, plan_index
+from tensordict.core.keys import is_key_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.non_tensor_api import register_shell
 from tensordict.core.unbatched import is_unbatched, rebatch
@@ -232,8 +233,9 @@ class TensorDict(TensorDictBase):
         return self._inplace_result(result, inplace, "unflatten")
 
     def contiguous(self, *, inplace: bool = False, canonical: bool = False) -> TensorDict:
-        """Leaves contiguous in memory (copies where needed; ``inplace``: in this one)."""
-        result = super().contiguous()
+        """Leaves contiguous in memory (copies where needed; ``inplace``: in this one;
+        ``canonical``: row-major strides too, see :meth:`TensorDictBase.contiguous`)."""
+        result = super().contiguous(canonical=canonical)
         return self._inplace_result(result, inplace, "contiguous")  # type: ignore[no-any-return]
 
     def _assume(self, other: TensorDict) -> TensorDict:
@@ -350,7 +352,7 @@ class TensorDict(TensorDictBase):
             if value.__class__ is NonTensorStack:
                 return value._as_linked_list()
             return value
-        if index.__class__ is tuple and index and index[0].__class__ is str:
+        if is_key_index(index):
             return self._getitem_key(index)
         return self._index(index)
 
@@ -397,10 +399,17 @@ class TensorDict(TensorDictBase):
             if isinstance(value, torch.Tensor):
                 if is_unbatched(value):
                     source[key] = rebatch(value, batch_size)
-                elif select is not None:
-                    source[key] = torch.index_select(value, select[0], select[1])
                 else:
-                    source[key] = value[leaf_index]
+                    try:
+                        source[key] = (
+                            value[leaf_index]
+                            if select is None
+                            else torch.index_select(value, select[0], select[1])
+                        )
+                    except (RuntimeError, NotImplementedError):
+                        if not value.is_nested:  # torch cannot slice dim 0 of a jagged one
+                            raise
+                        source[key] = index_jagged(value, leaf_index)
             elif isinstance(value, TensorDict):
                 source[key] = value._index_planned(_nested_plan(plan, len(self._batch_size), value))
             elif isinstance(value, (NonTensorData, NonTensorStack)):

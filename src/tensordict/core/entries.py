@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import builtins
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
 import torch
 
 from tensordict.core.collection import TensorCollection
-from tensordict.core.keys import NestedKey, key_path, unravel_key
+from tensordict.core.keys import NestedKey, is_key_index, key_path, unravel_key
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
 from tensordict.core.non_tensor import list_to_stack as stack_list
 from tensordict.core.options import GET_DEFAULTS_TO_NONE, list_to_stack
 from tensordict.core.setitem import refuse_cycle
 from tensordict.core.shape import broadcasts_to
 from tensordict.core.unbatched import is_unbatched, rebatch
+from tensordict.core.update_resize import check_source_batch_size, update_resized
 from tensordict.errors import BatchSizeError, LockedError, ShapeMismatchError, TensorDictKeyError
 
 __all__ = ["LOCK_ERROR", "NO_DEFAULT", "EntriesMixin", "inplace_value", "locked_message"]
@@ -237,9 +238,7 @@ class EntriesMixin(TensorCollection):
         return value
 
     def __getitem__(self, index: Any) -> Any:
-        if index.__class__ is str or (
-            index.__class__ is tuple and index and index[0].__class__ is str
-        ):
+        if is_key_index(index):
             return self._getitem_key(index)
         return self._index(index)
 
@@ -253,9 +252,7 @@ class EntriesMixin(TensorCollection):
         return value[index]
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        if index.__class__ is str or (
-            index.__class__ is tuple and index and index[0].__class__ is str
-        ):
+        if is_key_index(index):
             self.set(index, value)
             return
         from tensordict.core.setitem import setitem_index
@@ -293,6 +290,7 @@ class EntriesMixin(TensorCollection):
                 value = value.to(device)  # type: ignore[attr-defined]
             return value
         if getattr(type(value), "_is_tensorclass", False):
+            value = _grown(value, batch_size)
             self._check_batch(key, value, batch_size)
             return value
         if isinstance(value, NonTensorData):
@@ -467,8 +465,14 @@ class EntriesMixin(TensorCollection):
         return self._getitem_key(key)
 
     def _flat_updates(
-        self, other: Any, prefix: tuple[str, ...], keys: builtins.set[NestedKey] | None
+        self,
+        other: Any,
+        prefix: tuple[str, ...],
+        keys: builtins.set[NestedKey] | None,
+        is_leaf: Callable[[type], bool] | None = None,
     ) -> list[tuple[tuple[str, ...], Any]]:
+        """The ``(path, value)`` pairs an update writes (nested tensordicts are merged, unless
+        ``is_leaf(type(value))`` says they are leaves)."""
         items: Iterable[tuple[str, Any]]
         if isinstance(other, TensorCollection):
             items = other._own_items()
@@ -480,12 +484,14 @@ class EntriesMixin(TensorCollection):
         for key, value in items:
             path = prefix + key_path(key)
             nested = isinstance(value, (Mapping, TensorCollection))
+            if nested and is_leaf is not None and isinstance(value, TensorCollection):
+                nested = not is_leaf(type(value))
             current = self._get_path(path, None) if nested else None
             if nested and isinstance(current, TensorCollection):
                 if hasattr(value, "stack_dim"):  # a lazy stack is merged member by member
                     out.append((path, _LazyMerge(value)))
                 else:
-                    out.extend(self._flat_updates(value, path, keys))
+                    out.extend(self._flat_updates(value, path, keys, is_leaf))
             elif keys is None or unravel_key(path) in keys or _leads_to(path, keys):
                 out.append((path, value))
         return out
@@ -507,7 +513,20 @@ class EntriesMixin(TensorCollection):
         tensordict as it was.
         """
         entries = {k: v for k, v in kwargs.items() if k not in _UPDATE_OPTIONS}
+        is_leaf = kwargs.get("is_leaf")
         if input_dict_or_td is None:
+            input_dict_or_td = {}
+        if kwargs.get("update_batch_size") and self.is_locked:
+            raise LockedError(locked_message("update the batch size"))
+        if check_source_batch_size(self, input_dict_or_td, kwargs.get("update_batch_size", False)):
+            update_resized(
+                self,
+                input_dict_or_td,
+                clone=clone,
+                inplace=inplace,
+                keys_to_update=keys_to_update,
+                is_leaf=is_leaf,
+            )
             input_dict_or_td = {}
         if entries:
             if not isinstance(input_dict_or_td, Mapping) or isinstance(
@@ -517,7 +536,7 @@ class EntriesMixin(TensorCollection):
                 input_dict_or_td = {}
             input_dict_or_td = {**input_dict_or_td, **entries}
         keys = {unravel_key(k) for k in keys_to_update} if keys_to_update is not None else None
-        updates = self._flat_updates(input_dict_or_td, (), keys)
+        updates = self._flat_updates(input_dict_or_td, (), keys, is_leaf)
         staged: list[tuple[tuple[str, ...], Any, Any, Any]] = []
         for path, value in updates:
             if isinstance(value, _LazyMerge):
@@ -640,6 +659,9 @@ class EntriesMixin(TensorCollection):
             return self
         if new_path[: len(old_path)] == old_path:  # moved inside itself: make room first
             self.del_(old_key)
+            self.set(new_key, value)
+            return self
+        if old_path[: len(new_path)] == new_path:  # moved onto its ancestor: it replaces it
             self.set(new_key, value)
             return self
         self.set(new_key, value)  # write first: a new key that cannot be set loses nothing

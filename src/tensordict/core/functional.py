@@ -17,7 +17,7 @@ import torch
 from tensordict.core.base import is_tensor_collection
 from tensordict.core.combine import stack
 from tensordict.core.dense import TensorDict
-from tensordict.core.keys import NestedKey
+from tensordict.core.keys import NestedKey, unravel_key
 from tensordict.core.lazy_shape import maybe_dense_stack as best_intention_stack
 from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
@@ -223,8 +223,9 @@ def merge_tensordicts(
 
     Args:
         *tensordicts: at least two tensordicts with one batch size.
-        callback_exist: called as ``callback(existing, new)`` for a key already present (or a
-            mapping from key to such a callback); its result is stored.
+        callback_exist: for a key present in EVERY tensordict, called with all its values
+            (``callback(v0, v1, ...)``, as upstream) and its result stored; a mapping from key
+            to callback gives one per key (keys without one keep the first value).
 
     Raises:
         ValueError: fewer than two tensordicts.
@@ -243,17 +244,26 @@ def merge_tensordicts(
             "Use .clone() to copy a single one."
         )
     out = tensordicts[0].clone()
+    seen: dict[NestedKey, list[Any]] = {
+        unravel_key(k): [v] for k, v in out.items(include_nested=True, leaves_only=True)
+    }
     for td in tensordicts[1:]:
         for key, value in td.items(include_nested=True, leaves_only=True):
-            existing = out.get(key, None)
-            if existing is None:
+            values = seen.setdefault(unravel_key(key), [])
+            if not values:
                 out.set(key, value)
-                continue
-            callback = (
-                callback_exist.get(key) if isinstance(callback_exist, Mapping) else callback_exist
-            )
-            if callback is not None:
-                out.set(key, callback(existing, value))
+            values.append(value)
+    if callback_exist is None:
+        return out
+    callbacks = (
+        {unravel_key(k): v for k, v in callback_exist.items()}
+        if isinstance(callback_exist, Mapping)
+        else None
+    )
+    for key, values in seen.items():
+        callback = callbacks.get(key) if callbacks is not None else callback_exist
+        if len(values) == len(tensordicts) and callback is not None:
+            out.set(key, callback(*values))  # type: ignore[operator]
     return out
 
 

@@ -19,9 +19,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from tensordict.errors import IndexingError, IndexTypeError
+from tensordict.errors import IndexingError, IndexTypeError, MultipleEllipsisError
 
-__all__ = ["IndexPlan", "plan_index", "to_numpy_index"]
+__all__ = ["index_jagged", "IndexPlan", "plan_index", "to_numpy_index"]
 
 
 class IndexPlan(NamedTuple):
@@ -139,7 +139,9 @@ def _plan_tuple(index: tuple[Any, ...], batch_size: torch.Size) -> IndexPlan:
             continue
         if item is Ellipsis:
             if ellipsis_seen:
-                raise IndexingError("an index can only have a single ellipsis ('...').")
+                raise MultipleEllipsisError(
+                    "An index can only have one ellipsis at most: keep a single '...'."
+                )
             ellipsis_seen = True
             continue
         if isinstance(item, torch.Tensor):
@@ -274,3 +276,38 @@ def to_numpy_index(leaf_index: Any) -> Any:
     if isinstance(leaf_index, torch.Tensor):
         return leaf_index.cpu().numpy()
     return leaf_index
+
+
+def index_jagged(value: torch.Tensor, index: Any) -> torch.Tensor:
+    """``value[index]`` for a nested (jagged) tensor, whose first dim torch cannot slice: the
+    rows picked by a slice, an integer list/tensor or a boolean mask on dim 0, re-nested (a
+    copy). Indices past dim 0 are applied to the result.
+
+    Raises:
+        IndexingError: an index on dim 0 of another kind.
+
+    Examples:
+        >>> nt = torch.nested.as_nested_tensor(
+        ...     [torch.zeros(2), torch.ones(3), torch.zeros(1)], layout=torch.jagged
+        ... )
+        >>> [row.shape[0] for row in index_jagged(nt, slice(1, None)).unbind()]
+        [3, 1]
+    """
+    first, rest = (index[0], index[1:]) if isinstance(index, tuple) else (index, ())
+    rows = value.unbind(0)
+    if isinstance(first, slice):
+        picked = list(rows[first])
+    elif isinstance(first, (torch.Tensor, list, range)):
+        positions = torch.as_tensor(first)
+        if positions.dtype is torch.bool:
+            positions = positions.nonzero().flatten()
+        picked = [rows[i] for i in positions.reshape(-1).tolist()]
+    else:
+        raise IndexingError(
+            f"cannot index dim 0 of a nested (jagged) tensor with {first!r}: use an int, a "
+            "slice, an integer list/tensor or a boolean mask."
+        )
+    out = torch.nested.as_nested_tensor(picked, layout=value.layout)
+    if any(not (isinstance(r, slice) and r == slice(None)) for r in rest):
+        return out[(slice(None),) + tuple(rest)]
+    return out

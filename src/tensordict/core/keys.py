@@ -13,7 +13,7 @@ import torch
 
 from tensordict.core.collection import TensorCollection
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
-from tensordict.errors import KeyTypeError, ShapeMismatchError
+from tensordict.errors import KeyTypeError, ShapeMismatchError, TensorDictKeyError
 
 if TYPE_CHECKING:
     from tensordict.core.base import TensorDictBase
@@ -52,8 +52,10 @@ __all__ = [
     "GENERIC_NESTED_ERR",
     "KEY_SEPARATOR",
     "NestedKey",
+    "is_key_index",
     "is_nested_key",
     "is_seq_of_nested_key",
+    "place_unflattened",
     "key_path",
     "unravel_key",
     "unravel_key_list",
@@ -74,6 +76,25 @@ def is_nested_key(obj: object) -> bool:
     if isinstance(obj, tuple):
         return bool(obj) and all(is_nested_key(part) for part in obj)
     return False
+
+
+def is_key_index(index: Any) -> bool:
+    """Whether ``td[index]`` names an entry (a key) rather than batch elements.
+
+    A tuple is a key when it starts with a ``str``, or when it starts with a tuple and is a
+    nested key as a whole (``td[("a", "b"), "c"]`` reads ``("a", "b", "c")``, as upstream).
+
+    Examples:
+        >>> is_key_index(("a", "b")), is_key_index((("a", "b"), "c")), is_key_index(((0, 1), 0))
+        (True, True, False)
+    """
+    cls = index.__class__
+    if cls is str:
+        return True
+    if cls is not tuple or not index:
+        return False
+    first = index[0].__class__
+    return first is str or (first is tuple and is_nested_key(index))
 
 
 def is_seq_of_nested_key(seq: Any) -> bool:
@@ -482,3 +503,33 @@ def _walk_items(
             )
         if yields and post_order:
             yield full, value
+
+
+def _unflatten_collision(path: tuple[str, ...]) -> TensorDictKeyError:
+    return TensorDictKeyError(
+        f"Unflattening key(s) in tensordict will override an existing for unflattened key "
+        f"{path}. Rename one of the entries, or pick a separator that the keys do not use."
+    )
+
+
+def place_unflattened(
+    out: Any, path: tuple[str, ...], value: Any, prefix: tuple[str, ...] = ()
+) -> None:
+    """Put ``value`` at ``path`` of ``out`` (itself at ``prefix``), merging tensordicts and
+    refusing to overwrite an entry (``unflatten_keys``).
+
+    Raises:
+        TensorDictKeyError: an entry is already at ``path``, or ``path`` runs through a leaf.
+    """
+    try:
+        parent = out._parent_for_write(path, create=True)
+    except TensorDictKeyError:  # the path runs through a leaf
+        raise _unflatten_collision(prefix + path) from None
+    existing = parent._get_str(path[-1], None)
+    if existing is None:
+        parent._set_str(path[-1], value, validated=True)
+    elif isinstance(existing, TensorCollection) and isinstance(value, TensorCollection):
+        for key, sub in value._own_items():
+            place_unflattened(existing, (key,), sub, prefix + path)
+    else:
+        raise _unflatten_collision(prefix + path)

@@ -23,6 +23,7 @@ import torch
 
 from tensordict.core.base import TensorDictBase
 from tensordict.core.indexing import plan_index
+from tensordict.core.keys import is_key_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.options import lazy_legacy
 from tensordict.core.setitem import setitem_index, stage_setitem
@@ -621,9 +622,7 @@ class _SubTensorDict(_ViewBase):
         return super().set(key, item, inplace, **kwargs)
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        if index.__class__ is str or (
-            index.__class__ is tuple and index and index[0].__class__ is str
-        ):
+        if is_key_index(index):
             # written at the index, as upstream (a tensordict value is merged in)
             self.set(index, value, inplace=not isinstance(value, TensorDictBase))
             return

@@ -157,13 +157,18 @@ def _object_array(values: Any, shape: Sequence[int] | None = None) -> np.ndarray
 
 
 def _nested_shape(values: Any) -> list[int]:
+    """The dims over which nested lists are regular: a ragged level (lists of different
+    lengths, or lists next to other objects) ends the shape, its items become elements."""
     shape: list[int] = []
-    v = values
-    while isinstance(v, (list, tuple)):
-        shape.append(len(v))
-        if not v:
+    level = [values]
+    while all(isinstance(v, (list, tuple)) for v in level):
+        lengths = {len(v) for v in level}
+        if len(lengths) != 1:
             break
-        v = v[0]
+        shape.append(lengths.pop())
+        if not shape[-1]:
+            break
+        level = [x for v in level for x in v]
     return shape
 
 
@@ -269,6 +274,14 @@ class _NonTensorBase:
 
     def is_shared(self) -> bool:
         return self._is_shared
+
+    def pad(
+        self, pad_size: Sequence[int], value: float = 0.0, inplace: bool = False, safe: bool = True
+    ) -> Any:
+        """Pad the batch dims with ``None`` elements (see :func:`tensordict.pad`)."""
+        from tensordict.core.padding import pad  # padding builds on this module
+
+        return pad(self, pad_size, value=value, inplace=inplace, safe=safe)
 
     def is_memmap(self) -> bool:
         return self._is_memmap

@@ -16,17 +16,69 @@ from tensordict.core.functional import maybe_dense_stack
 from tensordict.core.keys import NestedKey, unravel_key
 from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.errors import BatchSizeError, LockedError
 
 __all__ = ["collate", "pad", "pad_sequence", "unpad_sequence"]
 
 
 def _pad_array(values: np.ndarray, widths: list[tuple[int, int]]) -> np.ndarray:
-    """Pad an object array with ``None``."""
-    shape = tuple(n + a + b for n, (a, b) in zip(values.shape, widths))
+    """Pad an object array with ``None`` (negative widths crop, as ``F.pad``)."""
+    crop = tuple(slice(max(-a, 0), n - max(-b, 0)) for n, (a, b) in zip(values.shape, widths))
+    values = values[crop]
+    grow = [(max(a, 0), max(b, 0)) for a, b in widths]
+    shape = tuple(n + a + b for n, (a, b) in zip(values.shape, grow))
     out = np.full(shape, None, dtype=object)
-    inner = tuple(slice(a, a + n) for n, (a, _) in zip(values.shape, widths))
+    inner = tuple(slice(a, a + n) for n, (a, _) in zip(values.shape, grow))
     out[inner] = values
     return out
+
+
+def _pad_widths(tensordict: Any, pad_size: Sequence[int]) -> list[tuple[int, int]]:
+    """``pad_size`` as one ``(before, after)`` pair per batch dimension."""
+    if len(pad_size) % 2:
+        raise RuntimeError(
+            f"pad_size must have an even number of dimensions (before/after pairs), got "
+            f"{list(pad_size)}."
+        )
+    ndim = tensordict.batch_dims
+    if len(pad_size) > 2 * ndim:
+        raise RuntimeError(
+            f"pad_size {list(pad_size)} pads {len(pad_size) // 2} dimensions, but the tensordict "
+            f"has {ndim} batch dimensions."
+        )
+    widths = [(int(pad_size[2 * i]), int(pad_size[2 * i + 1])) for i in range(len(pad_size) // 2)]
+    return widths + [(0, 0)] * (ndim - len(widths))
+
+
+def _check_widths(batch_size: torch.Size, widths: list[tuple[int, int]]) -> None:
+    """``safe=True``: refuse a crop larger than a batch dim before anything is changed."""
+    for dim, (n, (a, b)) in enumerate(zip(batch_size, widths)):
+        if n + a + b < 0:
+            raise BatchSizeError(
+                f"Pad ({a}, {b}) on batch dim {dim} (size {n}) would produce a negative output "
+                f"size ({n + a + b}); negative pads crop, by at most the size of the dim."
+            )
+
+
+def _pad_non_tensor(value: Any, widths: list[tuple[int, int]], inplace: bool) -> Any:
+    """A non-tensor entry padded with ``None``: always a stack (``inplace`` keeps the identity
+    of a stack, a ``NonTensorData`` cannot stay one)."""
+    padded = _pad_array(value.to_array(), widths)
+    if not inplace:
+        return NonTensorStack.from_array(padded, value.device)
+    if not isinstance(value, NonTensorStack):
+        raise RuntimeError(
+            f"pad(..., inplace=True) cannot preserve the identity of a {type(value).__name__} "
+            "input since the padded result is a NonTensorStack. Use inplace=False instead."
+        )
+    if value.is_locked:
+        raise LockedError(
+            "pad(..., inplace=True): this NonTensorStack is locked (or memory-mapped). Unlock "
+            "it with unlock_(), or use inplace=False."
+        )
+    value.values = padded
+    value._shell = None  # its batch size and positions described the old values
+    return value
 
 
 def pad(
@@ -43,11 +95,15 @@ def pad(
         pad_size: ``(dim0_before, dim0_after, dim1_before, ...)``, from the FIRST batch dimension
             (unlike :func:`torch.nn.functional.pad`); even length, at most twice the batch dims.
         value: the value of the padded elements (non-tensor entries hold ``None`` there).
-        inplace: replace the leaves of ``tensordict`` and return it.
-        safe: unused; kept for upstream's signature.
+        inplace: replace the leaves of ``tensordict`` and return it (non-tensor stacks are
+            padded in place, keeping their identity).
+        safe: check, before anything is changed, that no negative pad crops more than a
+            batch dimension holds.
 
     Raises:
-        RuntimeError: ``pad_size`` of odd length, or longer than twice the batch dimensions.
+        RuntimeError: ``pad_size`` of odd length, or longer than twice the batch dimensions; a
+            crop larger than a dimension (with ``safe``); ``inplace`` on a ``NonTensorData``
+            (its padded form is a ``NonTensorStack``).
 
     Examples:
         >>> from tensordict import TensorDict
@@ -56,19 +112,12 @@ def pad(
         >>> out.batch_size, out["a"][:, 0]
         (torch.Size([3]), tensor([-1.,  1.,  1.]))
     """
-    if len(pad_size) % 2:
-        raise RuntimeError(
-            f"pad_size must have an even number of dimensions (before/after pairs), got "
-            f"{list(pad_size)}."
-        )
+    widths = _pad_widths(tensordict, pad_size)
+    if safe:
+        _check_widths(tensordict.batch_size, widths)
+    if isinstance(tensordict, (NonTensorData, NonTensorStack)):
+        return _pad_non_tensor(tensordict, widths, inplace)
     ndim = tensordict.batch_dims
-    if len(pad_size) > 2 * ndim:
-        raise RuntimeError(
-            f"pad_size {list(pad_size)} pads {len(pad_size) // 2} dimensions, but the tensordict "
-            f"has {ndim} batch dimensions."
-        )
-    widths = [(int(pad_size[2 * i]), int(pad_size[2 * i + 1])) for i in range(len(pad_size) // 2)]
-    widths += [(0, 0)] * (ndim - len(widths))
     if isinstance(tensordict, LazyStackedTensorDict):  # members padded, filled members added
         from tensordict.core.lazy_shape import pad_lazy
 
@@ -91,7 +140,7 @@ def pad(
         if isinstance(leaf, torch.Tensor):
             padded: Any = pad_leaf(leaf)
         else:
-            padded = NonTensorStack.from_array(_pad_array(leaf.to_array(), widths), leaf.device)
+            padded = _pad_non_tensor(leaf, widths, inplace and isinstance(leaf, NonTensorStack))
         if inplace:
             _replace_leaf(td, key, padded, new_bs)
         else:

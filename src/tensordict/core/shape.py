@@ -18,7 +18,7 @@ from tensordict.core.collection import TensorCollection
 from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack
 from tensordict.core.options import lazy_legacy
 from tensordict.core.unbatched import is_unbatched, rebatch
-from tensordict.errors import BatchSizeError, IndexingError
+from tensordict.errors import BatchSizeError, DimIndexError
 
 __all__ = ["ShapeMixin", "nested_names", "normalize_dim"]
 
@@ -26,8 +26,8 @@ __all__ = ["ShapeMixin", "nested_names", "normalize_dim"]
 def normalize_dim(dim: int, ndim: int, batch_size: torch.Size, what: str, extra: int = 0) -> int:
     """A non-negative batch dimension (``extra=1`` for ops that insert one, like unsqueeze)."""
     n = ndim + extra
-    if not -n <= dim < n:
-        raise BatchSizeError(
+    if not -n <= dim < n:  # an IndexError too, as torch and upstream raise
+        raise DimIndexError(
             f"{what}: dim {dim} is out of range for batch_size={list(batch_size)} "
             f"(expected a dim in [{-n}, {n - 1}]). Shape operations act on batch dimensions only."
         )
@@ -128,6 +128,25 @@ class ShapeMixin(TensorCollection):
             result._set_locked(True)
         return result
 
+    def pack(self, dim: int = -1, *, layout: Any = None) -> tuple[torch.Tensor, Any]:
+        """Pack every leaf into one contiguous tensor of features; return it and its layout.
+
+        Each leaf is flattened after the batch dims and the leaves (sorted by key, or in the
+        order of ``layout``) are concatenated along ``dim`` (in ``[-(batch_dims+1), batch_dims]``).
+        All leaves share one dtype and device; non-tensor data cannot be packed.
+        :meth:`PackLayout.unpack <tensordict.PackLayout.unpack>` inverts it.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict(p=torch.zeros(5), v=torch.ones(5, 3), batch_size=[5])
+            >>> flat, layout = td.pack()
+            >>> flat.shape, (layout.unpack(flat) == td).all()
+            (torch.Size([5, 4]), True)
+        """
+        from tensordict.core.pack import pack
+
+        return pack(self, dim, layout)
+
     def reshape(self, *shape: Any, size: Sequence[int] | None = None) -> Any:
         """Reshape the batch dimensions (copies only where torch must); the shape comes as
         ints, one sequence or ``size=``.
@@ -192,17 +211,30 @@ class ShapeMixin(TensorCollection):
             ) from None
 
     def permute(self, *dims: Any) -> Any:
-        """Permute the batch dimensions."""
+        """Permute the batch dimensions (the identity order returns ``self``, as upstream).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(2, 3, 4)}, [2, 3])
+            >>> td.permute(1, 0)["a"].shape
+            torch.Size([3, 2, 4])
+        """
         order = _sizes(dims)
         bd = len(self.batch_size)
         if len(order) != bd:
             raise BatchSizeError(
-                f"permute got {len(order)} dims {order} for batch_size={list(self.batch_size)}: "
-                f"give an order of all {bd} batch dimensions."
+                f"number of dims don't match in permute (got {len(order)}, expected {bd}): "
+                f"{order} for batch_size={list(self.batch_size)}. Give an order of all {bd} "
+                "batch dimensions."
             )
         order = [normalize_dim(d, bd, self.batch_size, "permute") for d in order]
         if sorted(order) != list(range(bd)):
-            raise BatchSizeError(f"permute: {order} is not a permutation of range({bd}).")
+            raise BatchSizeError(
+                f"repeated dim in permute: {order} is not a permutation of range({bd}). "
+                "Give each batch dimension once."
+            )
+        if order == list(range(bd)):
+            return self
         if lazy_legacy():
             return _legacy_view(self, "permute", dims=order)
         names = self._names_or_none()
@@ -433,16 +465,11 @@ class ShapeMixin(TensorCollection):
     def _dims(self, dims: Any, what: str) -> list[int]:
         bs = self.batch_size
         dims_l = [dims] if isinstance(dims, int) else list(dims)
-        for d in dims_l:  # (an IndexError, as torch and upstream raise)
-            if not -len(bs) <= d < len(bs):
-                raise IndexingError(
-                    f"{what}: dim {d} is out of range for batch_size={list(bs)} (expected a "
-                    f"dim in [{-len(bs)}, {len(bs) - 1}]). Shape operations act on batch dims."
-                )
         return [normalize_dim(d, len(bs), bs, what) for d in dims_l]
 
     def movedim(self, source: int | Sequence[int], destination: int | Sequence[int]) -> Any:
-        """Move batch dims ``source`` to positions ``destination`` (as ``torch.movedim``).
+        """Move batch dims ``source`` to positions ``destination`` (as ``torch.movedim``; a
+        move that changes nothing returns ``self``, as upstream).
 
         Examples:
             >>> from tensordict import TensorDict
@@ -453,8 +480,14 @@ class ShapeMixin(TensorCollection):
         src, dst = self._dims(source, "movedim"), self._dims(destination, "movedim")
         if len(src) != len(dst):
             raise BatchSizeError(
-                f"movedim: source {src} and destination {dst} must name as many dims."
+                f"movedim: source and destination must have the same number of elements, got "
+                f"{len(src)} and {len(dst)} (source={src}, destination={dst})."
             )
+        for name, dims in (("source", src), ("destination", dst)):
+            if len(set(dims)) != len(dims):
+                raise BatchSizeError(
+                    f"movedim: repeated dim in {name} {dims}: give each batch dim once."
+                )
         order: list[int | None] = [None] * len(self.batch_size)
         for s_, d_ in zip(src, dst, strict=True):
             order[d_] = s_
@@ -517,17 +550,35 @@ class ShapeMixin(TensorCollection):
 
         return pad(self, pad_size, value=value, inplace=inplace, safe=safe)
 
+    def _require_batch_dims(self, n: int, what: str) -> None:
+        if len(self.batch_size) < n:
+            raise BatchSizeError(
+                f"{what} requires at least {n} batch dimension{'s' if n > 1 else ''}, got "
+                f"batch_size={list(self.batch_size)}. Add dims first (e.g. unsqueeze)."
+            )
+
     def rot90(self, k: int = 1, dims: Sequence[int] = (0, 1)) -> Any:
-        """Rotate by 90 degrees ``k`` times in the plane of two batch dims."""
+        """Rotate by 90 degrees ``k`` times in the plane of two batch dims.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> TensorDict({"a": torch.zeros(2, 3)}, [2, 3]).rot90().batch_size
+            torch.Size([3, 2])
+        """
+        self._require_batch_dims(2, "rot90")
+        if len(dims) != 2:
+            raise BatchSizeError(f"rot90 requires exactly 2 dims, got dims={list(dims)}.")
         dims_l = self._dims(dims, "rot90")
         return self._transform(lambda t: t.rot90(k, dims_l))
 
     def fliplr(self) -> Any:
         """Flip batch dim 1 (left/right)."""
+        self._require_batch_dims(2, "fliplr")
         return self.flip(1)
 
     def flipud(self) -> Any:
         """Flip batch dim 0 (up/down)."""
+        self._require_batch_dims(1, "flipud")
         return self.flip(0)
 
     def tile(self, dims: Sequence[int]) -> Any:

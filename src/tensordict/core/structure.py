@@ -28,6 +28,17 @@ T = TypeVar("T", bound="StructureMixin")
 _MISSING: Any = object()
 
 
+def _drop_leafless(td: Any) -> Any:
+    """Delete (in place) the nested tensordicts of ``td`` that hold no leaf, at any depth."""
+    for key, value in list(td.items()):
+        if not isinstance(value, TensorCollection) or is_non_tensor(value):
+            continue
+        _drop_leafless(value)
+        if not value._own_keys():
+            td.del_(key)
+    return td
+
+
 def _locked(what: str) -> LockedError:
     return LockedError(locked_message(what))
 
@@ -262,7 +273,8 @@ class StructureMixin(TensorCollection):
         default: Any = _MISSING,
         strict: bool = True,
     ) -> tuple[Any, ...]:
-        """One tensordict per set of keys, plus one with the remaining keys.
+        """One tensordict per set of keys, plus one with the remaining keys (nested
+        tensordicts left without any leaf are dropped from it, as upstream).
 
         With ``inplace=True`` the selected keys are removed from this tensordict, which is
         returned last. A missing key raises unless ``strict=False`` (skipped) or a ``default`` is
@@ -276,6 +288,18 @@ class StructureMixin(TensorCollection):
             >>> list(obs.keys()), list(rest.keys())
             (['a', 'b'], ['c'])
         """
+        return self._split_keys(key_sets, inplace=inplace, default=default, strict=strict)
+
+    def _split_keys(
+        self,
+        key_sets: Iterable[Iterable[NestedKey]],
+        *,
+        inplace: bool,
+        default: Any,
+        strict: bool,
+        prune: bool = True,
+    ) -> tuple[Any, ...]:
+        """``split_keys``; ``prune``: drop the nested tensordicts left without leaves."""
         td: Any = self
         parts = []
         taken: list[NestedKey] = []
@@ -296,8 +320,9 @@ class StructureMixin(TensorCollection):
             if td.is_locked:
                 raise _locked(f"split keys {taken} out of the tensordict")
             td.exclude(*taken, inplace=True)  # one swap of the contents: all or nothing
-            return (*parts, self)
-        return (*parts, td.exclude(*taken))
+            return (*parts, _drop_leafless(td) if prune else td)
+        rest = td.exclude(*taken)
+        return (*parts, _drop_leafless(rest) if prune else rest)
 
     def separates(
         self,
@@ -306,7 +331,8 @@ class StructureMixin(TensorCollection):
         strict: bool = True,
         filter_empty: bool = True,
     ) -> Any:
-        """Remove ``keys`` from this tensordict and return them as a new one.
+        """Remove ``keys`` from this tensordict and return them as a new one (with
+        ``filter_empty``, nested tensordicts left without leaves are removed, as upstream).
 
         Examples:
             >>> import torch
@@ -318,15 +344,9 @@ class StructureMixin(TensorCollection):
         td: Any = self
         if td.is_locked:
             raise _locked(f"separate {list(keys)}")
-        kw = {} if default is _MISSING else {"default": default}
-        part, _ = td.split_keys(list(keys), inplace=True, strict=strict, **kw)
-        if filter_empty:  # nested tensordicts the separation emptied go too
-            for key in keys:
-                path = key_path(key)
-                for depth in range(len(path) - 1, 0, -1):
-                    parent = td.get(path[:depth], None)
-                    if isinstance(parent, TensorCollection) and not parent._own_keys():
-                        td.del_(path[:depth])
+        part, _ = td._split_keys(
+            [list(keys)], inplace=True, default=default, strict=strict, prune=filter_empty
+        )
         return part
 
     def replace(self: T, *args: Mapping[str, Any], **kwargs: Any) -> T:
@@ -490,22 +510,96 @@ class StructureMixin(TensorCollection):
                 out[key] = value.tolist()
         return out
 
+    def from_dict_instance(
+        self,
+        input_dict: Mapping[str, Any],
+        batch_size: Any = None,
+        device: Any = None,
+        batch_dims: int | None = None,
+        *,
+        auto_batch_size: bool | None = None,
+        names: Any = None,
+    ) -> Any:
+        """Like ``from_dict``, taking the types of nested entries from this tensordict: a dict
+        under a key where this one holds a tensorclass becomes that tensorclass again (the
+        inverse of :meth:`to_dict`); other arguments as ``from_dict``.
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict(a=torch.zeros(2), n=TensorDict(b=torch.ones(2)))
+            >>> td.from_dict_instance(td.to_dict(), auto_batch_size=True).batch_size
+            torch.Size([2])
+        """
+        td: Any = self
+        entries: dict[str, Any] = {}
+        for key, value in input_dict.items():
+            current = td._get_str(key, None) if isinstance(key, str) else None
+            if isinstance(value, Mapping) and not isinstance(value, TensorCollection):
+                if getattr(type(current), "_is_tensorclass", False):
+                    value = type(current).from_dict(value)  # type: ignore[union-attr]
+                elif isinstance(current, TensorCollection) and not is_non_tensor(current):
+                    value = current.from_dict_instance(value)  # type: ignore[attr-defined]
+            entries[key] = value
+        return type(td).from_dict(
+            entries,
+            batch_size,
+            device,
+            batch_dims,
+            auto_batch_size=auto_batch_size,
+            names=names,
+        )
+
     def tolist(
-        self, *, convert_nodes: bool = True, convert_tensors: bool = False, **unused: Any
+        self,
+        *,
+        convert_nodes: bool = True,
+        convert_tensors: bool = False,
+        tolist_first: bool = False,
+        **unused: Any,
     ) -> Any:
         """Nested lists over the batch dimensions, with a dict per element (as ``to_dict``), or
         the element tensordicts themselves with ``convert_nodes=False``.
+
+        Args:
+            convert_nodes: elements as dicts (else as tensordicts).
+            convert_tensors: tensors as python lists / numbers (needs ``convert_nodes``).
+            tolist_first: a nested tensordict with batch dims of its own becomes a list of
+                dicts too (else one dict of tensors).
+
+        Raises:
+            TypeError: ``convert_tensors`` without ``convert_nodes``.
 
         Examples:
             >>> import torch
             >>> from tensordict import TensorDict
             >>> TensorDict({"a": torch.arange(2)}, [2]).tolist(convert_tensors=True)
             [{'a': 0}, {'a': 1}]
+            >>> td = TensorDict(n=TensorDict(a=torch.arange(2), batch_size=[2]))
+            >>> td.tolist(tolist_first=True)
+            {'n': [{'a': tensor(0)}, {'a': tensor(1)}]}
         """
+        if convert_tensors and not convert_nodes:
+            raise TypeError(
+                "convert_tensors requires convert_nodes to be set to True: tensors are converted "
+                "inside the dicts that convert_nodes builds."
+            )
         td: Any = self
-        if not td.batch_size:
-            return td.to_dict(convert_tensors=convert_tensors) if convert_nodes else td
-        return [
-            row.tolist(convert_nodes=convert_nodes, convert_tensors=convert_tensors)
-            for row in td.unbind(0)
-        ]
+        if td.batch_size:
+            return [
+                row.tolist(
+                    convert_nodes=convert_nodes,
+                    convert_tensors=convert_tensors,
+                    tolist_first=tolist_first,
+                )
+                for row in td.unbind(0)
+            ]
+        if not convert_nodes:
+            return td
+        out = td.to_dict(convert_tensors=convert_tensors)
+        if tolist_first:
+            for key, value in td.items():
+                if isinstance(value, TensorCollection) and not is_non_tensor(value):
+                    nested: Any = value
+                    out[key] = nested.tolist(convert_tensors=convert_tensors, tolist_first=True)
+        return out

@@ -28,7 +28,8 @@ def from_struct_array(
     device: Any = None,
     batch_size: Sequence[int] | torch.Size | None = None,
 ) -> TensorDict:
-    """A numpy structured array as a tensordict (fields copied; nested dtypes nested).
+    """A numpy structured array as a tensordict (nested dtypes nested). Numeric fields share
+    the array's memory where torch can view them (as upstream), else are copied.
 
     Examples:
         >>> arr = np.array([(1, 2.0), (3, 4.0)], dtype=[("a", "i8"), ("b", "f4")])
@@ -59,19 +60,42 @@ def _fields(array: np.ndarray) -> dict[str, Any]:
         if field.dtype.names is not None:
             out[name] = TensorDict(_fields(field), batch_size=field.shape)
         elif field.dtype.kind in "OSUV":
-            values = field.astype(object) if field.dtype.kind != "O" else field
-            out[name] = NonTensorStack.from_array(np.array(values, dtype=object))
+            values = np.array(field.astype(object) if field.dtype.kind != "O" else field)
+            if values.ndim == 0:  # one record: its value, not a stack of none
+                out[name] = NonTensorData._new(values[()], torch.Size([]), None)
+            else:
+                out[name] = NonTensorStack.from_array(values)
         else:
-            out[name] = torch.from_numpy(np.ascontiguousarray(field).copy())
+            out[name] = _shared_tensor(field)
     return out
+
+
+def _shared_tensor(field: np.ndarray) -> torch.Tensor:
+    """A tensor viewing the field's memory (as upstream: writes to the array show), or a copy
+    when torch cannot view it (strides that are not a multiple of the item size)."""
+    try:
+        return torch.from_numpy(field)
+    except (ValueError, RuntimeError, TypeError):
+        return torch.from_numpy(np.ascontiguousarray(field).copy())
+
+
+def _text_dtype(values: np.ndarray) -> np.dtype:
+    """numpy's string dtype for an object array of ``str`` (or ``bytes``), else ``object``."""
+    flat = values.reshape(-1).tolist()
+    for kind in (str, bytes):
+        if flat and all(isinstance(v, kind) for v in flat):
+            return np.array(flat).dtype
+    return np.dtype(object)
 
 
 def to_struct_array(td: Any) -> np.ndarray:
     """A tensordict as a numpy structured array of shape ``td.batch_size`` (values copied).
 
+    Non-tensor entries become string fields when they hold only ``str`` (or ``bytes``), object
+    fields otherwise; tensorclasses become nested fields.
+
     Raises:
-        FormatValueError: a dtype numpy has no counterpart for (bfloat16). Non-tensor entries
-            become object fields.
+        FormatValueError: a dtype numpy has no counterpart for (bfloat16).
 
     Examples:
         >>> from tensordict import TensorDict
@@ -95,10 +119,12 @@ def _dtype(td: Any, bs: tuple[int, ...]) -> np.dtype:
 
     fields: list[Any] = []
     for key, value in td._own_items():
+        if getattr(type(value), "_is_tensorclass", False):
+            value = value._tensordict
         if isinstance(value, TensorDictBase):
             fields.append((key, _dtype(value, bs)))
         elif isinstance(value, (NonTensorData, NonTensorStack)):
-            fields.append((key, np.dtype(object)))
+            fields.append((key, _text_dtype(np.asarray(value.to_array()))))
         else:
             sample = to_numpy(key, value[(0,) * len(bs)] if bs else value, "numpy")
             fields.append((key, sample.dtype, value.shape[len(bs) :]))
@@ -109,6 +135,8 @@ def _fill(out: np.ndarray, td: Any, bs: tuple[int, ...]) -> None:
     from tensordict.core.base import TensorDictBase
 
     for key, value in td._own_items():
+        if getattr(type(value), "_is_tensorclass", False):
+            value = value._tensordict
         if isinstance(value, TensorDictBase):
             _fill(out[key], value, bs)
         elif isinstance(value, NonTensorData):

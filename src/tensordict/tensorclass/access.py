@@ -365,6 +365,13 @@ def update(
     A value for a field holding a tensorclass or tensordict updates it recursively; other
     values replace the field (in place with ``inplace``). Keyword arguments win.
     """
+    options = {k: kwargs.pop(k) for k in ("update_batch_size", "is_leaf") if k in kwargs}
+    if options:  # (upstream's options of update: the tensordict applies them)
+        source = input_dict_or_td._tensordict if _is_tc(input_dict_or_td) else input_dict_or_td
+        self._tensordict.update(
+            source, clone, inplace, keys_to_update=keys_to_update, **options, **kwargs
+        )
+        return self
     wanted = None if keys_to_update is None else {key_path(k)[0] for k in keys_to_update}
     for key, value in _update_items(input_dict_or_td, kwargs):
         if wanted is not None and key not in wanted:
