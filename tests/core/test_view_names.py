@@ -93,3 +93,33 @@ def test_sync_all_returns_without_an_accelerator():
     td = TensorDict({"a": torch.zeros(2)}, [2])
     assert td._sync_all() is None
     assert LazyStackedTensorDict(td, td)._sync_all() is None
+
+
+def test_legacy_no_op_permute_and_transpose_return_the_tensordict_itself():
+    from tensordict import set_lazy_legacy
+
+    stack = lazy_stack([TensorDict({"x": torch.zeros(3, 2)}, [3, 2])] * 2, 1)
+    with set_lazy_legacy(True):
+        assert stack.transpose(0, 0) is stack
+        assert stack.permute(0, 1, 2) is stack
+        assert isinstance(stack.transpose(0, 1), _PermutedTensorDict | _TransposedTensorDict)
+
+
+def test_legacy_transpose_out_of_range_uses_upstreams_legacy_wording():
+    from tensordict import set_lazy_legacy
+
+    td = TensorDict(batch_size=[3, 4])
+    with set_lazy_legacy(True), pytest.raises(ValueError, match="dimensions are incompatible"):
+        td.transpose(-5, -6)
+    with pytest.raises(ValueError, match="dim0 and dim1 must be within"):
+        td.transpose(-5, -6)
+
+
+def test_lazy_stack_of_views_writes_through_them_in_place():
+    source = TensorDict({"x": torch.zeros(3, 1)}, [3, 1])
+    view = _SqueezedTensorDict(source, {"dim": 1})
+    stack = LazyStackedTensorDict(view, view.clone(), stack_dim=0)
+    stack.set_("x", torch.ones(2, 3))
+    assert (source["x"] == 1).all()
+    view._set_str("x", torch.full((3,), 2.0), validated=True, inplace=True)
+    assert (source["x"] == 2).all()

@@ -155,7 +155,24 @@ class _ViewBase(TensorDictBase):
         value = self._source._get_str(key, _MISSING)
         return default if value is _MISSING else self._read(value)
 
-    def _set_str(self, key: str, value: Any, *, validated: bool) -> None:
+    def _set_str(
+        self,
+        key: str,
+        value: Any,
+        *,
+        validated: bool,
+        inplace: bool = False,
+        ignore_lock: bool = False,
+        non_blocking: bool = False,
+    ) -> None:
+        # (inplace / ignore_lock / non_blocking: upstream's signature, which lazy stacks of views
+        # and TorchRL call). A shape view reads views of the source's tensors: an in-place write
+        # copies into them; a sub-tensordict writes at its index in any case.
+        if inplace and isinstance(self, _CustomOpTensorDict):
+            existing = self._get_str(key, None)
+            if isinstance(existing, torch.Tensor) and isinstance(value, torch.Tensor):
+                existing.copy_(value)
+                return
         if not validated:
             value = self._convert(key, value, self.batch_size)
         self._write(key, value)
@@ -540,6 +557,10 @@ def lazy_shape_view(td: Any, op: str, **kwargs: Any) -> Any:
     the view ``td`` is."""
     if isinstance(td, _CustomOpTensorDict) and td._undoes(op, kwargs):
         return td._source
+    if (op == "permute" and list(kwargs["dims"]) == list(range(len(kwargs["dims"])))) or (
+        op == "transpose" and kwargs["dim0"] == kwargs["dim1"]
+    ):
+        return td  # a no-op: the tensordict itself, as upstream
     cls = _VIEWS[op]
     return cls(td, kwargs)
 
