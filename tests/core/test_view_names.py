@@ -123,3 +123,21 @@ def test_lazy_stack_of_views_writes_through_them_in_place():
     assert (source["x"] == 1).all()
     view._set_str("x", torch.full((3,), 2.0), validated=True, inplace=True)
     assert (source["x"] == 2).all()
+
+
+def test_shape_ops_on_a_locked_view_give_a_locked_result():
+    source = TensorDict({"x": torch.zeros(3, 4)}, [3, 4]).lock_()
+    view = _PermutedTensorDict(source, {"dims": [1, 0]})
+    assert view.reshape(-1).is_locked
+    assert view.reshape(4, 3).is_locked
+
+
+def test_memmap_of_a_view_of_a_saved_source_to_another_prefix_is_refused(tmp_path):
+    from tensordict.errors import AlreadyMemmappedError
+
+    source = TensorDict({"x": torch.zeros(3, 1)}, [3, 1]).memmap_(tmp_path / "a")
+    view = _SqueezedTensorDict(source, {"dim": 1})
+    with pytest.raises(AlreadyMemmappedError, match=r"^A filename was provided"):
+        view.memmap_(tmp_path / "b")
+    assert not (tmp_path / "b").exists()
+    assert view.memmap_(tmp_path / "c", copy_existing=True).is_memmap()

@@ -16,6 +16,7 @@ returns one in every mode. A view holds no entry of its own:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -28,7 +29,13 @@ from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.options import lazy_legacy
 from tensordict.core.setitem import setitem_index, stage_setitem
 from tensordict.core.shape import normalize_dim
-from tensordict.errors import BatchSizeError, LazyViewError, LockedError, ShapeMismatchError
+from tensordict.errors import (
+    AlreadyMemmappedError,
+    BatchSizeError,
+    LazyViewError,
+    LockedError,
+    ShapeMismatchError,
+)
 
 __all__ = [
     "_CustomOpTensorDict",
@@ -213,7 +220,10 @@ class _ViewBase(TensorDictBase):
         return self if kwargs.get("inplace") else out
 
     def _transform(self, leaf_fn: Any, batch_size: Any = None, names: Any = None) -> Any:
-        return self._materialize()._transform(leaf_fn, batch_size, names)
+        out = self._materialize()._transform(leaf_fn, batch_size, names)
+        if self.is_locked and not out.is_locked:  # shape operations keep the lock, as upstream
+            out._set_locked(True)
+        return out
 
     def _tensor_leaves(self) -> list[torch.Tensor]:
         return self._materialize()._tensor_leaves()  # type: ignore[no-any-return]
@@ -368,6 +378,14 @@ class _CustomOpTensorDict(_ViewBase):
     def memmap_(self, prefix: Any = None, copy_existing: bool = False, **kwargs: Any) -> Any:
         """Write the view's entries (as the view shows them) to memory-mapped files, and make
         the source use them (through the inverse op): the source is memory-mapped too."""
+        saved = self.saved_path
+        moved = prefix is not None and os.path.abspath(os.fspath(prefix)) != saved
+        if saved is not None and moved and not copy_existing and self.is_memmap():
+            raise AlreadyMemmappedError(  # (upstream's wording first)
+                "A filename was provided but the tensor already has a file associated: the "
+                f"source of this view is memory-mapped at {saved}. Pass copy_existing=True to "
+                "copy the files, or use view.memmap(prefix) for a copy."
+            )
         mapped = self._materialize().memmap_(prefix, copy_existing=copy_existing, **kwargs)
         source = self._source
         was_locked = source.is_locked

@@ -472,10 +472,11 @@ def memmap_(
     root = _prefix(prefix)
     if td.is_memmap() and td.saved_path is not None and not copy_existing:
         if td.saved_path != root:
-            raise AlreadyMemmappedError(
-                f"this tensordict is memory-mapped at {td.saved_path}; memmap_({root!r}) would "
-                "move it. Pass copy_existing=True to copy the files, or use td.memmap(prefix) for "
-                "a copy."
+            raise AlreadyMemmappedError(  # (upstream's wording first)
+                "A filename was provided but the tensor already has a file associated: this "
+                f"tensordict is memory-mapped at {td.saved_path}; memmap_({root!r}) would move "
+                "it. Pass copy_existing=True to copy the files, or use td.memmap(prefix) for a "
+                "copy."
             )
         if td.is_locked and _is_written(td, root):
             return td
