@@ -141,3 +141,13 @@ def test_memmap_of_a_view_of_a_saved_source_to_another_prefix_is_refused(tmp_pat
         view.memmap_(tmp_path / "b")
     assert not (tmp_path / "b").exists()
     assert view.memmap_(tmp_path / "c", copy_existing=True).is_memmap()
+
+
+def test_view_as_a_dtype_views_every_leaf_on_dense_tensordicts_and_views():
+    td = TensorDict({"a": torch.zeros(3, 2, 4)}, [3, 2])
+    assert td.view(torch.uint8)["a"].dtype == torch.uint8  # (returned td unchanged before)
+    assert td.view(torch.uint8)["a"].shape == (3, 2, 16)
+    view = _PermutedTensorDict(td, {"dims": [1, 0]})
+    out = view.view(torch.uint8, batch_size=[])
+    assert out.batch_size == torch.Size([]) and out["a"].shape == (2, 3, 16)
+    assert out["a"].dtype == torch.uint8

@@ -262,9 +262,11 @@ class _ViewBase(TensorDictBase):
             "a lazy view of the view)."
         )
 
-    def view(self, *shape: Any) -> Any:
-        if len(shape) == 1 and isinstance(shape[0], torch.dtype):
-            return super().view(*shape)
+    def view(self, *shape: Any, size: Any = None, batch_size: Any = None) -> Any:
+        if len(shape) == 1 and isinstance(shape[0], torch.dtype):  # on the dense copy
+            return self._materialize().view(*shape, batch_size=batch_size)
+        if size is not None:
+            shape = (*shape, size)
         if not lazy_legacy():
             raise self._dense_first("view")
         return super().view(*shape)
