@@ -71,6 +71,7 @@ __all__ = [
     "TensorDictPropertyError",
     "UndeclaredFieldError",
     "UnsafeKeyError",
+    "ViewInplaceError",
     "WorkerCountWarning",
     "WorkerDiedError",
     "PoolBusyError",
@@ -161,6 +162,11 @@ class InplaceNotSupportedError(NotImplementedError):
 class LazyViewError(RuntimeError):
     """An operation a lazy view (``_CustomOpTensorDict``, ``_SubTensorDict``) cannot do: make
     it dense first (``to_tensordict()``), or act on its source."""
+
+
+class ViewInplaceError(LazyViewError, TypeError):
+    """``to(..., inplace=True)`` on a lazy view, whose entries live in its source. Subclasses
+    ``TypeError``, which upstream raises for the same call."""
 
 
 class LazyFirstClassDimError(IndexingError, ValueError):

@@ -151,3 +151,20 @@ def test_view_as_a_dtype_views_every_leaf_on_dense_tensordicts_and_views():
     out = view.view(torch.uint8, batch_size=[])
     assert out.batch_size == torch.Size([]) and out["a"].shape == (2, 3, 16)
     assert out["a"].dtype == torch.uint8
+
+
+@pytest.mark.parametrize("make", ["sub", "squeeze"])
+def test_to_inplace_on_a_view_is_refused_with_a_type_error(make):
+    from tensordict.errors import ViewInplaceError
+
+    source = TensorDict({"x": torch.zeros(3, 1)}, [3, 1])
+    if make == "sub":
+        view = source._get_sub_tensordict(0)
+    else:
+        view = _SqueezedTensorDict(source, {"dim": 1})
+    match = "_SubTensorDict instance" if make == "sub" else "Cannot use inplace=True"
+    with pytest.raises(TypeError, match=match):
+        view.to(torch.float64, inplace=True)
+    assert issubclass(ViewInplaceError, LazyViewError)
+    assert source["x"].dtype == torch.float32
+    assert view.to(torch.float64)["x"].dtype == torch.float64

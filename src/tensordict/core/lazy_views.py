@@ -35,6 +35,7 @@ from tensordict.errors import (
     LazyViewError,
     LockedError,
     ShapeMismatchError,
+    ViewInplaceError,
 )
 
 __all__ = [
@@ -218,6 +219,16 @@ class _ViewBase(TensorDictBase):
     def _apply_leaves(self, fn: Any, *others: Any, **kwargs: Any) -> Any:
         out = self._materialize()._apply_leaves(fn, *others, **kwargs)
         return self if kwargs.get("inplace") else out
+
+    def _inplace_result(self, result: Any, inplace: bool, what: str) -> Any:
+        if inplace and what == "to":
+            raise ViewInplaceError(self._no_inplace_to)
+        return super()._inplace_result(result, inplace, what)
+
+    _no_inplace_to = (
+        "Cannot use inplace=True with a lazy tensordict's to(): its entries live in its source. "
+        "Call source.to(..., inplace=True), or keep the result of view.to(...)."
+    )
 
     def _transform(self, leaf_fn: Any, batch_size: Any = None, names: Any = None) -> Any:
         out = self._materialize()._transform(leaf_fn, batch_size, names)
@@ -614,6 +625,10 @@ class _SubTensorDict(_ViewBase):
     def batch_size(self, value: Any) -> None:
         _ViewBase.batch_size.fset(self, value)  # type: ignore[attr-defined]
 
+    _no_inplace_to = (
+        "Cannot send a _SubTensorDict instance to device/dtype inplace: its entries live in its "
+        "parent. Move the parent (parent.to(..., inplace=True)), or keep the result of sub.to()."
+    )
     _names_frozen = (
         "Names of a subtensordict cannot be modified. Instantiate it as a TensorDict first "
         "(sub.to_tensordict()), or name the dims of its parent."
