@@ -71,7 +71,7 @@ __all__ = [
     "TensorDictPropertyError",
     "UndeclaredFieldError",
     "UnsafeKeyError",
-    "ViewInplaceError",
+    "ViewArgumentError",
     "WorkerCountWarning",
     "WorkerDiedError",
     "PoolBusyError",
@@ -164,9 +164,10 @@ class LazyViewError(RuntimeError):
     it dense first (``to_tensordict()``), or act on its source."""
 
 
-class ViewInplaceError(LazyViewError, TypeError):
-    """``to(..., inplace=True)`` on a lazy view, whose entries live in its source. Subclasses
-    ``TypeError``, which upstream raises for the same call."""
+class ViewArgumentError(LazyViewError, TypeError):
+    """An argument a lazy view cannot honour: ``to(..., inplace=True)`` (its entries live in its
+    source), ``to(..., batch_size=)`` on a shape view. Subclasses ``TypeError``, which upstream
+    raises for the same calls."""
 
 
 class LazyFirstClassDimError(IndexingError, ValueError):

@@ -155,7 +155,7 @@ def test_view_as_a_dtype_views_every_leaf_on_dense_tensordicts_and_views():
 
 @pytest.mark.parametrize("make", ["sub", "squeeze"])
 def test_to_inplace_on_a_view_is_refused_with_a_type_error(make):
-    from tensordict.errors import ViewInplaceError
+    from tensordict.errors import ViewArgumentError
 
     source = TensorDict({"x": torch.zeros(3, 1)}, [3, 1])
     if make == "sub":
@@ -165,6 +165,17 @@ def test_to_inplace_on_a_view_is_refused_with_a_type_error(make):
     match = "_SubTensorDict instance" if make == "sub" else "Cannot use inplace=True"
     with pytest.raises(TypeError, match=match):
         view.to(torch.float64, inplace=True)
-    assert issubclass(ViewInplaceError, LazyViewError)
+    assert issubclass(ViewArgumentError, LazyViewError)
     assert source["x"].dtype == torch.float32
     assert view.to(torch.float64)["x"].dtype == torch.float64
+
+
+def test_to_with_a_batch_size_on_views():
+    from tensordict.errors import ViewArgumentError
+
+    source = TensorDict({"x": torch.zeros(3, 1)}, [3, 1])
+    with pytest.raises(TypeError, match="Cannot pass batch-size to"):
+        _SqueezedTensorDict(source, {"dim": 1}).to(torch.int32, batch_size=[])
+    assert issubclass(ViewArgumentError, TypeError)
+    out = source._get_sub_tensordict(0).to(torch.int32, batch_size=[])
+    assert out.batch_size == torch.Size([]) and out["x"].dtype == torch.int32

@@ -35,7 +35,7 @@ from tensordict.errors import (
     LazyViewError,
     LockedError,
     ShapeMismatchError,
-    ViewInplaceError,
+    ViewArgumentError,
 )
 
 __all__ = [
@@ -222,7 +222,7 @@ class _ViewBase(TensorDictBase):
 
     def _inplace_result(self, result: Any, inplace: bool, what: str) -> Any:
         if inplace and what == "to":
-            raise ViewInplaceError(self._no_inplace_to)
+            raise ViewArgumentError(self._no_inplace_to)
         return super()._inplace_result(result, inplace, what)
 
     _no_inplace_to = (
@@ -378,6 +378,15 @@ class _CustomOpTensorDict(_ViewBase):
 
     def _view_of(self, source: Any) -> Any:
         return type(self)(source, self.custom_op_kwargs, self._bd)
+
+    def to(self, *args: Any, **kwargs: Any) -> Any:
+        """As :meth:`TensorDictBase.to`, without ``batch_size=`` (as upstream)."""
+        if kwargs.get("batch_size") is not None:
+            raise ViewArgumentError(
+                f"Cannot pass batch-size to a {type(self).__name__}: its batch size follows its "
+                "source. Call view.to_tensordict().to(..., batch_size=...) instead."
+            )
+        return super().to(*args, **kwargs)
 
     def _view_names(self, names: list[str | None]) -> list[str | None]:
         head = self._forward_names(names[: self._bd], self._source.batch_size[: self._bd])
@@ -659,6 +668,13 @@ class _SubTensorDict(_ViewBase):
             empty = _empty_in_source(value, self._bs, self._source.batch_size)
             self._source._set_str(key, empty, validated=True)
         setitem_index(self._source, self.idx, {key: value})
+
+    def to(self, *args: Any, **kwargs: Any) -> Any:
+        """As :meth:`TensorDictBase.to`; with ``batch_size=``, a TensorDict of that batch size
+        (the view's own batch size follows its parent)."""
+        if kwargs.get("batch_size") is not None:
+            return self._materialize().to(*args, **kwargs)
+        return super().to(*args, **kwargs)
 
     def get_parent_tensordict(self) -> Any:
         """The tensordict this one views (as upstream)."""
