@@ -27,8 +27,8 @@ from tensordict.core.indexing import plan_index
 from tensordict.core.keys import is_key_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.options import lazy_legacy
+from tensordict.core.saved_index import _str_to_index
 from tensordict.core.setitem import setitem_index, stage_setitem
-from tensordict.core.shape import normalize_dim
 from tensordict.errors import (
     AlreadyMemmappedError,
     BatchSizeError,
@@ -770,53 +770,3 @@ def _empty_in_source(value: Any, view_bs: torch.Size, source_bs: torch.Size) -> 
         if isinstance(nested, TensorDictBase) or getattr(type(nested), "_is_tensorclass", False):
             out._set_str(key, _empty_in_source(nested, view_bs, source_bs), validated=True)
     return out
-
-
-def get_sub_tensordict(td: Any, index: Any) -> _SubTensorDict:
-    """A :class:`_SubTensorDict` viewing ``td[index]``."""
-    return _SubTensorDict(td, index)
-
-
-def _str_to_index(index: Any) -> Any:
-    """Decode an index saved in memmap metadata (tagged lists) back to a python index.
-
-    Examples:
-        >>> _str_to_index(["tuple", [["slice", {"start": 0, "stop": 2, "step": None}], 1]])
-        (slice(0, 2, None), 1)
-    """
-    if not isinstance(index, (tuple, list)):
-        return index
-    if not index:
-        return ()
-    tag = index[0]
-    if tag == "tuple":
-        return tuple(_str_to_index(item) for item in index[1])
-    if tag == "list":
-        return [_str_to_index(item) for item in index[1]]
-    if tag in ("slice", "range"):
-        spec = index[1]
-        make = slice if tag == "slice" else range
-        return make(spec["start"], spec["stop"], spec["step"])
-    if tag == "tensor":
-        return torch.tensor(index[1], device=index[2] if len(index) > 2 else None)
-    if tag == "ellipsis":
-        return Ellipsis
-    return tuple(_str_to_index(item) for item in index)  # older, untagged tuples
-
-
-def normalized_view_kwargs(td: Any, op: str, *args: Any) -> dict[str, Any]:
-    """The keyword arguments of a shape view for ``td.<op>(*args)`` (dims made non-negative)."""
-    bs = td.batch_size
-    n = len(bs)
-    if op == "unsqueeze":
-        return {"dim": normalize_dim(args[0], n, bs, op, extra=1)}
-    if op == "squeeze":
-        return {"dim": normalize_dim(args[0], n, bs, op)}
-    if op == "transpose":
-        return {
-            "dim0": normalize_dim(args[0], n, bs, op),
-            "dim1": normalize_dim(args[1], n, bs, op),
-        }
-    if op == "permute":
-        return {"dims": [normalize_dim(d, n, bs, op) for d in args[0]]}
-    return {"size": torch.Size(args[0])}
