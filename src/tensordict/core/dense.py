@@ -206,7 +206,9 @@ class TensorDict(TensorDictBase):
         ``batch_size`` gives the batch size of a dtype view (leaves change size with it)."""
         if size is not None:
             shape = (*shape, size)
-        if len(shape) == 1 and isinstance(shape[0], torch.dtype) and batch_size is not None:
+        if len(shape) == 1 and isinstance(shape[0], torch.dtype):
+            if batch_size is None:  # every leaf viewed as the dtype, the batch size kept
+                return super().view(*shape)
             dtype = shape[0]
             return self._transform(lambda t: t.view(dtype), as_size(batch_size))
         result = super().view(*shape)

@@ -254,8 +254,13 @@ class ShapeMixin(TensorCollection):
         """Swap two batch dimensions."""
         bd = len(self.batch_size)
         if not (-bd <= dim0 < bd and -bd <= dim1 < bd):
+            lead = (  # (upstream's wording differs in its legacy lazy mode)
+                "The provided dimensions are incompatible with the tensordict batch-size"
+                if lazy_legacy()
+                else "dim0 and dim1 must be within the range of the number of dimensions"
+            )
             raise BatchSizeError(
-                f"dim0 and dim1 must be within the range of the number of dimensions: got "
+                f"{lead}: got "
                 f"{dim0} and {dim1} for batch_size={list(self.batch_size)}, expected dims in "
                 f"[{-bd}, {bd - 1}]. Shape operations act on batch dimensions only."
             )
