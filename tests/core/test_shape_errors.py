@@ -99,3 +99,20 @@ def test_split_size_errors() -> None:
         with pytest.raises(ValueError, match=f"split_size must be positive, got {size}\\."):
             td.split(size, -1)
     assert [p.batch_size[0] for p in td.split([1, 2], 0)] == [1, 2]
+
+
+def test_transpose_out_of_range_says_dims_are_incompatible() -> None:
+    with pytest.raises(ValueError, match="The provided dimensions are incompatible"):
+        _td(2, 3).transpose(-3, 0)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_legacy_permute_of_a_lazy_stack_by_the_identity_is_the_stack() -> None:
+    from tensordict import lazy_stack
+
+    stack = lazy_stack([_td(3, 4), _td(3, 4)], 1)
+    with set_lazy_legacy(True):
+        assert stack.permute(0, 1, 2) is stack
+        assert stack.permute(2, 0, 1).permute(1, 2, 0) is stack
+    with pytest.raises(RuntimeError, match="repeated dim in permute"):
+        stack.permute(0, 0, 1)

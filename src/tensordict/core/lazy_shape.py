@@ -89,13 +89,18 @@ class LazyShapeMixin:
         bd = len(bs)
         if len(order) != bd:
             raise BatchSizeError(
-                f"permute got {len(order)} dims {order} for batch_size={list(bs)}: give an order "
-                f"of all {bd} batch dimensions."
+                f"number of dims don't match in permute (got {len(order)}, expected {bd}): "
+                f"{order} for batch_size={list(bs)}. Give an order of all {bd} batch dimensions."
             )
         order = [normalize_dim(d, bd, bs, "permute") for d in order]
         if sorted(order) != list(range(bd)):
-            raise BatchSizeError(f"permute: {order} is not a permutation of range({bd}).")
-        if lazy_legacy():  # upstream's legacy lazy mode: a lazy view of the stack
+            raise BatchSizeError(
+                f"repeated dim in permute: {order} is not a permutation of range({bd}). "
+                "Give each batch dimension once."
+            )
+        if lazy_legacy():  # upstream's legacy lazy mode: a lazy view of the stack (or itself)
+            if order == list(range(bd)):
+                return self
             return lazy_shape_view(self, "permute", dims=order)
         sd = self.stack_dim
         member_order = [o - (o > sd) for o in order if o != sd]

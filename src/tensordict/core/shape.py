@@ -238,7 +238,8 @@ class ShapeMixin(TensorCollection):
             raise BatchSizeError(
                 f"dim0 and dim1 must be within the range of the number of dimensions: got "
                 f"{dim0} and {dim1} for batch_size={list(self.batch_size)}, expected dims in "
-                f"[{-bd}, {bd - 1}]. Shape operations act on batch dimensions only."
+                f"[{-bd}, {bd - 1}]. The provided dimensions are incompatible with the tensordict "
+                "batch-size: shape operations act on batch dimensions only."
             )
         d0, d1 = dim0 % bd, dim1 % bd
         if lazy_legacy() and d0 != d1:
