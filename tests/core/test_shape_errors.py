@@ -116,3 +116,16 @@ def test_legacy_permute_of_a_lazy_stack_by_the_identity_is_the_stack() -> None:
         assert stack.permute(2, 0, 1).permute(1, 2, 0) is stack
     with pytest.raises(RuntimeError, match="repeated dim in permute"):
         stack.permute(0, 0, 1)
+
+
+def test_dtype_view_with_a_batch_size_on_every_kind_of_tensordict() -> None:
+    from tensordict import lazy_stack
+
+    dense = TensorDict({"a": torch.zeros(2, 3)}, [2, 3])
+    stack = lazy_stack([dense, dense], 1)
+    for td, bs in [(dense, [2]), (stack, [2, 2]), (stack, []), (dense[:, 1:], [])]:
+        out = td.view(torch.uint8, batch_size=bs)
+        assert out.batch_size == tuple(bs) and out["a"].dtype == torch.uint8
+        assert out["a"].numel() == td["a"].numel() * 4
+    with pytest.raises(TypeError, match="batch_size= goes with a dtype view"):
+        dense.view(6, batch_size=[6])

@@ -206,9 +206,8 @@ class TensorDict(TensorDictBase):
         ``batch_size`` gives the batch size of a dtype view (leaves change size with it)."""
         if size is not None:
             shape = (*shape, size)
-        if len(shape) == 1 and isinstance(shape[0], torch.dtype) and batch_size is not None:
-            dtype = shape[0]
-            return self._transform(lambda t: t.view(dtype), as_size(batch_size))
+        if batch_size is not None:
+            return super().view(*shape, batch_size=batch_size)
         result = super().view(*shape)
         if result.batch_size == self._batch_size:  # (as upstream: the same tensordict)
             return self

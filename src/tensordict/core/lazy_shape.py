@@ -150,14 +150,26 @@ class LazyShapeMixin:
         return out
 
     # ------------------------------------------------------------------ regrouping
-    def view(self, *shape: Any) -> Any:
-        """View with a new batch shape that merges adjacent dims or splits one dim.
+    def view(self, *shape: Any, batch_size: Any = None) -> Any:
+        """View with a new batch shape that merges adjacent dims or splits one dim, or every
+        leaf as a dtype (with ``batch_size``: the members' views are stacked when the stack
+        dim is kept, else a dense copy is viewed).
 
         Raises:
             BatchSizeError: the new shape does more than merge or split dims (use reshape).
         """
         if len(shape) == 1 and isinstance(shape[0], torch.dtype):
-            return _new_stack(self._members_op("view", shape[0]), self.stack_dim, self)
+            if batch_size is None:
+                return _new_stack(self._members_op("view", shape[0]), self.stack_dim, self)
+            bs, sd = list(batch_size), self.stack_dim
+            if sd >= len(bs):
+                return self.to_tensordict().view(shape[0], batch_size=bs)  # type: ignore[attr-defined]
+            members = [
+                m.view(shape[0], batch_size=bs[:sd] + bs[sd + 1 :]) for m in self.tensordicts
+            ]
+            return _new_stack(members, sd, self)
+        if batch_size is not None:
+            raise TypeError("view(): batch_size= goes with a dtype view, not with a shape.")
         new_bs = self._target_shape(_sizes(shape), "view")
         if new_bs == self.batch_size:
             return self

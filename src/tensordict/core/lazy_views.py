@@ -216,9 +216,9 @@ class _ViewBase(TensorDictBase):
             "a lazy view of the view)."
         )
 
-    def view(self, *shape: Any) -> Any:
+    def view(self, *shape: Any, batch_size: Any = None) -> Any:
         if len(shape) == 1 and isinstance(shape[0], torch.dtype):
-            return super().view(*shape)
+            return super().view(*shape, batch_size=batch_size)
         if not lazy_legacy():
             raise self._dense_first("view")
         return super().view(*shape)
