@@ -129,3 +129,13 @@ def test_dtype_view_with_a_batch_size_on_every_kind_of_tensordict() -> None:
         assert out["a"].numel() == td["a"].numel() * 4
     with pytest.raises(TypeError, match="batch_size= goes with a dtype view"):
         dense.view(6, batch_size=[6])
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_shape_ops_of_a_locked_lazy_view_stay_locked() -> None:
+    td = _td(2, 3)
+    with set_lazy_legacy(True):
+        view = td.permute(1, 0)
+    view.lock_()
+    assert view.reshape(-1).is_locked and view.flip(0).is_locked
+    assert not _td(2, 3).permute(1, 0).reshape(-1).is_locked

@@ -177,7 +177,10 @@ class _ViewBase(TensorDictBase):
         return self if kwargs.get("inplace") else out
 
     def _transform(self, leaf_fn: Any, batch_size: Any = None, names: Any = None) -> Any:
-        return self._materialize()._transform(leaf_fn, batch_size, names)
+        out = self._materialize()._transform(leaf_fn, batch_size, names)
+        if self.is_locked:  # shape operations keep the lock, as upstream
+            out._set_locked(True)
+        return out
 
     def _tensor_leaves(self) -> list[torch.Tensor]:
         return self._materialize()._tensor_leaves()  # type: ignore[no-any-return]
