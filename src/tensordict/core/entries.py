@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
+from tensordict.core.batch_shape import leaf_shape
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import NestedKey, is_key_index, key_path, unravel_key
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
@@ -262,7 +263,10 @@ class EntriesMixin(TensorCollection):
     # ================================================================== writing entries
     def _check_batch(self, key: Any, value: Any, batch_size: torch.Size) -> None:
         n = len(batch_size)
-        shape = value.shape if hasattr(value, "shape") else None
+        if isinstance(value, torch.Tensor) and value.is_nested:
+            shape = leaf_shape(value)  # (-1 where the components differ)
+        else:
+            shape = value.shape if hasattr(value, "shape") else None
         if shape is None or (n and tuple(shape[:n]) != tuple(batch_size)):
             got = list(shape) if shape is not None else type(value).__name__
             raise BatchSizeError(
