@@ -1,9 +1,9 @@
 """The one entry point of the benchmark suite: ``python -m benchmarks.run [--quick] [--only NAME]``.
 
-Runs every suite (core_ops, memmap_io, map_iter, cpu_bound, epochs, and ray_pool when ray is
-installed), prints one table and writes ``benchmarks/results.json`` (the machine, the table rows
-and each suite's raw results). ``make bench ARGS="--quick"`` runs the same at small sizes, as a
-smoke run.
+Runs every suite (core_ops, memmap_io, map_iter, cpu_bound, epochs, io_stream, consolidate,
+and ray_pool when ray is installed), prints one table and writes ``benchmarks/results.json``
+(the machine, the table rows and each suite's raw results). ``make bench ARGS="--quick"`` runs
+the same at small sizes, as a smoke run.
 """
 
 from __future__ import annotations
@@ -184,6 +184,22 @@ def ray_available() -> bool:
     return Path(__file__).with_name("ray_pool.py").exists()
 
 
+def consolidate(quick: bool) -> tuple[dict[str, Any], list[Row]]:
+    from benchmarks import consolidate as suite
+
+    raw = suite.run(rounds=1 if quick else 2, repeat=3 if quick else 5)
+    rows = []
+    for r in raw["rows"]:
+        row = {k: r[k] for k in ("name", "unit", "median", "min", "max")}
+        if "ratio" in r:
+            row["ratios"] = {"upstream": {"median": r["ratio"]}}
+            row["reference"] = f"upstream {r['upstream']:.3g} ms; target <= upstream"
+        else:
+            row["ratios"], row["reference"] = {}, "upstream venv missing"
+        rows.append(row)
+    return raw, rows
+
+
 def io_stream(quick: bool) -> tuple[dict[str, Any], list[Row]]:
     from benchmarks import io_stream as suite
 
@@ -199,6 +215,7 @@ SUITES: dict[str, Callable[[bool], tuple[dict[str, Any], list[Row]]]] = {
     "epochs": epochs,
     "ray_pool": ray_pool,
     "io_stream": io_stream,
+    "consolidate": consolidate,
 }
 
 

@@ -10,7 +10,6 @@ from tensordict.core.checks import assert_close
 from tensordict.core.checks import assert_close as assert_allclose_td
 from tensordict.core.collection import TensorCollection
 from tensordict.core.combine import cat, stack
-from tensordict.core.coming import PackLayout, append_memmap
 from tensordict.core.consolidate import from_consolidated
 from tensordict.core.convert import from_any, from_namedtuple, from_pytree, from_tuple
 from tensordict.core.dense import TensorDict
@@ -51,6 +50,7 @@ from tensordict.core.options import (
     set_list_to_stack,
     set_printoptions,
 )
+from tensordict.core.pack import PackLayout
 from tensordict.core.padding import collate, pad, pad_sequence, unpad_sequence
 from tensordict.core.parse_repr import parse_tensor_dict_string
 from tensordict.core.typed import TypedTensorDict
@@ -69,6 +69,7 @@ from tensordict.formats import (
     to_safetensors,
 )
 from tensordict.memmap.api import load, load_memmap, memmap, save
+from tensordict.memmap.append import append_memmap
 from tensordict.memmap.archive import (
     is_memmap_archive,
     pack_memmap,

@@ -1,10 +1,7 @@
 """``tensordict._archive``: upstream's path of memmap archives; re-exports only."""
 
-from tensordict.core.coming import (
-    PackLayout,
-    _ArchiveReader,  # noqa: F401
-    append_memmap,
-)
+from tensordict.core.pack import PackLayout
+from tensordict.memmap.append import append_memmap
 from tensordict.memmap.archive import (
     ARCHIVE_SUFFIX as TENSORDICT_ARCHIVE_SUFFIX,
 )
@@ -14,6 +11,7 @@ from tensordict.memmap.archive import (
     refresh_archive_checksums,
     unpack_memmap,
 )
+from tensordict.memmap.archive_reader import _ArchiveReader  # noqa: F401
 
 __all__ = [
     "TENSORDICT_ARCHIVE_SUFFIX",

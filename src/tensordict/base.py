@@ -6,6 +6,7 @@ import torch
 from tensordict.core.base import TensorDictBase, is_tensor_collection
 from tensordict.core.base import is_tensor_collection as _is_tensor_collection  # noqa: F401
 from tensordict.core.convert import from_any, from_namedtuple, from_tuple
+from tensordict.core.device import device_recorder as _device_recorder  # noqa: F401
 from tensordict.core.entries import NO_DEFAULT
 from tensordict.core.functional import from_dict
 from tensordict.core.keys import GENERIC_NESTED_ERR as _GENERIC_NESTED_ERR  # noqa: F401

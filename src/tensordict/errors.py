@@ -24,6 +24,7 @@ __all__ = [
     "DeviceMismatchError",
     "FieldTypeError",
     "FormatValueError",
+    "FromModulesError",
     "FrozenTensorclassError",
     "IncompleteMemmapError",
     "IndexTypeError",
@@ -38,8 +39,10 @@ __all__ = [
     "FirstClassDimMemmapError",
     "LockedError",
     "MappingLimitError",
+    "MemmapAppendError",
     "MemmapDeviceError",
     "MemmapExistsError",
+    "MemmapStorageError",
     "MemmapSymlinkError",
     "MetaDataTypeError",
     "MemmapFormatError",
@@ -48,12 +51,14 @@ __all__ = [
     "NoSpaceError",
     "NestedWorkersError",
     "NotATensorDictError",
+    "NotMemmappedError",
     "NotYetAvailableError",
     "NotPicklableError",
     "OutKeyNotFoundError",
     "ParamsWriteError",
     "OutMismatchError",
     "PickleNotAllowedError",
+    "RawKeyPathError",
     "ShapeMismatchError",
     "StoreConnectionError",
     "StoreDataError",
@@ -188,6 +193,12 @@ class UnsafeKeyError(MemmapFormatError):
     """A key whose file name would escape the directory of a memory-mapped tensordict."""
 
 
+class RawKeyPathError(UnsafeKeyError, RuntimeError):
+    """A key that ``memmap(..., robust_key=False)`` would write under its raw name, which is a
+    path (``"a/b"``, ``".."``) rather than a file name. Subclasses ``RuntimeError``, which upstream
+    raises for the same call."""
+
+
 class FileNameTooLongError(MemmapFormatError, OSError):
     """A key whose file name, or whose path below the prefix, is longer than the file system
     allows. Subclasses ``OSError`` too, which upstream raises (``errno`` is ``ENAMETOOLONG``)."""
@@ -202,6 +213,21 @@ class MemmapExistsError(FileExistsError, RuntimeError):
 
     Subclasses ``RuntimeError`` too, which upstream raises for the same mistake.
     """
+
+
+class NotMemmappedError(MemmapFormatError, RuntimeError):
+    """``make_memmap*`` on a tensordict that is not memory-mapped to a directory. Subclasses
+    ``RuntimeError`` too, which upstream raises for the same call."""
+
+
+class MemmapStorageError(RuntimeError, ValueError):
+    """``make_memmap_from_storage`` with a storage that is mapped from another file, or too
+    small for the shape asked. Upstream raises ``RuntimeError`` for the first."""
+
+
+class FromModulesError(RuntimeError):
+    """``from_modules`` with options that cannot go together (``lazy_stack`` with
+    ``as_module``, or with lazy modules). Upstream raises ``RuntimeError``."""
 
 
 class MemmapDeviceError(RuntimeError, ValueError):
@@ -379,6 +405,12 @@ class MemmapArchiveError(MemmapFormatError):
     """A file given as a memory-mapped archive (``.tdz``) that is not one, or that is damaged or
     truncated, or an archive that cannot be written where asked. Subclasses ``ValueError``
     (through :class:`MemmapFormatError`), which upstream raises."""
+
+
+class MemmapAppendError(ValueError):
+    """``append_memmap`` to something that cannot grow (an archive, a lazy stack, a nested
+    tensor) or with rows that do not fit the saved tensordict; nothing was written. Subclasses
+    ``ValueError``, which upstream raises."""
 
 
 class MemmapArchiveWriteError(MemmapArchiveError, RuntimeError):

@@ -1,13 +1,31 @@
 """consolidate / is_consolidated / from_consolidated and TensorDictFuture."""
 
 import json
+import multiprocessing as mp
 import pickle
+import socket
 
 import pytest
 import torch
 
-from tensordict import TensorDict, from_consolidated
+import tensordict._reductions
+from tensordict import (
+    LazyStackedTensorDict,
+    NonTensorStack,
+    TensorDict,
+    from_consolidated,
+    lazy_stack,
+    tensorclass,
+)
+from tensordict.parallel.channel import OUT_OF_BAND_BYTES, Channel
 from tensordict.utils import TensorDictFuture
+from tests.core.consolidate_workers import describe_consolidated
+
+
+@tensorclass
+class _Point:
+    x: torch.Tensor
+    label: str
 
 
 def _td() -> TensorDict:
@@ -85,3 +103,146 @@ def test_consolidated_pickles() -> None:
     tdc = _td().consolidate()
     again = pickle.loads(pickle.dumps(tdc))
     assert (again.exclude("s") == tdc.exclude("s")).all()
+
+
+def _njt(lengths: bool = True) -> torch.Tensor:
+    return torch.nested.nested_tensor_from_jagged(
+        torch.arange(10.0),
+        offsets=torch.tensor([0, 2, 5, 8, 10]),
+        lengths=torch.tensor([2, 3, 3, 2]) if lengths else None,
+    )
+
+
+def _assert_same_njt(got: torch.Tensor, want: torch.Tensor) -> None:
+    assert got.is_nested and got._ragged_idx == want._ragged_idx
+    assert torch.equal(got.values(), want.values()) and torch.equal(got.offsets(), want.offsets())
+    want_lengths = want.lengths()
+    assert (got.lengths() is None) == (want_lengths is None)
+    if want_lengths is not None:
+        assert torch.equal(got.lengths(), want_lengths)
+
+
+def _one_storage(td) -> bool:
+    ptrs = set()
+    for t in td.values(True, True):
+        if isinstance(t, torch.Tensor):
+            parts = [t.values(), t.offsets()] if t.is_nested else [t]
+            ptrs.update(p.untyped_storage().data_ptr() for p in parts)
+    return len(ptrs) == 1
+
+
+def test_jagged_tensors_are_consolidated_in_upstreams_layout() -> None:
+    td = TensorDict(a=_njt(), b={"c": _njt(lengths=False)}, x=torch.ones(4), batch_size=[4])
+    tdc = td.consolidate(num_threads=2)
+    assert _one_storage(tdc)
+    _assert_same_njt(tdc["a"], td["a"])
+    _assert_same_njt(tdc["b", "c"], td["b", "c"])
+    leaves = tdc._consolidated["metadata"]["leaves"]
+    assert list(leaves) == ["<NJT_VALUES>a", "<NJT_LENGTHS>a", "<NJT_OFFSETS>a", "x"]
+    assert leaves["<NJT_OFFSETS>a"][5] == 1  # the ragged dimension
+    tdc._consolidated["storage"].zero_()
+    assert (tdc["a"].values() == 0).all() and (tdc["b", "c"].offsets() == 0).all()
+
+
+def test_jagged_tensors_round_trip_through_files_and_pickles(tmp_path) -> None:
+    ragged = torch.nested.as_nested_tensor(
+        [torch.randn(3, 2, i) for i in range(1, 4)], layout=torch.jagged
+    )
+    td = TensorDict(a=_njt(), r=torch.zeros(4), batch_size=[4])
+    loaded = from_consolidated(_write(td, tmp_path))
+    _assert_same_njt(loaded["a"], td["a"])
+    for protocol in (4, 5):
+        again = pickle.loads(pickle.dumps(td.consolidate(), protocol=protocol))
+        assert again.is_consolidated() and _one_storage(again)
+        _assert_same_njt(again["a"], td["a"])
+    tdr = TensorDict(ragged=ragged, batch_size=[3]).consolidate()
+    _assert_same_njt(pickle.loads(pickle.dumps(tdr))["ragged"], ragged)
+
+
+def _write(td: TensorDict, tmp_path) -> str:
+    path = str(tmp_path / "td.bin")
+    td.consolidate(filename=path)
+    return path
+
+
+def test_strided_nested_tensors_are_refused_with_a_hint() -> None:
+    strided = torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)])
+    with pytest.raises(NotImplementedError, match=r"layout=torch\.jagged"):
+        TensorDict(a=strided).consolidate()
+
+
+def test_storage_offsets_follow_each_leaf_whatever_the_key_order() -> None:
+    # a leaf after a nested tensordict used to be copied to the wrong offset
+    td = TensorDict(a=torch.arange(3), b={"c": torch.ones(2, dtype=torch.uint8)}, d=torch.ones(5))
+    tdc = td.consolidate()
+    assert (tdc == td).all()
+    assert torch.equal(pickle.loads(pickle.dumps(tdc))["d"], torch.ones(5))
+
+
+def test_lazy_stacks_stay_lazy_and_pickle_consolidated() -> None:
+    members = [TensorDict(x=torch.full((2,), float(i)), s=f"m{i}") for i in range(3)]
+    tdc = lazy_stack(members, 0).consolidate()
+    assert isinstance(tdc, LazyStackedTensorDict) and tdc.is_consolidated()
+    assert _one_storage(tdc) and tdc["s"] == ["m0", "m1", "m2"]
+    again = pickle.loads(pickle.dumps(tdc))
+    assert isinstance(again, LazyStackedTensorDict) and again.is_consolidated()
+    assert torch.equal(again["x"], tdc["x"]) and again["s"] == ["m0", "m1", "m2"]
+
+
+def test_nested_tensorclasses_and_non_tensor_stacks_survive_pickling() -> None:
+    td = TensorDict(p=_Point(x=torch.ones(3), label="p", batch_size=[3]), batch_size=[3])
+    td["s"] = NonTensorStack("a", "b", "c")
+    again = pickle.loads(pickle.dumps(td.consolidate()))
+    assert isinstance(again["p"], _Point) and again["p"].label == "p"
+    assert torch.equal(again["p"].x, torch.ones(3)) and again["s"] == ["a", "b", "c"]
+
+
+def test_a_consolidated_tensordict_pickles_as_one_storage() -> None:
+    tdc = TensorDict({f"k{i}": torch.full((4,), i) for i in range(20)}, [4]).consolidate()
+    rebuild, args = tdc.__reduce_ex__(4)
+    metadata, storage = args
+    assert storage is tdc._consolidated["storage"] and isinstance(metadata, dict)
+    assert rebuild is tensordict._reductions._rebuild_tensordict_files_consolidated
+    again = rebuild(*args)
+    assert again.is_consolidated() and (again == tdc).all()
+
+
+def test_unpickled_lock_state_follows_the_source_as_upstream() -> None:
+    td = TensorDict(a=torch.zeros(2))
+    again = pickle.loads(pickle.dumps(td.consolidate()))
+    assert again.is_consolidated() and not again.is_locked
+    again["new"] = torch.ones(1)  # (upstream code adds keys to what it receives)
+    assert pickle.loads(pickle.dumps(td.lock_().consolidate())).is_locked
+
+
+def test_consolidated_results_cross_the_map_iter_channel_as_one_buffer() -> None:
+    a, b = socket.socketpair()
+    ca, cb = Channel(a), Channel(b)
+    try:
+        small = TensorDict(a=torch.arange(3), b={"c": torch.ones(2)}).consolidate()
+        large = TensorDict(a=torch.randn(OUT_OF_BAND_BYTES), b=torch.arange(3)).consolidate()
+        for td in (small, large):
+            ca.send(("ok", 0, td))
+            got = cb.recv()[2]
+            assert got.is_consolidated() and _one_storage(got) and (got == td).all()
+        assert cb.last_oob_bytes >= large._consolidated["storage"].numel()
+    finally:
+        ca.close()
+        cb.close()
+
+
+def test_multiprocessing_receives_one_shared_storage() -> None:
+    # (the queue's ForkingPickler is the same under spawn: fork keeps the test fast)
+    ctx = mp.get_context("fork")
+    plain = TensorDict(a=torch.arange(3), b={"c": torch.ones(3)}, batch_size=[3])
+    q_in, q_out = ctx.Queue(), ctx.Queue()
+    proc = ctx.Process(target=describe_consolidated, args=(q_in, q_out))
+    proc.start()
+    try:
+        q_in.put(plain)
+        assert q_out.get(timeout=60) == (False, True, 2, [1.0, 1.0, 1.0])
+        q_in.put(plain.consolidate())
+        assert q_out.get(timeout=60) == (True, True, 1, [1.0, 1.0, 1.0])
+    finally:
+        q_in.put(None)
+        proc.join(timeout=60)

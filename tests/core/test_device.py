@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from tensordict import TensorDict
@@ -14,3 +15,65 @@ def test_to_the_device_a_tensordict_already_has_returns_it() -> None:
     no_device = TensorDict({"a": torch.zeros(2)}, [2])
     moved = no_device.to("cpu")
     assert moved is not no_device and moved.device == torch.device("cpu")
+
+
+def test_sync_all_waits_for_the_accelerator(monkeypatch) -> None:
+    calls = []
+    monkeypatch.setattr(
+        torch.accelerator, "current_accelerator", lambda check_available=False: torch.device("cuda")
+    )
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.accelerator, "synchronize", lambda *a: calls.append(a))
+    TensorDict(a=torch.zeros(1))._sync_all()
+    assert calls == [()]
+
+
+def test_sync_all_does_nothing_on_a_cpu_only_machine(monkeypatch) -> None:
+    monkeypatch.setattr(
+        torch.accelerator, "current_accelerator", lambda check_available=False: None
+    )
+    monkeypatch.setattr(torch.accelerator, "synchronize", lambda *a: pytest.fail("synchronised"))
+    TensorDict(a=torch.zeros(1))._sync_all()
+
+
+def test_device_recorder_keeps_its_state_per_thread() -> None:
+    import threading
+
+    from tensordict.base import _device_recorder as recorder
+
+    recorder.mark()
+    try:
+        recorder.record_transfer("cpu")
+        seen = []
+
+        def look() -> None:
+            seen.append((recorder.marked, recorder.has_transfer()))
+
+        thread = threading.Thread(target=look)
+        thread.start()
+        thread.join()
+        assert seen == [(False, False)] and recorder.marked and recorder.has_transfer()
+    finally:
+        recorder.unmark()
+    assert not recorder.marked and not recorder.has_transfer()
+
+
+def test_to_does_not_keep_its_source_alive() -> None:
+    import gc
+    import weakref
+
+    td = TensorDict(a=torch.zeros(3), batch_size=[3])
+    ref = weakref.ref(td)
+    moved = td.to(torch.float64)
+    del td
+    gc.collect()
+    assert ref() is None and moved["a"].dtype == torch.float64
+
+
+def test_grad_and_data_of_a_locked_tensordict_are_locked() -> None:
+    td = TensorDict(a=torch.ones(3, requires_grad=True), b={"c": torch.ones(3, requires_grad=True)})
+    (td["a"].sum() + td["b", "c"].sum()).backward()
+    assert not td.grad.is_locked and td.grad is not td.grad
+    td.lock_()
+    assert td.grad.is_locked and td.data.is_locked
+    assert torch.equal(td.grad["b", "c"], torch.ones(3))

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from tensordict import TensorDict
+from tensordict import LazyStackedTensorDict, TensorDict
 from tensordict.errors import LockedError
 
 
@@ -197,16 +197,46 @@ def test_a_nested_tensordict_cannot_be_unlocked_under_its_locked_parent() -> Non
     assert td["b"].is_locked and td["b", "d"].shape == (3,)
 
 
-def test_a_child_of_two_locked_parents_stays_locked_until_both_are_unlocked() -> None:
+def test_a_child_of_two_locked_parents_cannot_be_unlocked_through_one_of_them() -> None:
+    # as upstream: unlocking p1 would have to unlock a child p2 still holds
     child = TensorDict({"c": torch.ones(3)}, [3])
     p1 = TensorDict({"n": child}, [3]).lock_()
     p2 = TensorDict({"n": child}, [3]).lock_()
-    p1.unlock_()
-    assert child.is_locked and not p1.is_locked
+    with pytest.raises(LockedError, match="part of a locked graph"):
+        p1.unlock_()
+    assert p1.is_locked and child.is_locked
     with pytest.raises(LockedError):
         child.unlock_()
-    p2.unlock_()
-    assert not child.is_locked
+    # grouped under one root, the whole graph unlocks at once
+    root = TensorDict({"p1": p1, "p2": p2}, [3]).lock_()
+    root.unlock_()
+    assert not (p1.is_locked or p2.is_locked or child.is_locked)
+
+
+def test_a_nested_lazy_stack_read_from_a_locked_stack_does_not_pin_the_members() -> None:
+    td0 = TensorDict({("a", "b"): torch.zeros(())}, [])
+    stack = LazyStackedTensorDict.lazy_stack([td0, td0.clone()]).lock_()
+    nested = stack["a"]  # kept alive: must not keep td0["a"] locked once the stack is unlocked
+    assert len(nested._lock_parents_weakrefs) == 3  # the stack and both members
+    stack.unlock_()
+    assert not td0["a"].is_locked
+    assert not nested.is_locked
+
+
+def test_a_lazy_stack_reads_as_locked_when_all_its_members_are() -> None:
+    td0, td1 = TensorDict({"x": torch.zeros(2)}, [2]), TensorDict({"x": torch.zeros(2)}, [2])
+    stack = LazyStackedTensorDict.lazy_stack([td0, td1])
+    td0.lock_()
+    assert not stack.is_locked
+    td1.lock_()
+    assert stack.is_locked and stack._is_locked is None
+    td0.unlock_()  # the stack itself was never locked: its members unlock freely
+    assert not stack.is_locked
+    stack.lock_()
+    with pytest.raises(LockedError):
+        td1.unlock_()
+    stack.unlock_()
+    assert stack._is_locked is None
 
 
 def test_a_child_whose_locked_parent_is_gone_can_be_unlocked() -> None:

@@ -114,3 +114,17 @@ def test_cat_and_stack_from_tensordict_join_every_leaf() -> None:
     assert td.cat_from_tensordict(dim=1).shape == (3, 8)
     stacked = td.stack_from_tensordict(dim=1, sorted=True)
     assert stacked.shape == (3, 2, 4) and (stacked[:, 0] == 0).all() and (stacked[:, 1] == 1).all()
+
+
+def test_legacy_batch_size_and_device_entries_are_metadata_not_keys() -> None:
+    import collections
+
+    legacy = collections.OrderedDict(a=torch.tensor(1), __batch_size=torch.Size([]), __device=None)
+    td = TensorDict({"a": 0}, [])
+    td.load_state_dict(legacy)
+    assert td["a"] == 1 and set(td.keys()) == {"a"}
+    empty = TensorDict()
+    empty.load_state_dict(
+        collections.OrderedDict(a=torch.arange(3), __batch_size=torch.Size([3])), strict=False
+    )
+    assert empty.batch_size == (3,) and torch.equal(empty["a"], torch.arange(3))

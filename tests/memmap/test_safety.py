@@ -20,7 +20,9 @@ from tensordict import MemoryMappedTensor, NonTensorData, TensorDict
 from tensordict.errors import (
     IncompleteMemmapError,
     MemmapFormatError,
+    MemmapSymlinkError,
     PickleNotAllowedError,
+    RawKeyPathError,
     UnsafeKeyError,
 )
 from tensordict.memmap import io
@@ -220,14 +222,16 @@ def test_prefix_reached_through_a_symlink_loads(tmp_path: Path) -> None:
     assert TensorDict.load_memmap(tmp_path / "link")["b", "c"].tolist() == [0, 1, 2]
 
 
-def test_writing_over_a_symlinked_directory_never_writes_through_it(tmp_path: Path) -> None:
+def test_writing_over_a_symlinked_directory_is_refused(tmp_path: Path) -> None:
+    # as upstream: a RuntimeError, and nothing written through the link
     (tmp_path / "outside").mkdir()
     (tmp_path / "p").mkdir()
     os.symlink(tmp_path / "outside", tmp_path / "p" / "b")
-    make().memmap(tmp_path / "p")
+    with pytest.raises(MemmapSymlinkError, match="TensorDict through symlink"):
+        make().memmap(tmp_path / "p")
     assert list((tmp_path / "outside").iterdir()) == []
-    assert not (tmp_path / "p" / "b").is_symlink()  # the new version has a real folder there
-    assert TensorDict.load_memmap(tmp_path / "p")["b", "c"].tolist() == [0, 1, 2]
+    assert (tmp_path / "p" / "b").is_symlink()  # left as it was
+    assert not (tmp_path / "p" / "meta.json").exists()
 
 
 def test_writing_in_place_through_a_symlinked_directory_is_refused(tmp_path, monkeypatch):
@@ -246,9 +250,39 @@ def test_writing_in_place_through_a_symlinked_directory_is_refused(tmp_path, mon
             self.target, self.in_place = real, True
 
     monkeypatch.setattr(tx.Staging, "__init__", no_staging)
-    with pytest.raises(UnsafeKeyError, match="outside"):
+    with pytest.raises(MemmapSymlinkError, match="outside"):
         make().memmap(tmp_path / "p")
     assert list((tmp_path / "outside").iterdir()) == []
+
+
+def test_robust_load_skips_a_path_like_key_whose_encoded_file_is_gone(tmp_path: Path) -> None:
+    # as upstream: the raw name ("../outside") is never read, the key is left out
+    td = TensorDict({"../outside": torch.arange(3.0), "a": torch.zeros(3)}, [])
+    td.memmap(tmp_path / "p", robust_key=True)
+    (tmp_path / "p" / "..%2Foutside.memmap").replace(tmp_path / "outside.memmap")
+    with pytest.warns(UserWarning, match="never read"):
+        loaded = TensorDict.load_memmap(tmp_path / "p", robust_key=True)
+    assert list(loaded.keys()) == ["a"]
+    with pytest.raises(UnsafeKeyError):  # without robust_key: refused, as before
+        TensorDict.load_memmap(tmp_path / "p")
+
+
+def test_robust_key_false_refuses_a_key_that_is_a_path(tmp_path: Path) -> None:
+    td = TensorDict({"a/b/c": torch.zeros(3), "n": {"..": torch.zeros(1)}})
+    with pytest.raises(RawKeyPathError, match="No such file or directory"):
+        td.memmap(tmp_path / "p", robust_key=False)
+    with pytest.raises(RuntimeError):
+        TensorDict({"n": {"..": torch.zeros(1)}}).memmap_(tmp_path / "q", robust_key=False)
+    assert not (tmp_path / "p").exists() and not (tmp_path / "q").exists()
+    TensorDict({"x y": torch.zeros(1)}).memmap(tmp_path / "r", robust_key=False)  # a file name
+
+
+def test_subpath_as_a_tuple_takes_each_part_as_one_key(tmp_path: Path) -> None:
+    td = TensorDict({"../up": {"x": torch.arange(3)}, "a": {"b": {"y": torch.ones(2)}}}, [])
+    td.memmap(tmp_path / "p", robust_key=True)
+    assert TensorDict.load_memmap(tmp_path / "p", subpath=("../up",))["x"].tolist() == [0, 1, 2]
+    assert TensorDict.load_memmap(tmp_path / "p", subpath="a/b")["y"].tolist() == [1.0, 1.0]
+    assert TensorDict.load_memmap(tmp_path / "p", subpath=("a", "b"))["y"].shape == (2,)
 
 
 def test_writing_over_a_symlinked_file_never_writes_its_target(tmp_path: Path) -> None:

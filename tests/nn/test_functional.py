@@ -236,3 +236,24 @@ def test_reset_parameters_recursive_writes_into_a_copy():
     fresh = module.reset_parameters_recursive(params.data.clone())
     assert not (fresh == before).all()
     assert (TensorDict.from_module(module) == before).all()
+
+
+@pytest.mark.parametrize("as_module", [False, True])
+def test_from_modules_expand_identical_keeps_the_shared_parameter_in_the_graph(as_module):
+    shared = nn.Linear(3, 3)
+    modules = [nn.Sequential(shared, nn.Linear(3, 4)) for _ in range(2)]
+    params = TensorDict.from_modules(*modules, as_module=as_module, expand_identical=True)
+    weight = params["0", "weight"]
+    assert not isinstance(weight, nn.Parameter)
+    assert weight.data_ptr() == shared.weight.data_ptr()
+    weight.sum().backward()
+    assert torch.equal(shared.weight.grad, torch.full((3, 3), 2.0))
+
+
+def test_from_modules_refuses_lazy_stack_with_as_module_or_lazy_modules():
+    from tensordict.errors import FromModulesError
+
+    with pytest.raises(RuntimeError, match="within a TensorDictParams"):
+        TensorDict.from_modules(nn.Linear(2, 2), nn.Linear(2, 2), as_module=True, lazy_stack=True)
+    with pytest.raises(FromModulesError, match="not compatible with lazy modules"):
+        TensorDict.from_modules(nn.LazyLinear(2), nn.LazyLinear(2), lazy_stack=True)

@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 
-from tensordict import TensorDict
+from tensordict import TensorDict, set_printoptions
 from tensordict.errors import UndeclaredFieldError
 from tests.tensorclass.classes import Pair, Sample
 
@@ -89,7 +89,26 @@ def test_deepcopy_copies_the_tensors() -> None:
 # ---------------------------------------------------------------------- repr
 
 
-def test_repr_matches_the_upstream_layout() -> None:
+@pytest.fixture
+def detailed_repr():
+    with set_printoptions(compact=False):
+        yield
+
+
+def test_repr_is_compact_by_default() -> None:
+    s = Sample(obs=torch.zeros(3, 4, 1), label="test", batch_size=[3, 4])
+    assert repr(s) == "Sample(batch_size=[3,4], fields={label: str, obs: f32[1], reward: None})"
+    s = Sample(obs=torch.zeros(3), batch_size=[3], device="cpu")
+    assert repr(s).startswith("Sample(batch_size=[3], device=cpu, fields={")
+
+
+def test_repr_compact_hides_what_the_options_hide() -> None:
+    s = Sample(obs=torch.zeros(3), batch_size=[3], device="cpu")
+    with set_printoptions(show_batch_size=False, show_device=False):
+        assert repr(s) == "Sample(fields={label: str, obs: f32[], reward: None})"
+
+
+def test_repr_matches_the_upstream_layout(detailed_repr: None) -> None:
     s = Sample(obs=torch.zeros(3, 4, 1), label="test", batch_size=[3, 4])
     assert repr(s) == (
         "Sample(\n"
@@ -103,12 +122,20 @@ def test_repr_matches_the_upstream_layout() -> None:
     )
 
 
-def test_repr_without_tensordict_fields_has_no_leading_newline() -> None:
+def test_repr_detailed_hides_the_header_lines_the_options_hide() -> None:
+    s = Sample(obs=torch.zeros(3), batch_size=[3])
+    with set_printoptions(show_device=False, show_is_shared=False, show_field_device=False):
+        text = repr(s)
+    assert text.endswith("    reward=None,\n    batch_size=torch.Size([3]))")
+    assert "\n    device=" not in text and "\n    is_shared=" not in text
+
+
+def test_repr_without_tensordict_fields_has_no_leading_newline(detailed_repr: None) -> None:
     s = Sample.from_tensordict(TensorDict())
     assert repr(s).startswith("Sample(    obs=None,\n")
 
 
-def test_repr_indents_a_nested_tensorclass() -> None:
+def test_repr_indents_a_nested_tensorclass(detailed_repr: None) -> None:
     text = repr(Pair(left=sample(), right=torch.zeros(3), batch_size=[3]))
     assert "    left=Sample(\n        label=NonTensorData" in text
     assert "\n        reward=None,\n        batch_size=torch.Size([3])," in text

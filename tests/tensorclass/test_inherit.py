@@ -101,3 +101,16 @@ def test_tensor_only_accepts_dicts_and_number_lists_and_explains_the_rest() -> N
     assert isinstance(n.td, TensorDict) and torch.equal(n.v, torch.tensor([1, 2]))
     with pytest.raises(FieldTypeError, match="does not convert"):
         Nested(td={}, v=np.array(["a", "b"]), batch_size=[])
+
+
+def test_non_tensor_data_and_its_subclasses_count_as_tensorclasses() -> None:
+    # as upstream, where NonTensorData is made by @tensorclass
+    from tensordict import NonTensorData, NonTensorStack, is_tensor_collection, is_tensorclass
+    from tensordict.utils import _is_tensorclass, is_non_tensor
+
+    class Sub(NonTensorData): ...
+
+    assert is_tensorclass(NonTensorData) and is_tensorclass(Sub) and _is_tensorclass(Sub)
+    assert is_tensorclass(Sub(data=1, batch_size=[]))
+    assert is_tensor_collection(Sub) and is_non_tensor(Sub(data=1, batch_size=[]))
+    assert not is_tensorclass(NonTensorStack)

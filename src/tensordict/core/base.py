@@ -20,6 +20,7 @@ from tensordict.core.combine import CombineMixin, stack
 from tensordict.core.consolidate import ConsolidateMixin
 from tensordict.core.conversion import ConversionMixin
 from tensordict.core.device import DeviceMixin
+from tensordict.core.dim_names import DimNamesMixin
 from tensordict.core.entries import EntriesMixin, locked_message
 from tensordict.core.keys import (
     ItemsView,
@@ -127,6 +128,7 @@ class TensorDictBase(
     UpstreamPrivateMixin,
     LockingMixin,
     StorageMixin,
+    DimNamesMixin,
 ):
     """The behaviour shared by every tensordict class.
 

@@ -133,7 +133,8 @@ def _render(node: Node, indent: str, used: int, tail: int) -> str:
 
 
 def compact_repr(td: Any) -> str:
-    """The compact repr of a tensordict or a lazy stack (see the module documentation).
+    """The compact repr of a tensordict, a lazy stack or a tensorclass instance (see the module
+    documentation).
 
     Examples:
         >>> import torch
@@ -150,6 +151,9 @@ def compact_repr(td: Any) -> str:
     if opts["show_device"] and td.device is not None:
         header.append(f"device={td.device}")
     exclusive: list[tuple[str, Node]] = []
+    if _is_tensorclass(td):  # its tensordict's fields, then the ones kept outside it
+        head = f"{type(td).__name__}(" + "".join(f"{h}, " for h in header) + "fields="
+        return head + _render(("", _tensorclass_body(td)), "", len(head), 1) + ")"
     if hasattr(td, "tensordicts") and hasattr(td, "stack_dim"):
         header.append(f"stack_dim={td.stack_dim}")
         common = set(td._own_keys())

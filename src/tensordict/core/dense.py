@@ -19,7 +19,7 @@ from tensordict.core.keys import is_key_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.non_tensor_api import register_shell
 from tensordict.core.unbatched import is_unbatched, rebatch
-from tensordict.errors import BatchSizeError, DimNamesError, LockedError
+from tensordict.errors import BatchSizeError, LockedError
 
 __all__ = ["TensorDict"]
 
@@ -310,15 +310,20 @@ class TensorDict(TensorDictBase):
     def _del_str(self, key: str) -> None:
         del self._tensordict[key]
 
+    def _lock_children(self) -> list[Any]:
+        children = []
+        for child in self._tensordict.values():
+            if getattr(type(child), "_is_tensorclass", False):
+                children.append(child._tensordict)
+            elif isinstance(child, TensorDictBase):
+                children.append(child)
+        return children
+
     def _set_locked(self, value: bool, parent: TensorDictBase | None = None) -> None:
         if value and parent is not None:
             self._add_lock_parent(parent)
         self._is_locked = value
-        for child in self._tensordict.values():
-            if getattr(type(child), "_is_tensorclass", False):
-                child = child._tensordict
-            elif not isinstance(child, TensorDictBase):
-                continue
+        for child in self._lock_children():
             if value:
                 child._set_locked(True, self)
             else:
@@ -501,71 +506,6 @@ class TensorDict(TensorDictBase):
                 child = child._tensordict
             if isinstance(child, TensorDict):
                 child.names = prefix + child.names[len(prefix) :]
-
-    def refine_names(self, *names: Any) -> TensorDict:
-        """Name the batch dimensions in place, as ``torch.Tensor.refine_names``.
-
-        ``None`` and ``...`` keep the current names of the dimensions they cover; a named
-        dimension cannot be renamed (use ``td.names = [...]``).
-
-        Raises:
-            DimNamesError: a name differs from the current name of its dimension.
-
-        Examples:
-            >>> td = TensorDict(batch_size=[2, 3, 4]).refine_names("a", ..., "c")
-            >>> td.refine_names(None, "b", None).names
-            ['a', 'b', 'c']
-        """
-        current = self.names
-        requested = list(names)
-        if Ellipsis in requested:
-            i = requested.index(Ellipsis)
-            fill = len(current) - (len(requested) - 1)
-            requested[i : i + 1] = [None] * fill
-        if len(requested) != len(current):
-            self.names = requested  # raises: one name per batch dimension
-        new: list[str | None] = []
-        for cur, req in zip(current, requested):
-            if req is not None and cur is not None and cur != req:
-                raise DimNamesError(
-                    f"refine_names: cannot coerce TensorDict names {current} with {list(names)}: "
-                    "a named dimension cannot be renamed by refine_names. Set td.names = [...] "
-                    "to rename it."
-                )
-            new.append(cur if req is None else req)
-        self.names = new
-        return self
-
-    def rename_(self, *names: str | None, **rename_map: str) -> TensorDict:
-        """Rename the batch dimensions in place: all of them (``*names``) or some by their
-        current name (``old="new"``), as ``torch.Tensor.rename``.
-
-        Raises:
-            ValueError: a name of ``rename_map`` names no dimension, or a name repeats.
-
-        Examples:
-            >>> td = TensorDict(batch_size=[2, 3], names=["a", None])
-            >>> td.rename_(a="x").names
-            ['x', None]
-            >>> td.rename_("p", "q").names
-            ['p', 'q']
-        """
-        if names and rename_map:
-            raise ValueError("rename takes the new names positionally or as old=new, not both.")
-        if names:
-            self.names = list(names)
-            return self
-        current = self.names
-        for old, new in rename_map.items():
-            if old not in current:
-                raise ValueError(f"rename: no batch dimension is named {old!r} (names: {current}).")
-            current[current.index(old)] = new
-        self.names = current
-        return self
-
-    def rename(self, *names: str | None, **rename_map: str) -> TensorDict:
-        """A shallow copy with renamed batch dimensions (see :meth:`rename_`)."""
-        return self.clone(False).rename_(*names, **rename_map)
 
     @property
     def _td_dim_names(self) -> list[str | None]:

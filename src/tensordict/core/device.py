@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import threading
+import weakref
 from typing import Any, TypeVar
 
 import torch
@@ -11,7 +13,7 @@ from tensordict.core.collection import TensorCollection
 from tensordict.core.consolidate import move_consolidated
 from tensordict.core.ops import keep_lock_of
 
-__all__ = ["DeviceMixin"]
+__all__ = ["DeviceMixin", "DeviceTransferRecorder", "device_recorder"]
 
 T = TypeVar("T", bound="DeviceMixin")
 
@@ -88,12 +90,13 @@ class DeviceMixin(TensorCollection):
             td_: Any = self
             return td_._inplace_result(out, True, "to")  # type: ignore[no-any-return]
         moved: Any = keep_lock_of(self, out)
-        source: Any = self
+        source_ref = weakref.ref(self)  # (the result must not keep its source alive)
 
         def write_back() -> None:
             # ``with td.to(device) as moved:`` entries written in the block reach ``td`` on
             # exit: existing ones copied back in place, new ones added as they are (as upstream)
-            if not source.is_locked:
+            source: Any = source_ref()
+            if source is not None and not source.is_locked:
                 source.update(moved, inplace=True)
 
         with contextlib.suppress(AttributeError):
@@ -172,3 +175,52 @@ def _to_attrs(td: Any, spec: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
         return x.to(device=attrs.tgt_device, dtype=attrs.tgt_dtype, non_blocking=non_blocking)
 
     return td.named_apply(move, nested_keys=True)
+
+
+class DeviceTransferRecorder:
+    """Per-thread record of device transfers between :meth:`mark` and :meth:`unmark` (upstream's
+    ``tensordict.base._device_recorder``: a constructor marks, copies record the devices they
+    leave, and one synchronisation covers them all). Its state is per thread, so concurrent
+    constructions never see each other's marks.
+
+    Examples:
+        >>> recorder = DeviceTransferRecorder()
+        >>> recorder.mark()
+        >>> recorder.record_transfer(torch.device("cpu"))
+        >>> recorder.marked, recorder.has_transfer()
+        (True, True)
+        >>> recorder.unmark()
+        >>> recorder.marked, recorder.has_transfer()
+        (False, False)
+    """
+
+    def __init__(self) -> None:
+        self._state = threading.local()
+
+    @property
+    def marked(self) -> bool:
+        """Whether this thread is between :meth:`mark` and :meth:`unmark`."""
+        return bool(getattr(self._state, "marked", False))
+
+    def mark(self) -> None:
+        """Start recording this thread's transfers."""
+        self._state.marked = True
+        self._state.devices = set()
+
+    def unmark(self) -> None:
+        """Stop recording and forget what was recorded."""
+        self._state.marked = False
+        self._state.devices = set()
+
+    def record_transfer(self, device: Any) -> None:
+        """Note a copy that left ``device`` (kept only while marked)."""
+        if self.marked:
+            self._state.devices.add(None if device is None else torch.device(device))
+
+    def has_transfer(self) -> bool:
+        """Whether a transfer was recorded since :meth:`mark`."""
+        return bool(getattr(self._state, "devices", None))
+
+
+#: the recorder of this process (``tensordict.base._device_recorder`` upstream)
+device_recorder = DeviceTransferRecorder()

@@ -267,7 +267,10 @@ def is_non_tensor_class(cls: type) -> bool:
 
 
 def is_tensorclass_class(cls: type) -> bool:
-    """Whether ``cls`` was made by ``@tensorclass`` (or inherits ``TensorClass``)."""
+    """Whether ``cls`` was made by ``@tensorclass`` (or inherits ``TensorClass``), or is
+    :class:`NonTensorData` or a subclass (a tensorclass upstream)."""
+    if isinstance(cls, type) and issubclass(cls, NonTensorData):
+        return True
     return bool(getattr(cls, "_is_tensorclass", False))
 
 

@@ -117,7 +117,9 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         self.tensordicts: list[Any] = members
         self._member_batch_size = ref
         self._empty_device = torch.device(device) if device is not None else None
-        self._is_locked = False
+        # True once lock_() was called on the stack (or a locked parent holds it); None
+        # otherwise: the stack then reads as locked when every member is (as upstream)
+        self._is_locked: bool | None = None
         self._lock_parents = None
         self._last_op: tuple[str, bool] | None = None
         self._context: list[tuple[str, bool] | None] | None = None
@@ -258,16 +260,37 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         if len(set(named)) != len(named):
             raise ValueError(f"dimension names must be unique, got {value}.")
         member_names = value[: self.stack_dim] + value[self.stack_dim + 1 :]
+        self._check_nested_names(value, len(member_names))
         for member in self.tensordicts:
             member.names = member_names
         self._stack_name = value[self.stack_dim]
 
-    def _names_or_none(self) -> None:
-        return None
+    def _check_nested_names(self, value: list[str | None], member_dims: int) -> None:
+        """Raise before renaming if a nested tensordict would name two dims alike (its own extra
+        dims keep their names), as upstream."""
+        for member in self.tensordicts:
+            for _, nested in member._own_items():
+                if not isinstance(nested, TensorDictBase):
+                    continue
+                full = value + list(nested.names[member_dims:])
+                named = [n for n in full if n is not None]
+                if len(set(named)) != len(named):
+                    raise ValueError(
+                        f"dimension names must be unique: naming the dims {value} would name "
+                        f"the dims of a nested tensordict {full}. Pick names its own extra dims "
+                        "do not use."
+                    )
+
+    def _names_or_none(self) -> list[str | None] | None:
+        names = self.names
+        return names if any(n is not None for n in names) else None
 
     @property
     def is_locked(self) -> bool:
-        return self._is_locked
+        """Whether the structure is locked: the stack was locked, or all its members are."""
+        if self._is_locked:
+            return True
+        return bool(self.tensordicts) and all(m.is_locked for m in self.tensordicts)
 
     @is_locked.setter
     def is_locked(self, value: bool) -> None:
@@ -276,10 +299,13 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         else:
             self.unlock_()
 
+    def _lock_members(self) -> list[Any]:
+        return list(self.tensordicts)
+
     def _set_locked(self, value: bool, parent: TensorDictBase | None = None) -> None:
         if value and parent is not None:
             self._add_lock_parent(parent)
-        self._is_locked = value
+        self._is_locked = True if value else None
         for m in self.tensordicts:
             if value:
                 m._set_locked(True, self)
@@ -351,8 +377,12 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
     def _nested_stack(self, values: list[Any]) -> LazyStackedTensorDict:
         """The lazy stack of the members' nested tensordicts, locked (and held) like this one."""
         out = LazyStackedTensorDict(*values, stack_dim=self.stack_dim)
+        out._stack_name = getattr(self, "_stack_name", None)  # nested ones share the dim
         if self._is_locked:
-            out._set_locked(True, self)
+            # its members are locked already, by the members of this stack (so it reads as
+            # locked): it only records this stack as its holder, and does not lock the members
+            # itself (they would outlive this stack's lock through it)
+            out._add_lock_parent(self)
         return out
 
     def _set_str(
@@ -524,7 +554,7 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
             if isinstance(value, TensorDictBase):
                 value = value.to_tensordict(retain_none=retain_none)
             source[key] = value
-        return self._new_dense(source, self.batch_size)
+        return self._new_dense(source, self.batch_size, self._names_or_none())
 
     def contiguous(self, *, inplace: bool = False, canonical: bool = False) -> Any:
         """A dense copy (see :meth:`to_tensordict`; ``canonical`` is accepted for upstream code)."""
@@ -536,9 +566,11 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         return self.to_tensordict()
 
     def clone(self, recurse: bool = True, **kwargs: Any) -> Any:
-        return LazyStackedTensorDict(
+        out = LazyStackedTensorDict(
             *[m.clone(recurse) for m in self.tensordicts], stack_dim=self.stack_dim
         )
+        out._stack_name = getattr(self, "_stack_name", None)  # (the members keep their names)
+        return out
 
     def _apply_leaves(self, fn: Any, *others: Any, **kwargs: Any) -> Any:
         batch_size = kwargs.get("batch_size")

@@ -88,10 +88,29 @@ class _ViewBase(TensorDictBase):
 
     @property
     def names(self) -> list[str | None]:
-        return [None] * len(self.batch_size)
+        """The source's dimension names, as the view shows them (read only)."""
+        names = self._names_or_none()
+        return [None] * len(self.batch_size) if names is None else names
 
-    def _names_or_none(self) -> None:
-        return None
+    @names.setter
+    def names(self, value: Any) -> None:
+        raise LazyViewError(self._names_frozen)
+
+    _names_frozen = (
+        "Names of a lazy tensordict cannot be modified. Call to_tensordict() first (or name "
+        "the dims of its source)."
+    )
+
+    def _names_or_none(self) -> list[str | None] | None:
+        source_names = self._source._names_or_none()
+        if source_names is None:
+            return None
+        names = self._view_names(list(source_names))
+        return names if any(n is not None for n in names) else None
+
+    def _view_names(self, names: list[str | None]) -> list[str | None]:
+        """The names of this view's batch dims, given its source's."""
+        raise NotImplementedError
 
     @property
     def is_locked(self) -> bool:
@@ -152,7 +171,7 @@ class _ViewBase(TensorDictBase):
     def _materialize(self) -> Any:
         """A TensorDict of the entries as this view shows them (views of the source's tensors
         where torch gives views)."""
-        return self._new_dense(dict(self._own_items()), self.batch_size)
+        return self._new_dense(dict(self._own_items()), self.batch_size, self._names_or_none())
 
     # ------------------------------------------------------------------ derived behaviour
     def _index(self, index: Any) -> Any:
@@ -323,6 +342,15 @@ class _CustomOpTensorDict(_ViewBase):
     def _view_of(self, source: Any) -> Any:
         return type(self)(source, self.custom_op_kwargs, self._bd)
 
+    def _view_names(self, names: list[str | None]) -> list[str | None]:
+        head = self._forward_names(names[: self._bd], self._source.batch_size[: self._bd])
+        return head + names[self._bd :]
+
+    def _forward_names(self, names: list[str | None], sizes: torch.Size) -> list[str | None]:
+        """The names of the op's output dims, given its input dims' names and sizes (default:
+        unnamed, as upstream's ``view``)."""
+        return [None] * len(self._forward_shape(sizes))
+
     def memmap_(self, prefix: Any = None, copy_existing: bool = False, **kwargs: Any) -> Any:
         """Write the view's entries (as the view shows them) to memory-mapped files, and make
         the source use them (through the inverse op): the source is memory-mapped too."""
@@ -403,6 +431,9 @@ class _PermutedTensorDict(_CustomOpTensorDict):
         dims = self.custom_op_kwargs["dims"]
         return t.permute(*dims, *_trail(t, len(dims)))
 
+    def _forward_names(self, names: list[str | None], sizes: torch.Size) -> list[str | None]:
+        return [names[d] for d in self.custom_op_kwargs["dims"]]
+
     def _backward(self, t: torch.Tensor) -> torch.Tensor:
         dims = self.inv_op_kwargs["dims"]
         return t.permute(*dims, *_trail(t, len(dims)))
@@ -423,6 +454,11 @@ class _TransposedTensorDict(_CustomOpTensorDict):
 
     _backward = _forward
 
+    def _forward_names(self, names: list[str | None], sizes: torch.Size) -> list[str | None]:
+        d0, d1 = self.custom_op_kwargs["dim0"], self.custom_op_kwargs["dim1"]
+        names[d0], names[d1] = names[d1], names[d0]
+        return names
+
     def _undoes(self, op: str, kwargs: dict[str, Any]) -> bool:
         pair = {kwargs.get("dim0"), kwargs.get("dim1")}
         mine = {self.custom_op_kwargs["dim0"], self.custom_op_kwargs["dim1"]}
@@ -442,6 +478,10 @@ class _UnsqueezedTensorDict(_CustomOpTensorDict):
     def _forward(self, t: torch.Tensor) -> torch.Tensor:
         return t.unsqueeze(self.custom_op_kwargs["dim"])
 
+    def _forward_names(self, names: list[str | None], sizes: torch.Size) -> list[str | None]:
+        names.insert(self.custom_op_kwargs["dim"], None)
+        return names
+
     def _backward(self, t: torch.Tensor) -> torch.Tensor:
         return t.squeeze(self.custom_op_kwargs["dim"])
 
@@ -458,6 +498,15 @@ class _SqueezedTensorDict(_CustomOpTensorDict):
 
     def _forward(self, t: torch.Tensor) -> torch.Tensor:
         return t.squeeze(self.custom_op_kwargs["dim"])
+
+    def _forward_names(self, names: list[str | None], sizes: torch.Size) -> list[str | None]:
+        dims = self.custom_op_kwargs["dim"]
+        if dims is None:
+            dims = range(len(sizes))
+        elif not isinstance(dims, (tuple, list)):
+            dims = (dims,)
+        gone = {d for d in dims if sizes[d] == 1}
+        return [n for d, n in enumerate(names) if d not in gone]
 
     def _backward(self, t: torch.Tensor) -> torch.Tensor:
         dims = self.custom_op_kwargs["dim"]
@@ -526,6 +575,17 @@ class _SubTensorDict(_ViewBase):
     @batch_size.setter
     def batch_size(self, value: Any) -> None:
         _ViewBase.batch_size.fset(self, value)  # type: ignore[attr-defined]
+
+    _names_frozen = (
+        "Names of a subtensordict cannot be modified. Instantiate it as a TensorDict first "
+        "(sub.to_tensordict()), or name the dims of its parent."
+    )
+
+    def _view_names(self, names: list[str | None]) -> list[str | None]:
+        from tensordict.core.dense import TensorDict
+
+        # an empty tensordict indexed like the source says which named dims survive the index
+        return TensorDict({}, self._source.batch_size, names=names)[self.idx].names  # type: ignore[no-any-return]
 
     def _read(self, value: Any) -> Any:
         if isinstance(value, TensorDictBase):

@@ -45,8 +45,8 @@ class LockingMixin(TensorCollection):
         """Unlock the structure (recursively); as a context manager, re-lock on exit.
 
         A nested tensordict stays locked while a locked tensordict holds it: unlocking it alone
-        raises :class:`~tensordict.errors.LockedError` (unlock the root instead), and unlocking
-        one parent leaves it locked if another locked parent still holds it.
+        raises :class:`~tensordict.errors.LockedError` (unlock the root instead), and so does
+        unlocking one of two locked tensordicts that hold the same nested one (as upstream).
 
         Examples:
             >>> import torch
@@ -81,17 +81,29 @@ class LockingMixin(TensorCollection):
             refs = self._lock_parents = []  # type: ignore[misc]
         refs.append(weakref.ref(parent))
 
+    def _lock_members(self) -> list[Any]:
+        """The tensordicts whose holders hold this one too (a lazy stack's members)."""
+        return []
+
+    def _lock_children(self) -> list[Any]:
+        """The tensordicts this one locks with itself (nested ones, a lazy stack's members)."""
+        return self._lock_members()
+
     @property
     def _lock_parents_weakrefs(self) -> list[weakref.ref[Any]]:
         """Weak references to every locked tensordict holding this one, directly or through
-        others (upstream's private accessor, which its tests and TorchRL read)."""
+        others, or holding one of its members if it is a lazy stack (upstream's private
+        accessor, which its tests and TorchRL read)."""
         seen: dict[int, TensorCollection] = {}
         todo = list(self._locked_parents())
+        for member in self._lock_members():
+            todo.extend(p for p in (r() for r in member._lock_parents_weakrefs) if p is not None)
         while todo:
             parent = todo.pop()
             if id(parent) not in seen:
                 seen[id(parent)] = parent
                 todo.extend(parent._locked_parents())
+        seen.pop(id(self), None)
         return [weakref.ref(p) for p in seen.values()]
 
     def _locked_parents(self) -> list[Any]:
@@ -110,20 +122,37 @@ class LockingMixin(TensorCollection):
         if not self._locked_parents():
             self._set_locked(False)
 
+    def _held_from_outside(self) -> tuple[Any, Any] | None:
+        """A locked tensordict outside this one that holds it or one of the tensordicts it
+        would unlock with itself, as ``(held, holder)``; None if there is none."""
+        inside: dict[int, Any] = {id(self): self}
+        todo = [self]
+        while todo:
+            for child in todo.pop()._lock_children():
+                if id(child) not in inside:
+                    inside[id(child)] = child
+                    todo.append(child)
+        for node in inside.values():
+            for parent in node._locked_parents():
+                if id(parent) not in inside:
+                    return node, parent
+        return None
+
     def _check_unlockable(self) -> None:
-        parents = self._locked_parents()
-        if parents:
-            # a parent only kept alive by a reference cycle does not count (as upstream)
-            del parents
+        found = self._held_from_outside()
+        if found is not None:
+            # a holder only kept alive by a reference cycle does not count (as upstream)
+            del found
             gc.collect()
-            parents = self._locked_parents()
-        if parents:
+            found = self._held_from_outside()
+        if found is not None:
+            held, holder = found
+            what = "it is" if held is self else "a tensordict it holds is"
             raise LockedError(
-                "Cannot unlock a tensordict that is part of a locked graph: it is held by a "
-                "locked tensordict "
-                f"(batch_size={list(parents[0].batch_size)}): unlock the root tensordict instead "
-                "(with root.unlock_(): ... to re-lock it afterwards), or work on a copy "
-                "(td.clone())."
+                f"Cannot unlock a tensordict that is part of a locked graph: {what} held by a "
+                f"locked tensordict (batch_size={list(holder.batch_size)}) that unlocking it "
+                "would not unlock: unlock the root tensordict instead (with root.unlock_(): ... "
+                "to re-lock it afterwards), or work on a copy (td.clone())."
             )
 
     def __enter__(self: T) -> T:

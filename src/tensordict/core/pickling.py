@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 __all__ = [
+    "reduce_consolidated",
     "reduce_for_multiprocessing",
     "pack_small",
     "pack_tensor",
@@ -103,8 +104,55 @@ def unpack_tensor(dtype_name: str, shape: tuple[int, ...], payload: Any) -> torc
     return out.view(shape)
 
 
+class _PackedStorage:
+    """A consolidated tensordict's storage, pickled as its bytes (a :class:`pickle.PickleBuffer`
+    under protocol 5: one copy less than torch's own tensor pickling, and out-of-band capable);
+    it unpickles as the tensor itself."""
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.tensor = tensor
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        return (unpack_tensor, pack_tensor(self.tensor, protocol))
+
+
+def reduce_consolidated(td: Any, protocol: Any, *, share: bool = False) -> tuple[Any, ...]:
+    """``(rebuild, (metadata, storage))``: a consolidated tensordict pickled as one storage.
+
+    As upstream, the storage travels as a tensor (so pickles load with either package), except
+    with pickle protocol 5 where its bytes travel as one buffer. With ``share`` (a
+    ``multiprocessing`` pickler) it stays a tensor: torch's reduction shares its memory.
+
+    Examples:
+        >>> import pickle
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(a=torch.arange(3), b={"c": torch.ones(3)}, batch_size=[3])
+        >>> tdc = td.consolidate()
+        >>> again = pickle.loads(pickle.dumps(tdc, protocol=5))
+        >>> again.is_consolidated(), again["b", "c"]
+        (True, tensor([1., 1., 1.]))
+    """
+    from tensordict.core.consolidate import rebuild_consolidated
+
+    cons = (td._tensordict if getattr(type(td), "_is_tensorclass", False) else td)._consolidated
+    storage = cons["storage"]
+    proto = protocol if isinstance(protocol, int) else pickle.DEFAULT_PROTOCOL
+    arg = _PackedStorage(storage) if proto >= 5 and not share and _packable(storage) else storage
+    return (rebuild_consolidated, (cons["metadata"], arg))
+
+
+def _consolidated_fast_path(td: Any) -> bool:
+    """Whether ``td`` pickles as its storage: consolidated, and a plain TensorDict (subclasses
+    keep state the metadata does not describe)."""
+    return getattr(td, "_consolidated", None) is not None and type(td) is _dense_class()
+
+
 def reduce_tensordict(td: Any, protocol: Any) -> tuple[Any, ...]:
     """``__reduce_ex__`` of :class:`~tensordict.TensorDict`."""
+    if _consolidated_fast_path(td):
+        return reduce_consolidated(td, protocol)
     proto = protocol if isinstance(protocol, int) else pickle.DEFAULT_PROTOCOL
     packed: dict[str, Any] = {}
     for key, value in td._tensordict.items():
@@ -133,7 +181,10 @@ def reduce_for_multiprocessing(td: Any) -> tuple[Any, ...]:
     DataLoader workers) pickles a :class:`~tensordict.TensorDict`: the leaves stay tensors, so
     torch's reductions move them to shared memory and the other process sees the same memory
     (as upstream, and as a plain tensor does). Plain ``pickle`` keeps :func:`reduce_tensordict`.
+    A consolidated tensordict sends its one storage (one shared segment) and its metadata.
     """
+    if _consolidated_fast_path(td):
+        return reduce_consolidated(td, None, share=True)
     return (
         rebuild_tensordict,
         (
@@ -186,8 +237,9 @@ def pack_small(td: Any) -> tuple[Any, ...] | None:
     """A flat, small tensordict as a tuple of builtins (pickles ~2x faster than the tensordict).
 
     Only a plain :class:`~tensordict.TensorDict` qualifies: no names, no device but the CPU, not
-    memory-mapped, plain contiguous CPU tensors of a numpy dtype, :data:`SMALL_BYTES` of elements
-    at most (the per-chunk results of ``map_iter`` on tiny chunks). Anything else gives None.
+    memory-mapped nor consolidated, plain contiguous CPU tensors of a numpy dtype,
+    :data:`SMALL_BYTES` of elements at most (the per-chunk results of ``map_iter`` on tiny
+    chunks). Anything else gives None.
 
     Examples:
         >>> from tensordict import TensorDict
@@ -196,8 +248,8 @@ def pack_small(td: Any) -> tuple[Any, ...] | None:
         >>> torch.equal(back["y"], td["y"]) and torch.equal(back["z"], td["z"])
         True
     """
-    if td.__class__ is not _dense_class():
-        return None
+    if td.__class__ is not _dense_class() or getattr(td, "_consolidated", None) is not None:
+        return None  # (a consolidated one travels as its storage: it stays consolidated)
     device = td._device
     if td._names is not None or td._is_memmap or (device is not None and device.type != "cpu"):
         return None

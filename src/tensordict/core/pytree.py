@@ -2,8 +2,8 @@
 
 A :class:`~tensordict.TensorDict` flattens into its tensors and nested tensordicts, in key order;
 non-tensor entries, the batch size, names and device travel in the context. Unflattening keeps the
-batch size when the new leaves still share it, else the longest prefix they share (``tree_map``
-with ``squeeze`` shrinks it), and the device when every tensor is still on it. A lazy stack
+batch size when the new leaves still start with it, else takes the leading dims they share (see
+``_new_batch_size``), and the device when every tensor is still on it. A lazy stack
 flattens into its members.
 
 ``_exclude_td_from_pytree`` lifts the registration for the length of a ``with`` block, so that
@@ -29,6 +29,31 @@ __all__ = ["_exclude_td_from_pytree", "register_pytree_nodes"]
 _REGISTERED: list[type] = []
 
 
+class _BatchSizeContext:
+    """The batch size of a tensordict in its pytree context.
+
+    Two compare equal when they have as many dims: like a tensor leaf's shape, the batch size is
+    not part of the tree structure (``torch.func.vjp`` checks that cotangents have the structure
+    of the outputs; ``jacrev``'s cotangents carry one more leading dim).
+    """
+
+    __slots__ = ("size",)
+
+    def __init__(self, size: torch.Size) -> None:
+        self.size = size
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _BatchSizeContext):
+            return NotImplemented
+        return len(self.size) == len(other.size)
+
+    def __hash__(self) -> int:
+        return hash(len(self.size))
+
+    def __repr__(self) -> str:
+        return f"batch_size={list(self.size)}"
+
+
 def _flatten_td(td: TensorDict) -> tuple[list[Any], Any]:
     keys, children, fixed = [], [], {}
     for key, value in td._own_items():
@@ -38,7 +63,7 @@ def _flatten_td(td: TensorDict) -> tuple[list[Any], Any]:
             keys.append(key)
             children.append(value)
     order = list(td._own_keys())
-    context = (keys, order, fixed, td.batch_size, td._names_or_none(), td.device)
+    context = (keys, order, fixed, _BatchSizeContext(td.batch_size), td._names_or_none(), td.device)
     return children, context
 
 
@@ -47,19 +72,26 @@ def _flatten_td_with_keys(td: TensorDict) -> tuple[list[tuple[Any, Any]], Any]:
     return [(pytree.MappingKey(k), v) for k, v in zip(context[0], children)], context
 
 
-def _shared_prefix(batch_size: torch.Size, values: list[Any]) -> torch.Size:
+def _value_shape(value: Any) -> torch.Size | None:
+    shape = getattr(value, "batch_size", None)
+    return getattr(value, "shape", None) if shape is None else shape
+
+
+def _new_batch_size(batch_size: torch.Size, values: list[Any]) -> torch.Size:
+    """The batch size of the unflattened tensordict, as upstream: ``batch_size`` if every new
+    leaf still starts with it; else the leading dims the leaves share, at most as many as
+    ``batch_size`` has, or one more if they all carry one extra leading dim before it (the basis
+    vectors of ``jacrev`` / ``jacfwd``)."""
+    shapes = [s for s in map(_value_shape, values) if s is not None]
     n = len(batch_size)
-    for value in values:
-        shape = getattr(value, "batch_size", None)
-        if shape is None:
-            shape = getattr(value, "shape", None)
-        if shape is None:
-            continue
-        m = 0
-        while m < min(n, len(shape)) and shape[m] == batch_size[m]:
-            m += 1
-        n = m
-    return torch.Size(batch_size[:n])
+    if all(s[:n] == batch_size for s in shapes):
+        return batch_size
+    basis = all(s[1 : n + 1] == batch_size for s in shapes)
+    limit = min(min(len(s) for s in shapes), n + int(basis))
+    common = 0
+    while common < limit and all(s[common] == shapes[0][common] for s in shapes):
+        common += 1
+    return torch.Size(shapes[0][:common])
 
 
 def _common_device(device: torch.device | None, values: list[Any]) -> torch.device | None:
@@ -74,14 +106,15 @@ def _common_device(device: torch.device | None, values: list[Any]) -> torch.devi
 
 
 def _unflatten_td(values: Any, context: Any) -> TensorDict:
-    keys, order, fixed, batch_size, names, device = context
+    keys, order, fixed, batch_ctx, names, device = context
+    batch_size = batch_ctx.size
     values = list(values)
-    new_bs = _shared_prefix(batch_size, values)
+    new_bs = _new_batch_size(batch_size, values)
     by_key = dict(zip(keys, values))
     source = {k: by_key[k] if k in by_key else fixed[k] for k in order}
     out = TensorDict(source, batch_size=new_bs)
     out._device = _common_device(device, values)
-    if names is not None and len(new_bs) == len(batch_size):
+    if names is not None and new_bs == batch_size:
         out.names = names
     return out
 

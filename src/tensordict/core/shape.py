@@ -128,6 +128,25 @@ class ShapeMixin(TensorCollection):
             result._set_locked(True)
         return result
 
+    def pack(self, dim: int = -1, *, layout: Any = None) -> tuple[torch.Tensor, Any]:
+        """Pack every leaf into one contiguous tensor of features; return it and its layout.
+
+        Each leaf is flattened after the batch dims and the leaves (sorted by key, or in the
+        order of ``layout``) are concatenated along ``dim`` (in ``[-(batch_dims+1), batch_dims]``).
+        All leaves share one dtype and device; non-tensor data cannot be packed.
+        :meth:`PackLayout.unpack <tensordict.PackLayout.unpack>` inverts it.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict(p=torch.zeros(5), v=torch.ones(5, 3), batch_size=[5])
+            >>> flat, layout = td.pack()
+            >>> flat.shape, (layout.unpack(flat) == td).all()
+            (torch.Size([5, 4]), True)
+        """
+        from tensordict.core.pack import pack
+
+        return pack(self, dim, layout)
+
     def reshape(self, *shape: Any, size: Sequence[int] | None = None) -> Any:
         """Reshape the batch dimensions (copies only where torch must); the shape comes as
         ints, one sequence or ``size=``.

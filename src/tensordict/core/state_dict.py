@@ -77,6 +77,7 @@ def load_state_dict(
 ) -> Any:
     """See :meth:`TensorDictBase.load_state_dict`."""
     meta = dict(getattr(state, "_metadata", None) or {})
+    state = _drop_legacy_keys(state, meta)
     entries: dict[tuple[str, ...], Any] = {}
     _collect(state, (), entries, from_flatten)
     for path, info in meta.items():
@@ -94,6 +95,20 @@ def load_state_dict(
         else:
             td.set_non_tensor(path, value)
     return td
+
+
+#: root entries of the state dicts of older tensordict versions (metadata, not entries)
+_LEGACY_KEYS = ("__batch_size", "__device")
+
+
+def _drop_legacy_keys(state: Mapping[str, Any], meta: dict[str, Any]) -> Mapping[str, Any]:
+    """``state`` without the legacy ``__batch_size`` / ``__device`` entries; their batch size
+    becomes the root metadata (applied to an empty tensordict), as upstream reads them."""
+    if not any(key in state for key in _LEGACY_KEYS):
+        return state
+    if "__batch_size" in state and "" not in meta:
+        meta[""] = {"batch_size": torch.Size(state["__batch_size"])}
+    return {k: v for k, v in state.items() if k not in _LEGACY_KEYS}
 
 
 def _collect(

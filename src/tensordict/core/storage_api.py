@@ -105,6 +105,47 @@ class StorageMixin(TensorCollection):
 
         return io.make_memmap_from_tensor(self, key, tensor, copy_data=copy_data)
 
+    def make_memmap_from_storage(
+        self, key: NestedKey, storage: Any, shape: Sequence[int], *, dtype: Any = None
+    ) -> Any:
+        """Create a new memory-mapped leaf from an untyped storage in a memory-mapped
+        tensordict: the storage's file when it is mapped from the entry's path, else a copy.
+
+        Raises:
+            MemmapStorageError: the storage is mapped from another file, or is too small.
+            NotMemmappedError: this tensordict is not memory-mapped to a directory.
+
+        Examples:
+            >>> import tempfile
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict().memmap_(tempfile.mkdtemp())
+            >>> storage = torch.arange(4.0).untyped_storage()
+            >>> t = td.make_memmap_from_storage(("x", "y"), storage, shape=[2], dtype=torch.float32)
+            >>> t.tolist(), td["x"].saved_path is not None
+            ([0.0, 1.0], True)
+        """
+        from tensordict.memmap import io
+
+        return io.make_memmap_from_storage(self, key, storage, shape, dtype=dtype)
+
+    def load_memmap_(
+        self: T,
+        prefix: Any,
+        robust_key: bool | None = True,
+        *,
+        allow_pickle: bool | None = None,
+        mode: str | None = None,
+    ) -> T:
+        """Load the tensordict saved at ``prefix`` into this one, in place; return ``self``.
+
+        Leaves are replaced by the loaded tensors and entries that were not saved are removed
+        (see ``tensordict.memmap.load.load_memmap_into``). ``robust_key`` is accepted for
+        upstream compatibility (keys are always read in both encodings).
+        """
+        from tensordict.memmap.load import load_memmap_into
+
+        return load_memmap_into(self, prefix, allow_pickle=allow_pickle, mode=mode)  # type: ignore[no-any-return]
+
     @classmethod
     def load_memmap(
         cls, prefix: Any, device: Any = None, *, allow_pickle: bool = False, **kwargs: Any

@@ -453,7 +453,8 @@ class TensorMethodsMixin(TensorCollection):
             return None
         grads = {k: self.get(k).grad for k in keys}  # type: ignore[attr-defined]
         out = self.select(*keys)  # type: ignore[attr-defined]
-        return out._apply_leaves(lambda x: x).update(grads)  # (same structure, the grads)
+        out = out._apply_leaves(lambda x: x).update(grads)  # (same structure, the grads)
+        return keep_lock_of(self, out)  # (locked like this tensordict, as upstream)
 
     def backward(
         self,

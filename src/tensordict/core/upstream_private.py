@@ -181,6 +181,21 @@ class UpstreamPrivateMixin(TensorCollection):
                 return True
         return False
 
+    def _sync_all(self) -> None:
+        """Wait for the work queued on the accelerator (CUDA, MPS, ...), if one is in use: after
+        non-blocking device-to-host copies, before their results are read. Nothing on CPU only.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> TensorDict()._sync_all()  # no accelerator in use: returns at once
+        """
+        accelerator = torch.accelerator.current_accelerator(check_available=True)
+        if accelerator is None:
+            return
+        if accelerator.type == "cuda" and not torch.cuda.is_initialized():
+            return  # nothing can be queued on a device never initialised
+        torch.accelerator.synchronize()
+
     def _has_names(self) -> bool:
         """Whether any batch dimension is named."""
         return self._names_or_none() is not None

@@ -34,7 +34,7 @@ def from_schema(
     """See :meth:`tensordict.TensorDictBase.from_schema`."""
     if storage not in STORAGES:
         raise ValueError(
-            f"unknown storage {storage!r} for from_schema: use None (memory), 'memmap', "
+            f"Unknown storage backend {storage!r} for from_schema: use None (memory), 'memmap', "
             "'shared', 'h5', 'zarr', 'redis' or 'dragonfly'."
         )
     bs = as_size(batch_size)

@@ -28,9 +28,12 @@ from typing import Any
 
 import torch
 
+from tensordict.core.lazy_views import _SubTensorDict
 from tensordict.errors import MemmapArchiveError, MemmapArchiveWriteError
 from tensordict.memmap import format as fmt
 from tensordict.memmap import transaction as tx
+from tensordict.memmap.archive_reader import _ArchiveReader
+from tensordict.memmap.nested import flat_buffer, loaded_nested, nested_sizes
 
 __all__ = [
     "ALIGNMENT",
@@ -343,7 +346,14 @@ def unpack_memmap(archive_path: str | os.PathLike[str], prefix: str | os.PathLik
 
 
 def load_archive(
-    path: str, load_dir: Any, *, mode: str = "r", subpath: Any = None, **kwargs: Any
+    path: str,
+    load_dir: Any,
+    *,
+    mode: str = "r",
+    subpath: Any = None,
+    num_threads: int = 0,
+    materialize: bool = True,
+    **kwargs: Any,
 ) -> Any:
     """Load the tensordict an archive holds, with ``load_dir(directory, **kwargs)``.
 
@@ -351,80 +361,94 @@ def load_archive(
     returning) and loaded; each uncompressed leaf whose data offset suits its dtype becomes a
     view into one mapping of the archive: copy-on-write with ``mode="r"`` (the file never
     changes), shared with ``mode="r+"`` (writes reach the archive; its checksums then need
-    :func:`refresh_archive_checksums`). Compressed or misaligned leaves are read into memory,
-    which ``mode="r+"`` refuses.
+    :func:`refresh_archive_checksums`). Compressed leaves are inflated into memory (in
+    ``num_threads`` threads when > 0), which ``mode="r+"`` refuses; misaligned ones are copied.
+    With ``materialize=False`` (a load to the meta device) no leaf data is read at all.
     """
     if mode not in ("r", "r+"):
         raise ValueError(f"mode must be 'r' or 'r+' for a memmap archive, got {mode!r}.")
-    with _open(path) as zf, tempfile.TemporaryDirectory(prefix="tdz-") as tmp:
-        spans = _payload_spans(zf, path, mode)
-        _extract(zf, path, tmp, sparse=set(spans))
-        loaded = load_dir(tmp, subpath=subpath, **kwargs)
-        if mode == "r+":
-            _refuse_nested(loaded, path)
-        whole = _map_whole(path, mode) if spans else None
-        writable = mode == "r+"
-        return loaded.apply(lambda t: _remap(t, tmp, spans, whole, writable), call_on_nested=False)
+    writable = mode == "r+"
+    with _open(path) as zf, _reader(path, writable) as reader:
+        leaves = _leaf_entries(reader, path, writable)
+        with tempfile.TemporaryDirectory(prefix="tdz-") as tmp:
+            # the element sizes of nested tensors are read while loading: extract them for real
+            _extract(zf, path, tmp, sparse={n for n in leaves if not n.endswith(".shape.memmap")})
+            loaded = load_dir(tmp, subpath=subpath, **kwargs)
+            if not materialize:
+                return loaded
+            if writable:
+                _refuse_nested(loaded, path)
+            if num_threads > 0:
+                reader.schedule_compressed_prefetch("", num_threads)
+            return _remap_tree(loaded, lambda t: _remap(t, tmp, leaves, reader))
 
 
-def _payload_spans(zf: zipfile.ZipFile, path: str, mode: str) -> dict[str, tuple[int, int]]:
-    """(data offset, size) of each uncompressed ``.memmap`` entry that can be mapped in place."""
-    spans: dict[str, tuple[int, int]] = {}
-    with open(path, "rb") as f:
-        for info in zf.infolist():
-            if not info.filename.endswith(".memmap"):
-                continue
-            if info.compress_type != zipfile.ZIP_STORED:
-                if mode == "r+":
-                    raise MemmapArchiveWriteError(
-                        f"{path}: the entry {info.filename!r} is compressed, so it cannot be "
-                        "written in place (mode='r+'); load it with mode='r', or unpack it."
-                    )
-                continue
-            f.seek(info.header_offset)
-            head = f.read(_LOCAL_FIXED)
-            if len(head) < _LOCAL_FIXED or head[:4] != b"PK\x03\x04":
-                raise MemmapArchiveError(
-                    f"{path}: the local header of {info.filename!r} is damaged or truncated."
-                )
-            name_len, extra_len = struct.unpack("<2H", head[26:30])
-            start = info.header_offset + _LOCAL_FIXED + name_len + extra_len
-            spans[_safe_name(path, info.filename)] = (start, info.file_size)
-    return spans
+def _remap_tree(node: Any, remap: Any) -> Any:
+    """``node`` with every leaf remapped; a sub-tensordict's source is remapped whole."""
+    if isinstance(node, _SubTensorDict):
+        return _SubTensorDict(_remap_tree(node._source, remap), node.idx)
+    return node.apply(remap, call_on_nested=False)
 
 
-def _map_whole(path: str, mode: str) -> torch.Tensor:
-    """The archive as one byte tensor: shared with ``mode="r+"``, copy-on-write otherwise."""
-    size = os.path.getsize(path)
-    return torch.from_file(path, shared=mode == "r+", size=size, dtype=torch.uint8)
+@contextlib.contextmanager
+def _reader(path: str, writable: bool) -> Iterator[_ArchiveReader]:
+    try:
+        reader = _ArchiveReader(path, writable=writable)
+    except (zipfile.BadZipFile, EOFError, ValueError) as err:
+        raise MemmapArchiveError(f"{path} is damaged or truncated ({err}).") from None
+    with reader:
+        yield reader
 
 
-def _remap(
-    t: torch.Tensor, tmp: str, spans: dict[str, tuple[int, int]], whole: Any, writable: bool
-) -> Any:
+def _leaf_entries(reader: _ArchiveReader, path: str, writable: bool) -> dict[str, str]:
+    """Each ``.memmap`` entry's checked name -> its name in the archive."""
+    leaves: dict[str, str] = {}
+    for name in reader.entries:
+        if not name.endswith(".memmap"):
+            continue
+        if writable and reader.is_compressed(name):
+            raise MemmapArchiveWriteError(
+                f"{path}: the entry {name!r} is compressed, so it cannot be written in place "
+                "(mode='r+'); load it with mode='r', or unpack it."
+            )
+        leaves[_safe_name(path, name)] = name
+    return leaves
+
+
+def _remap(t: torch.Tensor, tmp: str, leaves: dict[str, str], reader: _ArchiveReader) -> Any:
     """The leaf ``t`` (loaded from the temporary folder) as a view into the archive's mapping,
     or read into memory when its entry is compressed or misaligned."""
+    if isinstance(t, torch.Tensor) and t.is_nested:
+        flat = flat_buffer(t)
+        if flat is None:
+            return t
+        return loaded_nested(_remap(flat, tmp, leaves, reader), nested_sizes(t))
     filename = getattr(t, "filename", None)
     rel = os.path.relpath(filename, tmp).replace(os.sep, "/") if filename else None
-    span = spans.get(rel) if rel is not None else None
+    name = leaves.get(rel) if rel is not None else None
     plain = t.as_subclass(torch.Tensor) if isinstance(t, torch.Tensor) else t
-    if span is None or whole is None:
-        if writable and filename:
+    if name is None:
+        if reader.writable and filename:
             raise MemmapArchiveWriteError(f"{rel} cannot be written in place (mode='r+').")
         return plain.clone() if filename else plain
-    start, size = span
+    entry = reader.entries[name]
     nbytes = t.numel() * t.element_size()
-    if nbytes > size:
-        raise MemmapArchiveError(f"the entry {rel!r} holds {size} bytes, {nbytes} are needed.")
-    data = whole[start : start + nbytes]
-    if start % t.element_size():
-        if writable:
-            raise MemmapArchiveWriteError(
-                f"the entry {rel!r} is not aligned to its dtype ({t.dtype}) in the archive, so "
-                "it cannot be mapped for writing (mode='r+'); repack it with pack_memmap."
-            )
-        data = data.clone()  # a copy, aligned by the allocator
-    return data.view(t.dtype).view(t.shape)
+    if nbytes > entry.size:
+        raise MemmapArchiveError(
+            f"the entry {rel!r} holds {entry.size} bytes, {nbytes} are needed."
+        )
+    if reader.is_compressed(name):
+        data = torch.frombuffer(bytearray(reader.read_bytes(name)), dtype=torch.uint8)
+    else:
+        data = reader.storage[entry.offset : entry.offset + entry.size]
+        if entry.offset % t.element_size():
+            if reader.writable:
+                raise MemmapArchiveWriteError(
+                    f"the entry {rel!r} is not aligned to its dtype ({t.dtype}) in the archive, "
+                    "so it cannot be mapped for writing (mode='r+'); repack it with pack_memmap."
+                )
+            data = data.clone()  # a copy, aligned by the allocator
+    return data[:nbytes].view(t.dtype).view(t.shape)
 
 
 def _refuse_nested(loaded: Any, path: str) -> None:

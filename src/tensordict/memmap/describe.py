@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from tensordict.errors import IncompleteMemmapError, MemmapFormatError
 from tensordict.memmap import format as fmt
 from tensordict.memmap.tensor import dtype_from_str
@@ -224,7 +226,8 @@ class _Walker:
         if shape is None:
             info.problems.append(f"shape is not a list of sizes: {entry['shape']!r}")
             return info
-        info.nbytes = math.prod(shape) * itemsize
+        numel = self.nested_numel(key, directory, shape, info) if entry.get("is_nested") else None
+        info.nbytes = (math.prod(shape) if numel is None else numel) * itemsize
         if path is None:
             if info.nbytes:
                 info.problems.append("data file missing")
@@ -242,6 +245,22 @@ class _Walker:
             extra = st.st_size - info.nbytes
             info.value = f"{extra} trailing byte{'s' * (extra != 1)} ignored"
         return info
+
+    def nested_numel(self, key: str, directory: str, shape: list[int], info: EntryInfo) -> int:
+        """The values a nested tensor holds, from its element sizes (``<key>.shape.memmap``)."""
+        path = fmt.find_entry(directory, key, ".shape.memmap")
+        count = math.prod(shape)
+        try:
+            sizes = np.fromfile(path, dtype=np.int64, count=count) if path else None
+        except (OSError, ValueError) as err:
+            info.problems.append(_one_line(err))
+            return 0
+        if sizes is None or sizes.size < count:
+            info.problems.append("element sizes file missing or truncated")
+            return 0
+        info.value = f"nested: {shape[0]} element{'s' * (shape[0] != 1)}"
+        rows = sizes.reshape(shape)
+        return int(rows.prod(axis=1).sum()) if rows.size else 0
 
     def lazy(self, key: str, directory: str, meta: dict[str, Any], depth: int) -> EntryInfo:
         stack_dim = meta.get("stack_dim", 0)

@@ -4,10 +4,13 @@ A saved tensordict is a directory::
 
     prefix/meta.json            what the directory holds (below)
     prefix/<key>.memmap         one raw, C-contiguous, native-endian file per tensor (no header)
+    prefix/<key>.shape.memmap   for a nested (jagged) tensor: its (n, ndim) int64 element sizes;
+                                its ``<key>.memmap`` then holds the elements one after another
     prefix/<key>/               a nested tensordict, lazy stack, tensorclass or non-tensor entry
 
 ``meta.json`` of a TensorDict lists, in key order, ``{"device", "shape", "dtype", "is_nested"}`` for
-each tensor and ``{"type": "<ClassName>"}`` for each nested entry, then the tensordict's own
+each tensor (for a nested tensor ``"is_nested": true`` and the shape of its element sizes,
+``[n, ndim]``) and ``{"type": "<ClassName>"}`` for each nested entry, then the tensordict's own
 ``"shape"`` (batch size), ``"device"``, ``"_type"`` (upstream's class string), ``"_format_version"``
 and ``"_class"``. JSON is compact and UTF-8, like upstream's. Directories written before
 ``_format_version``/``_class`` existed load too: dispatch falls back to ``_type``.
@@ -38,6 +41,7 @@ from tensordict.sizes import format_bytes
 __all__ = [
     "CLASS_LAZY",
     "CLASS_NON_TENSOR_STACK",
+    "CLASS_SUB",
     "CLASS_TD",
     "FORMAT_VERSION",
     "MAX_DEPTH",
@@ -46,9 +50,12 @@ __all__ = [
     "TYPE_NON_TENSOR",
     "TYPE_METADATA",
     "TYPE_NON_TENSOR_STACK",
+    "TYPE_SUB",
     "TYPE_TD",
     "encode_key",
     "entry_path",
+    "missing_unsafe_entry",
+    "safe_raw_name",
     "find_entry",
     "leaf_entry",
     "open_regular",
@@ -66,6 +73,8 @@ TYPE_METADATA = "<class 'tensordict.tensorclass.MetaData'>"
 CLASS_TD = "tensordict:TensorDict"
 CLASS_LAZY = "tensordict:LazyStackedTensorDict"
 CLASS_NON_TENSOR_STACK = "tensordict:NonTensorStack"
+TYPE_SUB = "<class 'tensordict._td._SubTensorDict'>"
+CLASS_SUB = "tensordict._td:_SubTensorDict"
 META = "meta.json"
 #: the largest ``meta.json`` read (a bigger one is refused, not read into memory)
 MAX_META_BYTES = 64 << 20
@@ -105,6 +114,25 @@ def _safe_raw(key: str) -> bool:
         and "\\" not in key
         and "\0" not in key
     )
+
+
+def safe_raw_name(key: str) -> bool:
+    """Whether ``key`` can be a file name as it is (not empty, no ``/``, not ``.`` / ``..``).
+
+    Examples:
+        >>> safe_raw_name("obs"), safe_raw_name("a/b"), safe_raw_name("..")
+        (True, False, False)
+    """
+    return _safe_raw(key)
+
+
+def missing_unsafe_entry(prefix: str, key: str, suffix: str = "") -> bool:
+    """Whether ``key`` is a path (``../x``, ``/x``) that only an encoded name may stand for, and
+    no encoded spelling of it exists in ``prefix``: its raw name is never tried."""
+    if not _traversal(key):
+        return False
+    names = {encode_key(key) + suffix, encode_key(key, escape_space=True) + suffix}
+    return not any(os.path.lexists(os.path.join(prefix, name)) for name in names)
 
 
 def entry_path(prefix: str, key: str, suffix: str = "") -> str:
@@ -218,7 +246,31 @@ _KINDS = {
     TYPE_METADATA: "metadata",
     CLASS_NON_TENSOR_STACK: "non_tensor_stack",
     TYPE_NON_TENSOR_STACK: "non_tensor_stack",
+    CLASS_SUB: "sub",
+    TYPE_SUB: "sub",
 }
+
+
+def encode_index(index: Any) -> Any:
+    """An index as JSON, tagged so that tuples and lists stay apart (upstream's encoding;
+    ``core.lazy_views._str_to_index`` decodes it).
+
+    Examples:
+        >>> encode_index((slice(0, 2), [1, 3]))
+        ['tuple', [['slice', {'start': 0, 'stop': 2, 'step': None}], ['list', [1, 3]]]]
+    """
+    if isinstance(index, tuple):
+        return ["tuple", [encode_index(i) for i in index]]
+    if isinstance(index, list):
+        return ["list", [encode_index(i) for i in index]]
+    if isinstance(index, (slice, range)):
+        bounds = {"start": index.start, "stop": index.stop, "step": index.step}
+        return ["slice" if isinstance(index, slice) else "range", bounds]
+    if isinstance(index, torch.Tensor):
+        return ["tensor", index.tolist(), str(index.device)]
+    if index is Ellipsis:
+        return ["ellipsis"]
+    return index
 
 
 def open_regular(path: str, root: str | None = None) -> int:

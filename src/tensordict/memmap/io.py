@@ -29,15 +29,21 @@ from tensordict.core.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, key_path
 from tensordict.core.lazy_stack import LazyStackedTensorDict
+from tensordict.core.lazy_views import _SubTensorDict
 from tensordict.core.non_tensor import register_save_hook
 from tensordict.errors import (
     AlreadyMemmappedError,
     ArchiveReturnEarlyError,
     BatchSizeError,
+    LazyViewError,
     MappingLimitError,
     MemmapExistsError,
     MemmapFormatError,
+    MemmapStorageError,
+    MemmapSymlinkError,
     NoSpaceError,
+    NotMemmappedError,
+    RawKeyPathError,
 )
 from tensordict.memmap import archive as tdz
 from tensordict.memmap import format as fmt
@@ -45,6 +51,7 @@ from tensordict.memmap import tensor as mmt
 from tensordict.memmap import transaction as tx
 from tensordict.memmap.executor import shared_executor
 from tensordict.memmap.load import load_memmap
+from tensordict.memmap.nested import flat_buffer
 from tensordict.memmap.plan import Builder, Leaf, Plan, plan
 from tensordict.memmap.tensor import (
     MemoryMappedTensor,
@@ -57,6 +64,7 @@ from tensordict.sizes import format_bytes
 __all__ = [
     "load_memmap",
     "make_memmap",
+    "make_memmap_from_storage",
     "make_memmap_from_tensor",
     "memmap",
     "memmap_",
@@ -86,6 +94,7 @@ def _execute(plan: Plan, build: Builder, num_threads: int, existsok: bool) -> An
     with tx.prefix_lock(real):
         tx.clean_leftovers(real)
         _check_target(plan.root, real, existsok)
+        _check_no_symlinked_folder(plan)
         jobs = _resolve(plan, real)
         _check_space(plan, real, jobs)
         try:
@@ -103,6 +112,31 @@ def _write_version(plan: Plan, staging: tx.Staging, jobs: list[_Job], num_thread
         staging.abort()
         raise
     staging.finish()
+
+
+def _check_no_symlinked_folder(plan: Plan) -> None:
+    """Refuse (as upstream) to write a nested collection where the prefix holds a symlink: the
+    write would otherwise replace the link (or, in place, go through it)."""
+    for directory in plan.directories():
+        if directory != plan.root and os.path.islink(directory):
+            raise MemmapSymlinkError(
+                "Refusing to write a memory-mapped TensorDict through symlink "
+                f"{directory} (it leads to {os.path.realpath(directory)}). Remove the link, or "
+                "write to another prefix."
+            )
+
+
+def _check_raw_keys(td: Any) -> None:
+    """``robust_key=False`` writes keys under their raw names (as upstream): refuse a key whose
+    raw name is a path, before anything is written."""
+    for key in td.keys(include_nested=True):
+        for part in (key,) if isinstance(key, str) else key:
+            if not fmt.safe_raw_name(part):
+                raise RawKeyPathError(
+                    f"No such file or directory: key {part!r} cannot be written under its raw "
+                    "name with robust_key=False: that name is a path, not a file name. Pass "
+                    "robust_key=True (or leave it None) to encode it."
+                )
 
 
 def _check_target(root: str, real: str, existsok: bool) -> None:
@@ -328,6 +362,14 @@ def _transplant(dst: Any, src: Any) -> None:
         _transplant(dst._tensordict, src._tensordict)
 
 
+def _locked(out: Any) -> Any:
+    """Lock a new memory-mapped copy (a sub-tensordict reads the lock of its source)."""
+    if isinstance(out, _SubTensorDict):
+        out._source.lock_()
+        return out
+    return out.lock_()
+
+
 def _mark_memmap(node: Any, prefix: str | None) -> None:
     if isinstance(node, TensorDict):
         node._is_memmap = True
@@ -362,6 +404,9 @@ def _is_written(node: Any, directory: str | None) -> bool:
             path = fmt.entry_path(directory, key, ".memmap" if is_leaf else "")
         if not is_leaf:
             ok = _is_written(value, path)
+        elif value.is_nested:
+            flat = flat_buffer(value)
+            ok = flat is not None and (path is None or is_whole_file(flat, path))
         elif path is None or value.numel() == 0:  # an empty leaf has no file
             ok = isinstance(value, MemoryMappedTensor)
         else:
@@ -406,15 +451,24 @@ def memmap_(
         raise ValueError(
             "return_early=True is not supported; the write completes before returning."
         )
+    if isinstance(td, _SubTensorDict):
+        raise LazyViewError(
+            "memmap_ cannot move the values of a sub-tensordict into files: they belong to its "
+            "parent. Memory-map the parent (td.memmap_()), or save a copy with sub.memmap(prefix)."
+        )
     archive = _archive_options(prefix, kwargs)
     if archive is not None:
         _check_archive_target(prefix, existsok)
         tdz.write_archive(td, prefix, lambda t, d: memmap(t, d, num_threads=num_threads), **archive)
         return memmap_(td, None)
+    if prefix is None and td.is_memmap() and td.saved_path is not None:
+        prefix = td.saved_path  # (as upstream: it stays where it is saved)
     if prefix is None:
         if td.is_memmap() and td.saved_path is None and td.is_locked and _is_written(td, None):
             return td
         return _anonymous(td, like=False, inplace=True)
+    if robust_key is False:
+        _check_raw_keys(td)
     root = _prefix(prefix)
     if td.is_memmap() and td.saved_path is not None and not copy_existing:
         if td.saved_path != root:
@@ -464,8 +518,10 @@ def memmap(
         return load_memmap(prefix, allow_pickle=True)
     if prefix is None:
         return _anonymous(td, like=False, inplace=False)
+    if robust_key is False:
+        _check_raw_keys(td)
     new, build = plan(td, _prefix(prefix), like=False, inplace=False)
-    return _execute(new, build, num_threads, existsok).lock_()
+    return _locked(_execute(new, build, num_threads, existsok))
 
 
 def memmap_like(
@@ -509,8 +565,10 @@ def memmap_like(
         return load_memmap(prefix, allow_pickle=True, mode="r+")  # a buffer: writes go through
     if prefix is None:
         return _anonymous(td, like=True, inplace=False)
+    if robust_key is False:
+        _check_raw_keys(td)
     new, build = plan(td, _prefix(prefix), like=True, inplace=False)
-    return _execute(new, build, num_threads, existsok).lock_()
+    return _locked(_execute(new, build, num_threads, existsok))
 
 
 # ====================================================================== in-place updates
@@ -543,14 +601,58 @@ def memmap_refresh_(td: Any, *, allow_pickle: bool | None = None) -> Any:
 
 
 def _memmap_parent(td: Any, key: NestedKey) -> tuple[TensorDict, str]:
+    """The memory-mapped tensordict that will hold ``key`` (missing levels are created, each a
+    memory-mapped sub-folder, as upstream) and the name of the new entry in it."""
     path = key_path(key)
-    parent = td._parent_for_write(path, create=False)
-    if not isinstance(parent, TensorDict) or parent.saved_path is None:
-        raise MemmapFormatError(
-            f"make_memmap({key!r}) needs a tensordict memory-mapped to a directory "
-            "(td.memmap_(prefix) or TensorDict.load_memmap(prefix)); this one has no directory."
+    parent = td
+    for depth, part in enumerate(path[:-1]):
+        _check_memmapped(parent, key)
+        child = parent._get_str(part, None)
+        if child is None:
+            child = _add_child(parent, part)
+        elif not isinstance(child, TensorDict):
+            raise MemmapFormatError(
+                f"make_memmap({key!r}): {path[: depth + 1]!r} is a {type(child).__name__}, not a "
+                "memory-mapped tensordict. Use another key."
+            )
+        parent = child
+    _check_memmapped(parent, key)
+    if path[-1] in parent._tensordict:
+        raise MemmapExistsError(
+            f"The key {path[-1]} already exists within the target tensordict. Delete that entry "
+            "before overwriting it."
         )
     return parent, path[-1]
+
+
+def _check_memmapped(td: Any, key: NestedKey) -> None:
+    if not isinstance(td, TensorDict) or td.saved_path is None:
+        raise NotMemmappedError(
+            "Can only make a memmap tensor within a memory-mapped tensordict: "
+            f"make_memmap({key!r}) needs one saved to a directory, with td.memmap_(prefix) or "
+            "TensorDict.load_memmap(prefix)."
+        )
+
+
+def _add_child(parent: TensorDict, name: str) -> TensorDict:
+    """A new empty nested tensordict ``name``, memory-mapped to its own sub-folder."""
+    directory = str(parent.saved_path)
+    if name in fmt.RESERVED:
+        raise MemmapFormatError(
+            f"cannot make the nested entry {name!r} (in {directory}): meta.json uses {name!r} "
+            "for the tensordict itself. Choose another key."
+        )
+    child = TensorDict({}, parent.batch_size).memmap_(fmt.entry_path(directory, name))
+    with tx.prefix_lock(os.path.realpath(directory)):
+        meta = fmt.read_meta(directory)
+        tail = {k: meta.pop(k) for k in fmt.RESERVED if k in meta and not isinstance(meta[k], dict)}
+        meta[name] = {"type": "TensorDict"}
+        meta.update(tail)
+        tx.write_bytes(os.path.join(directory, fmt.META), fmt.dumps(meta))
+        tx.fsync_path(directory)
+    parent._tensordict[name] = child
+    child._set_locked(parent.is_locked, parent if parent.is_locked else None)
+    return child
 
 
 def make_memmap(
@@ -569,8 +671,42 @@ def make_memmap_from_tensor(
     return _add_leaf(parent, name, tensor.shape, tensor.dtype, tensor if copy_data else None)
 
 
+def make_memmap_from_storage(
+    td: Any, key: NestedKey, storage: Any, shape: Sequence[int], *, dtype: Any = None
+) -> MemoryMappedTensor:
+    """Add a memory-mapped leaf under ``key`` holding ``storage``'s bytes: the storage's own file
+    when it is mapped from the entry's path already, else a copy into that new file."""
+    parent, name = _memmap_parent(td, key)
+    dtype = dtype or torch.get_default_dtype()
+    shape = torch.Size(shape)
+    path = fmt.entry_path(str(parent.saved_path), name, ".memmap")
+    own = getattr(storage, "filename", None)
+    if own is not None and os.path.realpath(own) != os.path.realpath(path):
+        raise MemmapStorageError(
+            "Providing a storage with an associated filename that differs from the filename "
+            f"argument is not permitted: the entry {name!r} lives in {path}, the storage is "
+            f"mapped from {own}. Pass a storage that is not mapped from a file (it is copied) "
+            "or use make_memmap_from_tensor."
+        )
+    data = torch.empty(0, dtype=torch.uint8).set_(storage.untyped())
+    nbytes = shape.numel() * torch.empty((), dtype=dtype).element_size()
+    if data.numel() < nbytes:
+        raise MemmapStorageError(
+            f"make_memmap_from_storage({key!r}): the storage holds {data.numel()} bytes, the "
+            f"shape {list(shape)} of {dtype} needs {nbytes}. Pass a matching shape and dtype."
+        )
+    keep = own is not None and os.path.exists(path)  # (else: the file went, the mapping stays)
+    source = None if keep else data[:nbytes].view(dtype).view(shape)
+    return _add_leaf(parent, name, shape, dtype, source, keep_file=keep)
+
+
 def _add_leaf(
-    parent: TensorDict, name: str, shape: torch.Size, dtype: torch.dtype, data: Any
+    parent: TensorDict,
+    name: str,
+    shape: torch.Size,
+    dtype: torch.dtype,
+    data: Any,
+    keep_file: bool = False,
 ) -> MemoryMappedTensor:
     bs = parent.batch_size
     if tuple(shape[: len(bs)]) != tuple(bs):
@@ -588,7 +724,8 @@ def _add_leaf(
     # one new file and one folder's metadata, each renamed into place whole under the prefix's
     # lock: a crash leaves the old metadata (and at most an unused file)
     with tx.prefix_lock(os.path.realpath(directory)):
-        write_file(path, data, shape, dtype)
+        if not keep_file:
+            write_file(path, data, shape, dtype)
         leaf = MemoryMappedTensor._map(path, dtype, shape)
         meta = fmt.read_meta(directory)
         tail = {k: meta.pop(k) for k in fmt.RESERVED if k in meta and not isinstance(meta[k], dict)}

@@ -18,22 +18,32 @@ from __future__ import annotations
 import os
 import pickle
 import stat
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from tensordict.core.dense import TensorDict
 from tensordict.core.lazy_stack import LazyStackedTensorDict
+from tensordict.core.lazy_views import _str_to_index, _SubTensorDict
 from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack, _object_array
-from tensordict.errors import IncompleteMemmapError, MemmapFormatError, PickleNotAllowedError
+from tensordict.errors import (
+    BatchSizeError,
+    IncompleteMemmapError,
+    LockedError,
+    MemmapFormatError,
+    PickleNotAllowedError,
+)
 from tensordict.memmap import archive as tdz
 from tensordict.memmap import format as fmt
 from tensordict.memmap import transaction as tx
+from tensordict.memmap.nested import loaded_nested, nested_numel
 from tensordict.memmap.tensor import MemoryMappedTensor, dtype_from_str
 
-__all__ = ["load_memmap"]
+__all__ = ["load_memmap", "load_memmap_into"]
 
 CPU = torch.device("cpu")
 #: loads started again when a writer switched the prefix to a new version meanwhile
@@ -45,6 +55,8 @@ class _Load:
     """What one load carries down the tree."""
 
     allow_pickle: bool
+    #: keys were written encoded: a path-like key with no encoded entry is skipped, as upstream
+    robust_key: bool | None = None
     visited: fmt.Visited = field(default_factory=fmt.Visited)
 
 
@@ -88,12 +100,26 @@ def load_memmap(
             f"allow_pickle must be a bool or None, got {type(allow_pickle).__name__} "
             f"{allow_pickle!r}: pass True to allow unpickling, False (or None) to refuse it."
         )
+    fake = _fake_mode()
+    if fake is not None:  # under FakeTensorMode: read the structure for real, fake the leaves
+        with _disable_current_modes():
+            node = load_memmap(
+                prefix, allow_pickle=allow_pickle, subpath=subpath, mode=mode, device="meta"
+            )
+        node = node.apply(lambda t: torch.empty(t.shape, dtype=t.dtype))  # fake, on the cpu
+        return _finish(node, device, out)
     root = os.path.abspath(os.fspath(prefix))
     if not os.path.lexists(root):
         _missing(root)
     if os.path.isfile(root):
         node = tdz.load_archive(
-            root, load_memmap, mode=mode or "r", subpath=subpath, allow_pickle=allow_pickle
+            root,
+            load_memmap,
+            mode=mode or "r",
+            subpath=subpath,
+            num_threads=num_threads,
+            materialize=device is None or torch.device(device).type != "meta",
+            allow_pickle=allow_pickle,
         )
         return _finish(node, device, out)
     if mode not in (None, "r", "r+"):
@@ -103,7 +129,7 @@ def load_memmap(
     for attempt in range(_RETRIES + 1):
         before = _identity(root)
         try:
-            node = _load_node(root, fmt.read_meta(root), _Load(allow_pickle), None, 0)
+            node = _load_node(root, fmt.read_meta(root), _Load(allow_pickle, robust_key), None, 0)
         except (MemmapFormatError, OSError):
             if attempt == _RETRIES or _identity(root) == before:
                 raise
@@ -114,17 +140,21 @@ def load_memmap(
 
 
 def _subpath(root: str, subpath: Any) -> str:
-    """The folder of the nested tensordict ``subpath`` ("a/b" or a nested key) below ``root``."""
+    """The folder of the nested tensordict ``subpath`` ("a/b", or a nested key whose parts are
+    keys as they are) below ``root``."""
     parts: list[str] = []
 
     def flatten(key: Any) -> None:
         if isinstance(key, str):
-            parts.extend(p for p in key.split("/") if p)
+            parts.append(key)
         else:
             for k in key:
                 flatten(k)
 
-    flatten(subpath)
+    if isinstance(subpath, str):  # "a/b": a path of keys
+        parts.extend(p for p in subpath.split("/") if p)
+    else:  # ("a", "b"): each one key, even with a "/" in it
+        flatten(subpath)
     folder = root
     for part in parts:
         found = fmt.find_entry(folder, part)
@@ -135,6 +165,90 @@ def _subpath(root: str, subpath: Any) -> str:
             )
         folder = found
     return folder
+
+
+def load_memmap_into(
+    td: Any, prefix: Any, *, allow_pickle: bool | None = None, mode: str | None = None
+) -> Any:
+    """Load the tensordict saved at ``prefix`` into ``td`` in place, and return ``td``.
+
+    ``td`` and its nested tensordicts stay the same objects; each leaf is replaced by the loaded
+    (memory-mapped) tensor, whose shape may differ, and the entries that were not saved are
+    removed. The batch size of ``td`` is kept: the saved one must start with it. A memory-mapped
+    ``td`` ends up memory-mapped (and locked) at ``prefix``; without a directory to map (an
+    archive) it ends up unlocked and no longer memory-mapped. Any other locked ``td`` is refused.
+    A view of another tensordict (a sub-tensordict, a lazy stack) has the saved values written
+    into its storage instead (``update_``), as upstream does.
+
+    Raises:
+        LockedError: ``td`` is locked and not memory-mapped (nothing is changed).
+        BatchSizeError: the saved batch size does not start with ``td``'s (nothing is changed).
+        KeyError: ``td`` is a view that lacks a saved entry (nothing is added to a view).
+
+    Examples:
+        >>> import tempfile
+        >>> from tensordict import TensorDict
+        >>> d = tempfile.mkdtemp()
+        >>> _ = TensorDict(a=torch.ones(3)).save(d)
+        >>> td = TensorDict(a=torch.zeros(3), b=torch.zeros(3))
+        >>> out = load_memmap_into(td, d)
+        >>> out is td, list(td.keys()), td["a"].tolist()
+        (True, ['a'], [1.0, 1.0, 1.0])
+    """
+    dst = td._tensordict if getattr(type(td), "_is_tensorclass", False) else td
+    if not isinstance(dst, TensorDict):  # a view (sub-tensordict, lazy stack): write through
+        fresh = load_memmap(prefix, device=td.device, allow_pickle=bool(allow_pickle), mode=mode)
+        if isinstance(td, _SubTensorDict) and isinstance(fresh, _SubTensorDict):
+            td._source.update_(fresh._source)  # a saved sub-tensordict holds its whole source
+            return td
+        return td.update_(fresh)
+    was_memmap = dst.is_memmap()
+    if dst.is_locked and not was_memmap:
+        raise LockedError(
+            "load_memmap_ would replace the entries of a locked tensordict. Unlock it first "
+            "(td.unlock_()), or use load_memmap(prefix) for a new tensordict."
+        )
+    loaded = load_memmap(prefix, device=dst.device, allow_pickle=bool(allow_pickle), mode=mode)
+    if tuple(loaded.batch_size[: dst.batch_dims]) != tuple(dst.batch_size):
+        raise BatchSizeError(
+            f"cannot load {prefix} into a tensordict of batch size {list(dst.batch_size)}: its "
+            f"batch size is {list(loaded.batch_size)}. Load it with load_memmap(prefix) instead."
+        )
+    if was_memmap:
+        dst.unlock_()
+    saved_at = loaded._memmap_prefix if isinstance(loaded, TensorDict) else None
+    _replace_entries(dst, loaded, was_memmap and saved_at is not None)
+    dst._is_memmap = bool(was_memmap and saved_at is not None)
+    dst._memmap_prefix = saved_at if dst._is_memmap else None
+    if dst._is_memmap:
+        dst.lock_()
+    return td
+
+
+def _replace_entries(dst: TensorDict, src: Any, mapped: bool) -> None:
+    """Make ``dst`` hold ``src``'s entries, reusing its nested TensorDicts of the same batch size
+    (marked memory-mapped where ``src``'s are when ``mapped``)."""
+    for key in [k for k in dst._tensordict if k not in src._tensordict]:
+        del dst._tensordict[key]
+    for key, value in src._own_items():
+        current = dst._tensordict.get(key)
+        if (
+            isinstance(current, TensorDict)
+            and isinstance(value, TensorDict)
+            and current.batch_size == value.batch_size
+        ):
+            _replace_entries(current, value, mapped)
+            current._is_memmap = mapped and value._is_memmap
+            current._memmap_prefix = value._memmap_prefix if current._is_memmap else None
+        else:
+            dst._tensordict[key] = value
+
+
+def _fake_mode() -> Any:
+    """The active FakeTensorMode, if any (leaves cannot be mapped under it)."""
+    from torch._guards import detect_fake_mode
+
+    return detect_fake_mode()
 
 
 def _finish(node: Any, device: Any, out: Any) -> Any:
@@ -183,6 +297,8 @@ def _load_node(
             entry = MetaData._new(entry.data, entry.batch_size, entry.device)
         entry._mark_saved(directory)
         return entry
+    if kind == "sub":
+        return _load_sub(directory, meta, ctx, depth)
     if kind == "non_tensor_stack":
         stack = _load_non_tensor_stack(directory, meta, ctx, batch_size, depth)
         if isinstance(stack, NonTensorStack):
@@ -194,6 +310,19 @@ def _load_node(
     if not getattr(cls, "_is_tensorclass", False):
         raise MemmapFormatError(f"{meta_path}: {tag} is not a tensordict class or a tensorclass.")
     return _load_tensorclass(cls, directory, meta, ctx, depth)
+
+
+def _load_sub(directory: str, meta: dict[str, Any], ctx: _Load, depth: int) -> _SubTensorDict:
+    """A sub-tensordict: the source saved in ``_source/``, viewed at the saved index."""
+    sub = _child(directory, "_source")
+    source = _load_node(sub, fmt.read_meta(sub), ctx, None, depth + 1)
+    try:
+        return _SubTensorDict(source, _str_to_index(meta.get("index", ())))
+    except (IndexError, TypeError, ValueError, RuntimeError) as err:
+        raise MemmapFormatError(
+            f"{os.path.join(directory, fmt.META)}: the saved index {meta.get('index')!r} does "
+            f"not index its source of batch size {list(source.batch_size)} ({err})."
+        ) from None
 
 
 def _read_pickle(path: str, ctx: _Load) -> Any:
@@ -225,6 +354,14 @@ def _load_td(directory: str, meta: dict[str, Any], ctx: _Load, depth: int) -> Te
     for key, entry in meta.items():
         if not isinstance(entry, dict):
             continue
+        suffix = "" if "type" in entry else ".memmap"
+        if ctx.robust_key and fmt.missing_unsafe_entry(directory, key, suffix):
+            warnings.warn(
+                f"{meta_path} lists the key {key!r}, whose encoded entry is missing; its raw name "
+                "is a path outside the directory, which is never read. The key is skipped.",
+                stacklevel=4,
+            )
+            continue
         if "type" in entry:
             sub = _child(directory, key)
             value = _load_node(sub, fmt.read_meta(sub), ctx, batch_size, depth + 1)
@@ -232,7 +369,7 @@ def _load_td(directory: str, meta: dict[str, Any], ctx: _Load, depth: int) -> Te
             value = _load_leaf(directory, key, entry, meta_path)
         else:
             continue
-        shape = value.shape if isinstance(value, torch.Tensor) else value.batch_size
+        shape = _leading_shape(value)
         if isinstance(value, NonTensorData):
             value = value._with_batch_size(batch_size)
             value._mark_saved(sub)
@@ -245,6 +382,15 @@ def _load_td(directory: str, meta: dict[str, Any], ctx: _Load, depth: int) -> Te
     td = TensorDict._new_unsafe(source, batch_size, device, is_memmap=True)
     td._memmap_prefix = directory
     return td
+
+
+def _leading_shape(value: Any) -> tuple[int, ...]:
+    """The shape of a loaded entry (a strided-nested tensor has only its first dim)."""
+    if not isinstance(value, torch.Tensor):
+        return tuple(value.batch_size)
+    if value.is_nested and value.layout is torch.strided:
+        return (value.size(0),)
+    return tuple(value.shape)
 
 
 def _size(value: Any, what: str, meta_path: str) -> torch.Size:
@@ -267,20 +413,43 @@ def _device(value: Any, meta_path: str) -> torch.device | None:
 
 
 def _load_leaf(directory: str, key: str, entry: dict[str, Any], meta_path: str) -> torch.Tensor:
-    if entry.get("is_nested"):
-        raise MemmapFormatError(
-            f"{meta_path}: {key!r} is a nested (jagged) tensor, which this library does not store."
-        )
     dtype = dtype_from_str(str(entry["dtype"]), meta_path)
     shape = _size(entry["shape"], f"the shape of {key!r}", meta_path)
+    if entry.get("is_nested"):
+        return _load_nested(directory, key, dtype, shape, meta_path)
+    return _load_file(directory, key, ".memmap", dtype, shape, meta_path)
+
+
+def _load_nested(
+    directory: str, key: str, dtype: torch.dtype, shape: torch.Size, meta_path: str
+) -> torch.Tensor:
+    """A nested tensor: its element sizes in ``<key>.shape.memmap`` (``shape`` is theirs), its
+    values one element after another in ``<key>.memmap``."""
+    if len(shape) != 2:
+        raise MemmapFormatError(
+            f"{meta_path}: the nested tensor {key!r} must have a 2-d shape (elements, dims), "
+            f"got {list(shape)}."
+        )
+    sizes = _load_file(directory, key, ".shape.memmap", torch.int64, shape, meta_path)
+    sizes = sizes.as_subclass(torch.Tensor).clone()
+    if sizes.numel() and int(sizes.min()) < 0:
+        raise MemmapFormatError(f"{meta_path}: the nested tensor {key!r} has negative sizes.")
+    numel = nested_numel(sizes)
+    flat = _load_file(directory, key, ".memmap", dtype, torch.Size([numel]), meta_path)
+    return loaded_nested(flat, sizes)
+
+
+def _load_file(
+    directory: str, key: str, suffix: str, dtype: torch.dtype, shape: torch.Size, meta_path: str
+) -> torch.Tensor:
     numel = shape.numel()
-    path = fmt.find_entry(directory, key, ".memmap")
+    path = fmt.find_entry(directory, key, suffix)
     if path is None:
         if numel == 0:
             return MemoryMappedTensor.from_tensor(torch.empty(shape, dtype=dtype))
         raise IncompleteMemmapError(
             f"{meta_path} lists {key!r} but its data file "
-            f"{fmt.entry_path(directory, key, '.memmap')} "
+            f"{fmt.entry_path(directory, key, suffix)} "
             "is missing (an interrupted write, or files removed)."
         )
     expected = numel * torch.empty((), dtype=dtype).element_size()

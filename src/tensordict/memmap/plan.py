@@ -21,6 +21,7 @@ import torch
 from tensordict.core.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.lazy_stack import LazyStackedTensorDict
+from tensordict.core.lazy_views import _SubTensorDict
 from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack
 from tensordict.core.pickling import _DTYPES
 from tensordict.core.unbatched import is_unbatched
@@ -31,6 +32,7 @@ from tensordict.errors import (
     UnbatchedMemmapError,
 )
 from tensordict.memmap import format as fmt
+from tensordict.memmap.nested import loaded_nested, nested_buffer, nested_numel, nested_sizes
 from tensordict.memmap.tensor import MemoryMappedTensor
 
 __all__ = ["Leaf", "Plan", "plan"]
@@ -107,6 +109,8 @@ def _plan_node(value: Any, directory: str, plan: Plan, depth: int) -> Builder:
     _check_path(plan, directory, "")
     if isinstance(value, LazyStackedTensorDict):
         return _plan_lazy(value, directory, plan, depth)
+    if isinstance(value, _SubTensorDict):
+        return _plan_sub(value, directory, plan, depth)
     if isinstance(value, TensorDictBase):
         return _plan_td(value, directory, plan, depth)
     if _is_tensorclass(value):
@@ -138,10 +142,10 @@ def _check_leaf(key: str, value: torch.Tensor, directory: str, like: bool) -> No
             f"on-disk layout (upstream tensordict refuses it too). Exclude it first, e.g. "
             f"td.exclude({key!r}), and save it separately (torch.save)."
         )
-    if value.layout is not torch.strided or value.is_nested:
+    if value.layout not in (torch.strided, torch.jagged):
         raise MemmapFormatError(
             f"cannot memory-map {key!r} (in {directory}): it is a {value.layout} tensor; only "
-            "dense (strided) tensors can be stored. Convert it with .to_dense() first."
+            "dense (strided) and nested tensors can be stored. Convert it with .to_dense() first."
         )
     if str(value.dtype) not in _DTYPES:
         raise MemmapFormatError(
@@ -210,7 +214,10 @@ def _plan_td(td: TensorDictBase, directory: str, plan: Plan, depth: int) -> Buil
         name = _claim_name(taken, directory, key, ".memmap" if is_leaf else "")
         _check_path(plan, directory, name)
         path = os.path.join(directory, name)
-        if isinstance(value, torch.Tensor):
+        if isinstance(value, torch.Tensor) and value.is_nested:
+            _check_leaf(key, value, directory, plan.like)
+            entries[key], builders[key] = _plan_nested(key, value, path, taken, plan)
+        elif isinstance(value, torch.Tensor):
             _check_leaf(key, value, directory, plan.like)
             source = None if plan.like else value
             entries[key] = fmt.leaf_entry(value, "cpu" if value.device.type == "meta" else None)
@@ -248,6 +255,28 @@ def _plan_td(td: TensorDictBase, directory: str, plan: Plan, depth: int) -> Buil
     return build
 
 
+def _plan_nested(
+    key: str, value: torch.Tensor, path: str, taken: dict[str, str], plan: Plan
+) -> tuple[dict[str, Any], Builder]:
+    """A nested tensor as upstream stores it: its values one element after another in
+    ``<key>.memmap``, the ``(n, ndim)`` int64 element sizes in ``<key>.shape.memmap``."""
+    directory = os.path.dirname(path)
+    shape_path = os.path.join(directory, _claim_name(taken, directory, key, ".shape.memmap"))
+    _check_path(plan, directory, os.path.basename(shape_path))
+    sizes = nested_sizes(value)
+    numel = nested_numel(sizes)
+    device = "cpu" if value.device.type == "meta" else str(value.device)
+    entry: dict[str, Any] = {"device": device, "shape": list(sizes.shape)}
+    entry.update(dtype=str(value.dtype), is_nested=True)
+    plan.leaves.append(Leaf(shape_path, sizes, sizes.shape, torch.int64))
+    if numel == 0:
+        return entry, lambda: loaded_nested(torch.empty(0, dtype=value.dtype), sizes)
+    data = None if plan.like else nested_buffer(value)
+    plan.leaves.append(Leaf(path, data, torch.Size([numel]), value.dtype))
+    flat = _leaf_builder(path, value.dtype, torch.Size([numel]))
+    return entry, lambda: loaded_nested(flat(), sizes)
+
+
 def _empty_builder(dtype: torch.dtype, shape: torch.Size) -> Builder:
     return lambda: MemoryMappedTensor.from_tensor(torch.empty(shape, dtype=dtype))
 
@@ -281,6 +310,25 @@ def _plan_lazy(td: LazyStackedTensorDict, directory: str, plan: Plan, depth: int
         out = LazyStackedTensorDict(*built, stack_dim=td.stack_dim)
         out._saved_path = directory  # type: ignore[attr-defined]
         return out
+
+    return build
+
+
+def _plan_sub(td: _SubTensorDict, directory: str, plan: Plan, depth: int) -> Builder:
+    """A sub-tensordict as upstream saves it: its whole source in ``_source/``, its index in
+    ``meta.json``."""
+    source = _plan_node(td._source, os.path.join(directory, "_source"), plan, depth + 1)
+    meta = {
+        "_type": fmt.TYPE_SUB,
+        "_format_version": fmt.FORMAT_VERSION,
+        "_class": fmt.CLASS_SUB,
+        "index": fmt.encode_index(td.idx),
+    }
+    plan.metas.append((directory, fmt.dumps(meta)))
+
+    def build() -> Any:
+        built = source()
+        return td if plan.inplace else _SubTensorDict(built, td.idx)
 
     return build
 

@@ -29,10 +29,12 @@ from typing import Any
 import torch
 from torch import nn
 from torch._C._functorch import is_batchedtensor
+from torch.nn.parameter import UninitializedTensorMixin  # type: ignore[attr-defined]
 
 from tensordict.core.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.pytree import _exclude_td_from_pytree
+from tensordict.errors import FromModulesError
 from tensordict.memmap import MemoryMappedTensor
 
 __all__ = ["_exclude_td_from_pytree", "from_module", "from_modules", "to_module"]
@@ -112,7 +114,8 @@ def from_module(
 def _stack_leaf(n: int, expand_identical: bool) -> Any:
     def stack(first: torch.Tensor, *others: torch.Tensor) -> torch.Tensor:
         if expand_identical and all(o is first for o in others):
-            return first.data.expand(n, *first.shape)
+            # a view of the shared tensor itself: gradients reach it (as upstream)
+            return first.expand(n, *first.shape)
         stacked = torch.stack([first.data, *(o.data for o in others)])
         if isinstance(first, nn.Parameter):
             return nn.Parameter(stacked, requires_grad=first.requires_grad)
@@ -144,6 +147,7 @@ def from_modules(
 
     Raises:
         ValueError: no module was given.
+        FromModulesError: ``lazy_stack`` with ``as_module``, or with lazy modules.
 
     Examples:
         >>> from torch import nn
@@ -154,6 +158,8 @@ def from_modules(
     """
     if not modules:
         raise ValueError("from_modules needs at least one module, got none.")
+    if lazy_stack:
+        _check_lazy_stack_allowed(modules, as_module)
     tds = [from_module(m, lock=False, use_state_dict=use_state_dict) for m in modules]
     if lazy_stack:
         from tensordict.core.lazy_stack import LazyStackedTensorDict
@@ -171,6 +177,20 @@ def from_modules(
     if lock:
         out.lock_()
     return out
+
+
+def _check_lazy_stack_allowed(modules: tuple[nn.Module, ...], as_module: bool) -> None:
+    if any(isinstance(p, UninitializedTensorMixin) for m in modules for p in m.parameters()):
+        raise FromModulesError(
+            "from_modules: lasy_stack=True is not compatible with lazy modules. Their "
+            "parameters have no shape yet: run the modules once first, or drop lazy_stack."
+        )
+    if as_module:
+        raise FromModulesError(
+            "from_modules(lazy_stack=True, as_module=True): the parameters of a lazy stack "
+            "cannot be registered within a TensorDictParams (they stay the modules' own). Drop "
+            "one of the two."
+        )
 
 
 # ====================================================================== to_module

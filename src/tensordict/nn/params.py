@@ -38,14 +38,17 @@ def _is_buffer_marked(tensor: torch.Tensor) -> bool:
 
 def _as_registered(value: Any, no_convert: bool) -> Any:
     """A tensor as it is stored: a parameter stays one; a floating point tensor becomes an
-    ``nn.Parameter`` (unless ``no_convert``); any other tensor is marked as an ``nn.Buffer`` (a
-    detached alias of the same storage)."""
+    ``nn.Parameter`` (unless ``no_convert``: then a tensor computed from others, with a
+    ``grad_fn``, stays itself); any other tensor is marked as an ``nn.Buffer`` (a detached
+    alias of the same storage)."""
     if not isinstance(value, torch.Tensor) or isinstance(value, nn.Parameter):
         return value
     if _is_buffer_marked(value):
         return value
     if not no_convert and value.dtype in _FLOATS:
         return nn.Parameter(value)
+    if value.grad_fn is not None:
+        return value  # (a view of a parameter, e.g. expanded by from_modules: gradients reach it)
     return nn.Buffer(value)
 
 

@@ -135,6 +135,53 @@ def _remove_batch_dim_td(td: Any, level: int, batch_size: int, out_dim: int) -> 
     return TensorDict._new_unsafe(source, new_bs, td.device, names)
 
 
+def _leaf_shapes(td: Any) -> list[torch.Size]:
+    """The shapes of every tensor leaf of a dense tensordict (nested ones included)."""
+    shapes: list[torch.Size] = []
+    for _, value in td._own_items():
+        if isinstance(value, torch.Tensor):
+            shapes.append(value.shape)
+        elif isinstance(value, TensorDict):
+            shapes.extend(_leaf_shapes(value))
+    return shapes
+
+
+def _grown(td: Any, batch_size: torch.Size) -> Any:
+    """``td`` (sharing its tensors) with batch size ``batch_size``, a longer one; nested
+    tensordicts with fewer batch dims are grown to it as well."""
+    source = {
+        key: _grown(value, batch_size)
+        if isinstance(value, TensorDict) and value.batch_dims < len(batch_size)
+        else value
+        for key, value in td._own_items()
+    }
+    names = td._names_or_none()
+    if names is not None:
+        names = list(names) + [None] * (len(batch_size) - len(names))
+    return TensorDict._new_unsafe(source, batch_size, td.device, names, lock=td.is_locked)
+
+
+def _widen_for_in_dim(arg: Any, in_dim: Any) -> Any:
+    """A tensordict vmapped over a dim beyond its batch dims (``jacrev`` builds such ones with
+    ``batch_size=[]``) is batched along its leaves' dim, as upstream: its batch size grows to the
+    leading dims all its tensors share, if there are enough of them. Otherwise ``arg`` as is."""
+    if not isinstance(in_dim, int) or not isinstance(_as_td(arg), TensorDict):
+        return arg
+    td = _as_td(arg)
+    needed = in_dim + 1 if in_dim >= 0 else -in_dim
+    if needed <= td.batch_dims:
+        return arg
+    shapes = _leaf_shapes(td)
+    if not shapes or any(len(s) < needed for s in shapes):
+        return arg
+    if any(s[:needed] != shapes[0][:needed] for s in shapes):
+        return arg
+    out = _grown(td, torch.Size(shapes[0][:needed]))
+    if td is not arg:
+        return type(arg)._from_tensordict(out, dict(arg._non_tensordict))
+    return out
+
+
 def _check_in_dim(in_dim: Any, arg: Any, func: Any, in_dims: Any) -> int | None:
     """Validate one input's ``in_dim`` like torch does, for tensors and tensordicts alike."""
     name = _vmap_impl._get_name(func)
@@ -177,6 +224,7 @@ def _process_batched_inputs(in_dims: Any, args: tuple[Any, ...], func: Any) -> A
             f"vmap({_vmap_impl._get_name(func)}, in_dims={in_dims}, ...)(<inputs>): in_dims is "
             f"not compatible with the structure of `inputs` ({args_spec})."
         )
+    flat_args = [_widen_for_in_dim(a, d) for d, a in zip(flat_in_dims, flat_args)]
     flat_in_dims = [_check_in_dim(d, a, func, in_dims) for d, a in zip(flat_in_dims, flat_args)]
     sizes = [
         (a.batch_size if is_tensor_collection(a) else a.shape)[d]

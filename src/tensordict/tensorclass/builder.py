@@ -404,6 +404,11 @@ def is_tensorclass(obj: Any) -> bool:
         (True, True)
         >>> is_tensorclass(TensorDict())
         False
+        >>> from tensordict import NonTensorData
+        >>> is_tensorclass(NonTensorData)  # as upstream, where it is made by @tensorclass
+        True
     """
     cls = obj if isinstance(obj, type) else type(obj)
+    if issubclass(cls, NonTensorData):  # (a tensorclass upstream, as are its subclasses)
+        return True
     return getattr(cls, "_is_tensorclass", False) is True

@@ -102,7 +102,7 @@ FORWARDED: dict[Kind, tuple[str, ...]] = {
     ),
     Kind.BORROW: (
         *("memmap_", "memmap", "memmap_like", "save", "dumps", "memmap_refresh_"),
-        *("map", "map_iter", "__iter__", "__len__"),
+        *("map", "map_iter", "__iter__", "__len__", "pack"),
     ),
 }
 

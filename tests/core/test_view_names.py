@@ -1,0 +1,95 @@
+"""Dimension names on lazy views and lazy stacks; ``rename`` on every class; ``_sync_all``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tensordict import LazyStackedTensorDict, TensorDict, lazy_stack
+from tensordict.core.lazy_views import (
+    _PermutedTensorDict,
+    _SqueezedTensorDict,
+    _TransposedTensorDict,
+    _UnsqueezedTensorDict,
+    _ViewedTensorDict,
+)
+from tensordict.errors import LazyViewError
+
+
+def _named() -> TensorDict:
+    return TensorDict({"x": torch.zeros(3, 1, 4)}, [3, 1, 4], names=["a", "b", "c"])
+
+
+@pytest.mark.parametrize(
+    ("cls", "kwargs", "expected"),
+    [
+        (_UnsqueezedTensorDict, {"dim": 1}, ["a", None, "b", "c"]),
+        (_SqueezedTensorDict, {"dim": 1}, ["a", "c"]),
+        (_SqueezedTensorDict, {"dim": 0}, ["a", "b", "c"]),  # size 3: not squeezed
+        (_PermutedTensorDict, {"dims": [2, 0, 1]}, ["c", "a", "b"]),
+        (_TransposedTensorDict, {"dim0": 0, "dim1": 2}, ["c", "b", "a"]),
+        (_ViewedTensorDict, {"size": torch.Size([12])}, [None]),
+    ],
+)
+def test_shape_views_show_their_sources_names(cls, kwargs, expected):
+    view = cls(_named(), kwargs)
+    assert view.names == expected
+    assert view.to_tensordict().names == expected
+    assert (view + 1).names == expected
+
+
+def test_sub_tensordict_shows_the_names_of_the_dims_it_keeps():
+    sub = _named()._get_sub_tensordict((0, slice(None), [1]))
+    assert sub.names == ["b", "c"]
+    assert sub.to_tensordict().names == ["b", "c"]
+    unnamed = TensorDict(batch_size=[3, 4])._get_sub_tensordict(0)
+    assert unnamed.names == [None] and not unnamed._has_names()
+
+
+@pytest.mark.parametrize("make", ["sub", "unsqueeze"])
+def test_names_of_a_view_cannot_be_set(make):
+    td = _named()
+    view = td._get_sub_tensordict(0) if make == "sub" else _UnsqueezedTensorDict(td, {"dim": 0})
+    match = "subtensordict" if make == "sub" else "lazy tensordict"
+    with pytest.raises(RuntimeError, match=f"Names of a {match} cannot be modified"):
+        view.names = ["p", "q", "r", "s"][: view.batch_dims]
+    with pytest.raises(LazyViewError):
+        view.rename_(*[None] * view.batch_dims)
+    assert td.names == ["a", "b", "c"]
+
+
+def test_rename_on_a_lazy_stack_keeps_the_original():
+    s = lazy_stack([TensorDict({"x": torch.zeros(3)}, [3]) for _ in range(2)], 1)
+    s.names = ["t", "n"]
+    renamed = s.rename(n="m")
+    assert renamed.names == ["t", "m"]
+    assert s.names == ["t", "n"]
+    assert s.rename_("p", "q") is s and s.names == ["p", "q"]
+    assert s.tensordicts[0].names == ["p"]
+
+
+def test_lazy_stack_names_survive_clone_and_densifying():
+    s = lazy_stack([TensorDict({"x": torch.zeros(3)}, [3], names=["t"])] * 2)
+    s.names = ["n", "t"]
+    assert s.clone().names == ["n", "t"]
+    assert s.clone(False).names == ["n", "t"]
+    assert s.to_tensordict().names == ["n", "t"]
+    assert s.contiguous().names == ["n", "t"]
+
+
+def test_lazy_stack_name_reaches_nested_stacks_and_cannot_clash_with_them():
+    inner = TensorDict({}, [3, 4], names=["c", "d"])
+    td = TensorDict({"n": inner}, [3], names=["c"])
+    stack = LazyStackedTensorDict.lazy_stack([td, td.clone()], -1)
+    with pytest.raises(ValueError, match="unique"):
+        stack.names = ["c", "d"]  # the nested tensordicts already call their last dim "d"
+    assert stack.names == ["c", None]
+    stack.names = ["c", "e"]
+    assert stack["n"].names == ["c", "e", "d"]
+    assert stack[0]["n"].names == stack["n"][0].names == ["e", "d"]
+
+
+def test_sync_all_returns_without_an_accelerator():
+    td = TensorDict({"a": torch.zeros(2)}, [2])
+    assert td._sync_all() is None
+    assert LazyStackedTensorDict(td, td)._sync_all() is None
