@@ -139,3 +139,12 @@ def test_shape_ops_of_a_locked_lazy_view_stay_locked() -> None:
     view.lock_()
     assert view.reshape(-1).is_locked and view.flip(0).is_locked
     assert not _td(2, 3).permute(1, 0).reshape(-1).is_locked
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_lazy_shape_view_refuses_a_batch_size_in_to() -> None:
+    with set_lazy_legacy(True):
+        view = _td(2, 3).permute(1, 0)
+    with pytest.raises(TypeError, match="Cannot pass batch-size to "):
+        view.to(torch.float64, batch_size=[])
+    assert view.to(torch.float64)["x"].dtype == torch.float64
