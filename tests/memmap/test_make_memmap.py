@@ -62,3 +62,14 @@ def test_memmap_without_prefix_keeps_the_saved_directory(tmp_path) -> None:
     TensorDict(a=torch.ones(2)).memmap_(tmp_path)
     loaded = TensorDict.load_memmap(tmp_path).memmap_()
     assert loaded.saved_path == str(tmp_path) and loaded.is_memmap()
+
+
+def test_nested_tensors_are_made_in_upstreams_layout(tmp_path) -> None:
+    td = TensorDict().memmap_(tmp_path)
+    made = td.make_memmap(("e", "f"), shape=torch.tensor([[1, 2], [1, 3]]))
+    jagged = torch.nested.nested_tensor([torch.ones(1, 2), torch.full((1, 3), 2.0)])
+    td.make_memmap_from_tensor("g", jagged)
+    assert made.is_nested and (tmp_path / "g.shape.memmap").exists()
+    loaded = TensorDict.load_memmap(tmp_path)
+    assert [t.shape for t in loaded["e", "f"].unbind()] == [(1, 2), (1, 3)]
+    assert [t.tolist() for t in loaded["g"].unbind()] == [[[1.0, 1.0]], [[2.0, 2.0, 2.0]]]

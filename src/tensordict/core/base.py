@@ -347,7 +347,7 @@ class TensorDictBase(
                 parent._set_str(path[-1], value, validated=True)
         if inplace:
             return self._replace_contents(out)
-        return self._lock_like_storage(out)  # type: ignore[no-any-return]
+        return out
 
     def _selected_parent(self, source: TensorDictBase, path: tuple[str, ...]) -> Any:
         """The tensordict of a selection (``self``) that holds ``path``'s last part; the nested
@@ -373,15 +373,6 @@ class TensorDictBase(
         out = self._copy_structure(excluded, ())
         if inplace:
             return self._replace_contents(out)
-        return self._lock_like_storage(out)  # type: ignore[no-any-return]
-
-    def _lock_like_storage(self, out: Any) -> Any:
-        """Lock ``out`` if self is a locked memory-mapped or shared tensordict (as upstream).
-
-        A plain locked tensordict gives an unlocked result from select/exclude.
-        """
-        if self.is_locked and (self.is_memmap() or self.is_shared()):
-            out.lock_()
         return out
 
     def _copy_structure(

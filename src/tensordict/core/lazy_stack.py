@@ -607,7 +607,7 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         if inplace:
             return super().select(*keys, inplace=True, strict=strict)
         members = [m.select(*keys, strict=strict) for m in self.tensordicts]
-        return self._lock_like_storage(LazyStackedTensorDict(*members, stack_dim=self.stack_dim))
+        return LazyStackedTensorDict(*members, stack_dim=self.stack_dim)
 
     def filter_non_tensor_data(self) -> Any:
         members = [m.filter_non_tensor_data() for m in self.tensordicts]

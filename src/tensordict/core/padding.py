@@ -511,3 +511,21 @@ def _collate_special(
     if template is not None:
         return _rewrap(template, rest)
     return rest
+
+
+def _default_collate_entry(batch: Any, *, collate_fn_map: Any = None) -> Any:
+    """torch's ``default_collate`` entry for tensordicts and tensorclasses: :func:`collate`."""
+    return collate(list(batch))
+
+
+def _register_default_collate() -> None:
+    """As upstream, ``torch.utils.data.default_collate`` stacks tensordict samples (its
+    ``Mapping`` rule would rebuild them key by key, and a tensordict is a Mapping)."""
+    from torch.utils.data._utils.collate import default_collate_fn_map
+
+    from tensordict.core.collection import TensorCollection
+
+    default_collate_fn_map.setdefault(TensorCollection, _default_collate_entry)
+
+
+_register_default_collate()

@@ -1,6 +1,7 @@
-"""Writing memory-mapped tensordicts: memmap_, memmap, memmap_like, make_memmap, refresh.
+"""Writing memory-mapped tensordicts: memmap_, memmap, memmap_like, refresh.
 
-Loading lives in :mod:`tensordict.memmap.load` (``load_memmap`` is re-exported here).
+Loading lives in :mod:`tensordict.memmap.load` (``load_memmap`` is re-exported here), adding one
+leaf to a saved tensordict in :mod:`tensordict.memmap.make` (``make_memmap*``, re-exported).
 
 A write runs in three steps, so that bad input writes nothing and a crash never loses data:
 
@@ -20,29 +21,24 @@ import os
 import shutil
 import stat
 import warnings
-from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from tensordict.core.base import TensorDictBase
 from tensordict.core.dense import TensorDict
-from tensordict.core.keys import NestedKey, key_path
 from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.lazy_views import _SubTensorDict
 from tensordict.core.non_tensor import register_save_hook
 from tensordict.errors import (
     AlreadyMemmappedError,
     ArchiveReturnEarlyError,
-    BatchSizeError,
     LazyViewError,
     MappingLimitError,
     MemmapExistsError,
     MemmapFormatError,
-    MemmapStorageError,
     MemmapSymlinkError,
     NoSpaceError,
-    NotMemmappedError,
     RawKeyPathError,
 )
 from tensordict.memmap import archive as tdz
@@ -51,6 +47,7 @@ from tensordict.memmap import tensor as mmt
 from tensordict.memmap import transaction as tx
 from tensordict.memmap.executor import shared_executor
 from tensordict.memmap.load import load_memmap
+from tensordict.memmap.make import make_memmap, make_memmap_from_storage, make_memmap_from_tensor
 from tensordict.memmap.nested import flat_buffer
 from tensordict.memmap.plan import Builder, Leaf, Plan, plan
 from tensordict.memmap.tensor import (
@@ -598,141 +595,3 @@ def memmap_refresh_(td: Any, *, allow_pickle: bool | None = None) -> Any:
         return td
     _transplant(td, fresh)
     return td
-
-
-def _memmap_parent(td: Any, key: NestedKey) -> tuple[TensorDict, str]:
-    """The memory-mapped tensordict that will hold ``key`` (missing levels are created, each a
-    memory-mapped sub-folder, as upstream) and the name of the new entry in it."""
-    path = key_path(key)
-    parent = td
-    for depth, part in enumerate(path[:-1]):
-        _check_memmapped(parent, key)
-        child = parent._get_str(part, None)
-        if child is None:
-            child = _add_child(parent, part)
-        elif not isinstance(child, TensorDict):
-            raise MemmapFormatError(
-                f"make_memmap({key!r}): {path[: depth + 1]!r} is a {type(child).__name__}, not a "
-                "memory-mapped tensordict. Use another key."
-            )
-        parent = child
-    _check_memmapped(parent, key)
-    if path[-1] in parent._tensordict:
-        raise MemmapExistsError(
-            f"The key {path[-1]} already exists within the target tensordict. Delete that entry "
-            "before overwriting it."
-        )
-    return parent, path[-1]
-
-
-def _check_memmapped(td: Any, key: NestedKey) -> None:
-    if not isinstance(td, TensorDict) or td.saved_path is None:
-        raise NotMemmappedError(
-            "Can only make a memmap tensor within a memory-mapped tensordict: "
-            f"make_memmap({key!r}) needs one saved to a directory, with td.memmap_(prefix) or "
-            "TensorDict.load_memmap(prefix)."
-        )
-
-
-def _add_child(parent: TensorDict, name: str) -> TensorDict:
-    """A new empty nested tensordict ``name``, memory-mapped to its own sub-folder."""
-    directory = str(parent.saved_path)
-    if name in fmt.RESERVED:
-        raise MemmapFormatError(
-            f"cannot make the nested entry {name!r} (in {directory}): meta.json uses {name!r} "
-            "for the tensordict itself. Choose another key."
-        )
-    child = TensorDict({}, parent.batch_size).memmap_(fmt.entry_path(directory, name))
-    with tx.prefix_lock(os.path.realpath(directory)):
-        meta = fmt.read_meta(directory)
-        tail = {k: meta.pop(k) for k in fmt.RESERVED if k in meta and not isinstance(meta[k], dict)}
-        meta[name] = {"type": "TensorDict"}
-        meta.update(tail)
-        tx.write_bytes(os.path.join(directory, fmt.META), fmt.dumps(meta))
-        tx.fsync_path(directory)
-    parent._tensordict[name] = child
-    child._set_locked(parent.is_locked, parent if parent.is_locked else None)
-    return child
-
-
-def make_memmap(
-    td: Any, key: NestedKey, shape: Sequence[int], *, dtype: Any = None
-) -> MemoryMappedTensor:
-    """Add a zero-filled memory-mapped leaf under ``key`` (works on locked tensordicts)."""
-    parent, name = _memmap_parent(td, key)
-    return _add_leaf(parent, name, torch.Size(shape), dtype or torch.get_default_dtype(), None)
-
-
-def make_memmap_from_tensor(
-    td: Any, key: NestedKey, tensor: torch.Tensor, *, copy_data: bool = True
-) -> MemoryMappedTensor:
-    """Add a memory-mapped leaf holding a copy of ``tensor`` under ``key``."""
-    parent, name = _memmap_parent(td, key)
-    return _add_leaf(parent, name, tensor.shape, tensor.dtype, tensor if copy_data else None)
-
-
-def make_memmap_from_storage(
-    td: Any, key: NestedKey, storage: Any, shape: Sequence[int], *, dtype: Any = None
-) -> MemoryMappedTensor:
-    """Add a memory-mapped leaf under ``key`` holding ``storage``'s bytes: the storage's own file
-    when it is mapped from the entry's path already, else a copy into that new file."""
-    parent, name = _memmap_parent(td, key)
-    dtype = dtype or torch.get_default_dtype()
-    shape = torch.Size(shape)
-    path = fmt.entry_path(str(parent.saved_path), name, ".memmap")
-    own = getattr(storage, "filename", None)
-    if own is not None and os.path.realpath(own) != os.path.realpath(path):
-        raise MemmapStorageError(
-            "Providing a storage with an associated filename that differs from the filename "
-            f"argument is not permitted: the entry {name!r} lives in {path}, the storage is "
-            f"mapped from {own}. Pass a storage that is not mapped from a file (it is copied) "
-            "or use make_memmap_from_tensor."
-        )
-    data = torch.empty(0, dtype=torch.uint8).set_(storage.untyped())
-    nbytes = shape.numel() * torch.empty((), dtype=dtype).element_size()
-    if data.numel() < nbytes:
-        raise MemmapStorageError(
-            f"make_memmap_from_storage({key!r}): the storage holds {data.numel()} bytes, the "
-            f"shape {list(shape)} of {dtype} needs {nbytes}. Pass a matching shape and dtype."
-        )
-    keep = own is not None and os.path.exists(path)  # (else: the file went, the mapping stays)
-    source = None if keep else data[:nbytes].view(dtype).view(shape)
-    return _add_leaf(parent, name, shape, dtype, source, keep_file=keep)
-
-
-def _add_leaf(
-    parent: TensorDict,
-    name: str,
-    shape: torch.Size,
-    dtype: torch.dtype,
-    data: Any,
-    keep_file: bool = False,
-) -> MemoryMappedTensor:
-    bs = parent.batch_size
-    if tuple(shape[: len(bs)]) != tuple(bs):
-        raise BatchSizeError(
-            f"cannot make {name!r} of shape {list(shape)}: it must start with the batch size "
-            f"{list(bs)}."
-        )
-    directory = str(parent.saved_path)
-    if name in fmt.RESERVED:
-        raise MemmapFormatError(
-            f"cannot make the memory-mapped entry {name!r} (in {directory}): meta.json uses "
-            f"{name!r} for the tensordict itself. Choose another key."
-        )
-    path = fmt.entry_path(directory, name, ".memmap")
-    # one new file and one folder's metadata, each renamed into place whole under the prefix's
-    # lock: a crash leaves the old metadata (and at most an unused file)
-    with tx.prefix_lock(os.path.realpath(directory)):
-        if not keep_file:
-            write_file(path, data, shape, dtype)
-        leaf = MemoryMappedTensor._map(path, dtype, shape)
-        meta = fmt.read_meta(directory)
-        tail = {k: meta.pop(k) for k in fmt.RESERVED if k in meta and not isinstance(meta[k], dict)}
-        meta[name] = fmt.leaf_entry(leaf, "cpu")
-        meta.update(tail)
-        tx.fsync_path(path)
-        tx.write_bytes(os.path.join(directory, fmt.META), fmt.dumps(meta))
-        tx.fsync_path(directory)
-    parent._tensordict[name] = leaf
-    return leaf
