@@ -72,7 +72,8 @@ def is_tensor_collection(datatype: Any) -> bool:
 
 
 def as_size(batch_size: Any) -> torch.Size:
-    """Turn an int, a sequence of ints or None into a ``torch.Size``."""
+    """Turn an int, a sequence of ints or None into a ``torch.Size`` (``-1`` marks a dim where
+    nested tensors are ragged, as upstream)."""
     if batch_size is None:
         return torch.Size([])
     if isinstance(batch_size, torch.Size):
@@ -83,7 +84,7 @@ def as_size(batch_size: Any) -> torch.Size:
         size = torch.Size([int(b) for b in batch_size])
     except (TypeError, ValueError):
         size = None
-    if size is None or (size and min(size) < 0):
+    if size is None or (size and min(size) < -1):  # (-1: a ragged dim of nested tensors)
         raise BatchSizeError(
             f"batch_size must be a sequence of non-negative ints (e.g. [32] or "
             f"torch.Size([4, 5])), got {batch_size!r}."
