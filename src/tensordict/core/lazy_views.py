@@ -360,15 +360,6 @@ class _CustomOpTensorDict(_ViewBase):
     def _inverse_kwargs(self) -> dict[str, Any]:
         return {}
 
-    def to(self, *args: Any, **kwargs: Any) -> Any:
-        """Like ``TensorDict.to``; a ``batch_size`` is refused (the view's follows its source)."""
-        if kwargs.get("batch_size") is not None:
-            raise TypeError(
-                f"Cannot pass batch-size to a {type(self).__name__}: its batch size follows its "
-                "source's. Call to_tensordict() first."
-            )
-        return super().to(*args, **kwargs)
-
     def _forward(self, t: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
