@@ -13,7 +13,9 @@ For each round, each contender runs once and prints the CPU time it used per chu
 - ``wake-ups``: context switches of the workers per chunk (each one a block and a wake-up).
 
 The bare processes (``workloads.bare_processes``) run ``fn`` on the same chunks with no engine:
-their CPU per chunk is the work itself; the difference is what map_iter adds.
+their CPU per chunk is the work itself; the difference is what map_iter adds. ``bare + 1 copy``
+(transform only) also copies each result once into a warm buffer: a result that crosses
+processes costs at least that copy, so it is the floor map_iter can reach there.
 """
 
 from __future__ import annotations
@@ -56,22 +58,57 @@ def cost(run: Callable[[], Any], chunks: int) -> dict[str, float]:
     }
 
 
-def contenders(td: TensorDict, fn: Callable[[TensorDict], Any], cs: int) -> dict[str, Any]:
+#: workloads whose results travel out of band (16 MiB each): they get the ``bare + 1 copy`` row
+LARGE_RESULTS = ("transform",)
+
+
+def contenders(
+    td: TensorDict, fn: Callable[[TensorDict], Any], cs: int, floor: bool = False
+) -> dict[str, Any]:
     gen = torch.Generator()
-    return {
+    runs = {
         "map_iter": lambda: _drain(
             td.map_iter(fn, num_workers=WORKERS, chunksize=cs, generator=gen)
         ),
         "bare processes": lambda: bare_processes(td, fn, cs),
     }
+    if floor:  # the same plus one copy of each result: the floor for results that cross
+        runs["bare + 1 copy"] = lambda: bare_processes(td, fn, cs, copy=True)
+    return runs
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("workloads", nargs="*", default=["tiny", "decode"], choices=WORKLOADS)
+#: the workloads measured when none is named
+DEFAULT_WORKLOADS = ["tiny", "decode"]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; no workload named means :data:`DEFAULT_WORKLOADS`.
+
+    (argparse checks the list a bare ``nargs="*"`` positional gets, default or ``[]``, against
+    ``choices`` as one value: it crashes or rejects it. Names are checked here instead.)
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.chunk_cost", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "workloads",
+        nargs="*",
+        metavar="WORKLOAD",
+        help=f"one of {', '.join(WORKLOADS)} (default: {' '.join(DEFAULT_WORKLOADS)})",
+    )
     parser.add_argument("--rows", type=int, default=None, help="rows (default: the full run's)")
     parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    unknown = [name for name in args.workloads if name not in WORKLOADS]
+    if unknown:
+        names = ", ".join(WORKLOADS)
+        parser.error(f"unknown workload(s) {', '.join(unknown)}: choose from {names}")
+    args.workloads = args.workloads or list(DEFAULT_WORKLOADS)
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     torch.set_num_threads(1)
     for name in args.workloads:
         fn, full, cs, kind = WORKLOADS[name]
@@ -80,7 +117,7 @@ def main() -> None:
         chunks = -(-rows // cs)
         print(f"{name}: {rows:,} rows, {chunks:,} chunks of {cs:,}")
         for _ in range(args.rounds):
-            for label, run in contenders(td, fn, cs).items():
+            for label, run in contenders(td, fn, cs, floor=name in LARGE_RESULTS).items():
                 c = cost(run, chunks)
                 print(
                     f"  {label:15s} parent {c['parent_us']:9.1f} us/chunk  workers "

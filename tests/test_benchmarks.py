@@ -152,3 +152,16 @@ def test_shuffle_gather_visits_every_row_once_in_permuted_chunks() -> None:
     seen = torch.cat(chunks)
     assert torch.equal(seen.sort().values, td["x"])
     assert not torch.equal(seen, td["x"])  # permuted, not in order
+
+
+def test_chunk_cost_defaults_when_no_workload_is_named_and_rejects_unknown_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from benchmarks import chunk_cost
+
+    assert chunk_cost.parse_args([]).workloads == chunk_cost.DEFAULT_WORKLOADS
+    assert chunk_cost.parse_args(["transform", "tiny"]).workloads == ["transform", "tiny"]
+    with pytest.raises(SystemExit) as exit_info:
+        chunk_cost.parse_args(["tiny", "nope"])
+    assert exit_info.value.code == 2
+    assert "nope" in capsys.readouterr().err

@@ -71,6 +71,7 @@ __all__ = [
     "TensorDictPropertyError",
     "UndeclaredFieldError",
     "UnsafeKeyError",
+    "ViewArgumentError",
     "WorkerCountWarning",
     "WorkerDiedError",
     "PoolBusyError",
@@ -161,6 +162,12 @@ class InplaceNotSupportedError(NotImplementedError):
 class LazyViewError(RuntimeError):
     """An operation a lazy view (``_CustomOpTensorDict``, ``_SubTensorDict``) cannot do: make
     it dense first (``to_tensordict()``), or act on its source."""
+
+
+class ViewArgumentError(LazyViewError, TypeError):
+    """An argument a lazy view cannot honour: ``to(..., inplace=True)`` (its entries live in its
+    source), ``to(..., batch_size=)`` on a shape view. Subclasses ``TypeError``, which upstream
+    raises for the same calls."""
 
 
 class LazyFirstClassDimError(IndexingError, ValueError):

@@ -3,9 +3,11 @@ lists as non-tensor stacks, and batch slicing of jagged (nested) tensors."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from tensordict import NonTensorStack, TensorDict, tensorclass
+from tensordict.errors import BatchSizeError
 
 
 def test_from_any_list_is_a_tensor_when_torch_can_make_one() -> None:
@@ -69,3 +71,17 @@ def test_jagged_entries_split_chunk_and_slice_along_the_batch() -> None:
     picked = td[torch.tensor([True, False, True])]
     assert [r.shape[0] for r in picked["x"].unbind()] == [3, 1]
     assert [r.shape[0] for r in td[[2, 0]]["x"].unbind()] == [1, 3]
+
+
+def test_a_ragged_batch_dim_of_nested_tensors_pads_to_its_longest_component() -> None:
+    nested = torch.nested.nested_tensor([torch.ones(2, 3, 4), torch.ones(2, 5, 4)])
+    td = TensorDict({"n": nested}, batch_size=[2, 2, -1])
+    assert td.batch_size == (2, 2, -1)
+    out = td.to_padded_tensor(padding=0.0, mask_key="mask")
+    assert out.batch_size == (2, 2, 5) and out["n"].shape == (2, 2, 5, 4)
+    assert out["mask"].sum().item() == 2 * 3 + 2 * 5
+    assert (out["n"][out["mask"]] == 1).all() and (out["n"][~out["mask"]] == 0).all()
+    with pytest.raises(BatchSizeError, match="does not start with the batch size"):
+        TensorDict({"n": nested, "plain": torch.zeros(2, 2, 3)}, batch_size=[2, 2, -1])
+    with pytest.raises(BatchSizeError, match="non-negative ints"):
+        TensorDict(batch_size=[2, -2])

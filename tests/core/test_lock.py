@@ -361,3 +361,15 @@ def test_elementwise_results_of_a_locked_tensordict_are_locked(op: Callable[...,
 def test_results_upstream_leaves_unlocked_are_unlocked(op: Callable[..., Any]) -> None:
     td = TensorDict({"a": torch.ones(3)}, [3]).lock_()
     assert not op(td).is_locked
+
+
+def test_select_and_exclude_of_locked_memmap_or_shared_td_are_unlocked(tmp_path) -> None:
+    # as upstream 0.15.3: the selection is a new tensordict over the same tensors, not locked
+    memmapped = TensorDict({"a": torch.zeros(3), "b": torch.ones(3)}, [3]).memmap_(tmp_path)
+    shared = TensorDict({"a": torch.zeros(3), "b": torch.ones(3)}, [3]).share_memory_()
+    for td in (memmapped, shared):
+        assert td.is_locked
+        assert not td.select("a").is_locked and not td.exclude("a").is_locked
+    stacked = LazyStackedTensorDict(memmapped, memmapped)
+    stacked.lock_()
+    assert not stacked.select("a").is_locked

@@ -56,3 +56,12 @@ def test_pad_sequence_mask_under_a_nested_key() -> None:
     assert out[("m", "n"), "a"].tolist() == [[True, False], [True, True]]
     out[("m",), ("n", "a")] = torch.zeros(2, 2, dtype=torch.bool)
     assert not out["m", "n", "a"].any()
+
+
+def test_pad_leaves_unbatched_entries_alone() -> None:
+    from tensordict import UnbatchedTensor
+
+    td = TensorDict({"x": torch.zeros(2, 3), "u": UnbatchedTensor(torch.ones(7))}, [2, 3])
+    out = pad(td, [0, 1, 1, 1])
+    assert out.batch_size == (3, 5) and out["x"].shape == (3, 5)
+    assert out.get("u").shape == (7,) and out.get("u").batch_size == (3, 5)

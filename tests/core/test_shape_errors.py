@@ -99,3 +99,52 @@ def test_split_size_errors() -> None:
         with pytest.raises(ValueError, match=f"split_size must be positive, got {size}\\."):
             td.split(size, -1)
     assert [p.batch_size[0] for p in td.split([1, 2], 0)] == [1, 2]
+
+
+def test_transpose_out_of_range_says_dims_are_incompatible() -> None:
+    with pytest.raises(ValueError, match="The provided dimensions are incompatible"):
+        _td(2, 3).transpose(-3, 0)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_legacy_permute_of_a_lazy_stack_by_the_identity_is_the_stack() -> None:
+    from tensordict import lazy_stack
+
+    stack = lazy_stack([_td(3, 4), _td(3, 4)], 1)
+    with set_lazy_legacy(True):
+        assert stack.permute(0, 1, 2) is stack
+        assert stack.permute(2, 0, 1).permute(1, 2, 0) is stack
+    with pytest.raises(RuntimeError, match="repeated dim in permute"):
+        stack.permute(0, 0, 1)
+
+
+def test_dtype_view_with_a_batch_size_on_every_kind_of_tensordict() -> None:
+    from tensordict import lazy_stack
+
+    dense = TensorDict({"a": torch.zeros(2, 3)}, [2, 3])
+    stack = lazy_stack([dense, dense], 1)
+    for td, bs in [(dense, [2]), (stack, [2, 2]), (stack, []), (dense[:, 1:], [])]:
+        out = td.view(torch.uint8, batch_size=bs)
+        assert out.batch_size == tuple(bs) and out["a"].dtype == torch.uint8
+        assert out["a"].numel() == td["a"].numel() * 4
+    with pytest.raises(TypeError, match="batch_size= goes with a dtype view"):
+        dense.view(6, batch_size=[6])
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_shape_ops_of_a_locked_lazy_view_stay_locked() -> None:
+    td = _td(2, 3)
+    with set_lazy_legacy(True):
+        view = td.permute(1, 0)
+    view.lock_()
+    assert view.reshape(-1).is_locked and view.flip(0).is_locked
+    assert not _td(2, 3).permute(1, 0).reshape(-1).is_locked
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_lazy_shape_view_refuses_a_batch_size_in_to() -> None:
+    with set_lazy_legacy(True):
+        view = _td(2, 3).permute(1, 0)
+    with pytest.raises(TypeError, match="Cannot pass batch-size to "):
+        view.to(torch.float64, batch_size=[])
+    assert view.to(torch.float64)["x"].dtype == torch.float64

@@ -88,3 +88,21 @@ def test_is_leaf_replaces_nested_tensordicts_whole() -> None:
     merged = TensorDict(b=TensorDict(c=t, batch_size=[2, 3]), batch_size=[2])
     merged.update(TensorDict(b=TensorDict(d=torch.ones(2, 3), batch_size=[2, 3]), batch_size=[2]))
     assert set(merged["b"].keys()) == {"c", "d"}
+
+
+def test_nested_tensordicts_and_tensorclasses_are_resized_below_a_fitting_root() -> None:
+    dest = TensorDict(
+        sub=TensorDict(a=torch.zeros(3), batch_size=[3]),
+        pair=Pair(x=torch.zeros(3), label="old", batch_size=[3]),
+    )
+    sub, pair = dest["sub"], dest["pair"]
+    source = TensorDict(
+        sub=TensorDict(a=torch.ones(4), b=torch.ones(4, 2), batch_size=[4]),
+        pair=Pair(x=torch.ones(4), label="new", batch_size=[4]),
+    )
+    with pytest.raises(RuntimeError, match="update_batch_size=True"):
+        dest.update(source)
+    assert sub.batch_size == (3,) and pair.batch_size == (3,)  # nothing written
+    dest.update(source, update_batch_size=True)
+    assert dest["sub"] is sub and sub.batch_size == (4,) and set(sub.keys()) == {"a", "b"}
+    assert dest["pair"] is pair and pair.batch_size == (4,) and pair.label == "new"

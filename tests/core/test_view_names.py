@@ -93,3 +93,89 @@ def test_sync_all_returns_without_an_accelerator():
     td = TensorDict({"a": torch.zeros(2)}, [2])
     assert td._sync_all() is None
     assert LazyStackedTensorDict(td, td)._sync_all() is None
+
+
+def test_legacy_no_op_permute_and_transpose_return_the_tensordict_itself():
+    from tensordict import set_lazy_legacy
+
+    stack = lazy_stack([TensorDict({"x": torch.zeros(3, 2)}, [3, 2])] * 2, 1)
+    with set_lazy_legacy(True):
+        assert stack.transpose(0, 0) is stack
+        assert stack.permute(0, 1, 2) is stack
+        assert isinstance(stack.transpose(0, 1), _PermutedTensorDict | _TransposedTensorDict)
+
+
+def test_legacy_transpose_out_of_range_uses_upstreams_legacy_wording():
+    from tensordict import set_lazy_legacy
+
+    td = TensorDict(batch_size=[3, 4])
+    with set_lazy_legacy(True), pytest.raises(ValueError, match="dimensions are incompatible"):
+        td.transpose(-5, -6)
+    with pytest.raises(ValueError, match="dim0 and dim1 must be within"):
+        td.transpose(-5, -6)
+
+
+def test_lazy_stack_of_views_writes_through_them_in_place():
+    source = TensorDict({"x": torch.zeros(3, 1)}, [3, 1])
+    view = _SqueezedTensorDict(source, {"dim": 1})
+    stack = LazyStackedTensorDict(view, view.clone(), stack_dim=0)
+    stack.set_("x", torch.ones(2, 3))
+    assert (source["x"] == 1).all()
+    view._set_str("x", torch.full((3,), 2.0), validated=True, inplace=True)
+    assert (source["x"] == 2).all()
+
+
+def test_shape_ops_on_a_locked_view_give_a_locked_result():
+    source = TensorDict({"x": torch.zeros(3, 4)}, [3, 4]).lock_()
+    view = _PermutedTensorDict(source, {"dims": [1, 0]})
+    assert view.reshape(-1).is_locked
+    assert view.reshape(4, 3).is_locked
+
+
+def test_memmap_of_a_view_of_a_saved_source_to_another_prefix_is_refused(tmp_path):
+    from tensordict.errors import AlreadyMemmappedError
+
+    source = TensorDict({"x": torch.zeros(3, 1)}, [3, 1]).memmap_(tmp_path / "a")
+    view = _SqueezedTensorDict(source, {"dim": 1})
+    with pytest.raises(AlreadyMemmappedError, match=r"^A filename was provided"):
+        view.memmap_(tmp_path / "b")
+    assert not (tmp_path / "b").exists()
+    assert view.memmap_(tmp_path / "c", copy_existing=True).is_memmap()
+
+
+def test_view_as_a_dtype_views_every_leaf_on_dense_tensordicts_and_views():
+    td = TensorDict({"a": torch.zeros(3, 2, 4)}, [3, 2])
+    assert td.view(torch.uint8)["a"].dtype == torch.uint8  # (returned td unchanged before)
+    assert td.view(torch.uint8)["a"].shape == (3, 2, 16)
+    view = _PermutedTensorDict(td, {"dims": [1, 0]})
+    out = view.view(torch.uint8, batch_size=[])
+    assert out.batch_size == torch.Size([]) and out["a"].shape == (2, 3, 16)
+    assert out["a"].dtype == torch.uint8
+
+
+@pytest.mark.parametrize("make", ["sub", "squeeze"])
+def test_to_inplace_on_a_view_is_refused_with_a_type_error(make):
+    from tensordict.errors import ViewArgumentError
+
+    source = TensorDict({"x": torch.zeros(3, 1)}, [3, 1])
+    if make == "sub":
+        view = source._get_sub_tensordict(0)
+    else:
+        view = _SqueezedTensorDict(source, {"dim": 1})
+    match = "_SubTensorDict instance" if make == "sub" else "Cannot use inplace=True"
+    with pytest.raises(TypeError, match=match):
+        view.to(torch.float64, inplace=True)
+    assert issubclass(ViewArgumentError, LazyViewError)
+    assert source["x"].dtype == torch.float32
+    assert view.to(torch.float64)["x"].dtype == torch.float64
+
+
+def test_to_with_a_batch_size_on_views():
+    from tensordict.errors import ViewArgumentError
+
+    source = TensorDict({"x": torch.zeros(3, 1)}, [3, 1])
+    with pytest.raises(TypeError, match="Cannot pass batch-size to"):
+        _SqueezedTensorDict(source, {"dim": 1}).to(torch.int32, batch_size=[])
+    assert issubclass(ViewArgumentError, TypeError)
+    out = source._get_sub_tensordict(0).to(torch.int32, batch_size=[])
+    assert out.batch_size == torch.Size([]) and out["x"].dtype == torch.int32

@@ -113,7 +113,7 @@ def test_memmap_in_place_with_the_same_prefix_writes_keys_added_meanwhile(tmp_pa
 
 def test_memmap_in_place_to_another_prefix_raises(tmp_path: Path) -> None:
     td = make().memmap_(tmp_path / "one")
-    with pytest.raises(AlreadyMemmappedError, match="copy_existing"):
+    with pytest.raises(AlreadyMemmappedError, match=r"^A filename was provided.*copy_existing"):
         td.memmap_(tmp_path / "two")
     assert not (tmp_path / "two").exists()
     assert td.saved_path == str(tmp_path / "one")
@@ -541,3 +541,19 @@ def test_saving_into_a_folder_never_touches_unrelated_saves_inside_it(tmp_path: 
     make().memmap(tmp_path / "runs")
     assert (tmp_path / "runs" / "old" / "meta.json").read_bytes() == before
     assert TensorDict.load_memmap(tmp_path / "runs" / "old")["b", "c"].tolist() == [0, 1, 2]
+
+
+def test_memmap_in_place_without_prefix_keeps_a_directory_mapping(tmp_path) -> None:
+    td = TensorDict({"x": torch.arange(3.0), "n": {"y": torch.ones(3)}}, [3]).memmap_(
+        tmp_path / "d"
+    )
+    leaves = dict(td.items(True, True))
+    assert td.memmap_() is td
+    assert td.saved_path == str(tmp_path / "d")
+    assert all(td[k] is v for k, v in leaves.items())
+
+
+def test_memmap_in_place_to_another_prefix_names_the_existing_file(tmp_path) -> None:
+    td = TensorDict({"x": torch.arange(3.0)}, [3]).memmap_(tmp_path / "d")
+    with pytest.raises(RuntimeError, match="already has a file associated"):
+        td.memmap_(tmp_path / "other")

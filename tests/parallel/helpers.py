@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import time
 
 import numpy as np
 import torch
@@ -293,3 +294,56 @@ def pid_leaving_a_thread(data):
 def write_ones_into(td) -> None:
     """An mp.Process target: writes into the tensordict it was given (under spawn: pickled)."""
     td["x"].fill_(1.0)
+
+
+#: the chunk the tiny-chunk helpers fail on (far enough in for runs to be coalesced by then)
+TINY_FAIL_AT = 700
+
+
+def raise_at_tiny_fail(data):
+    if int(data["x"].reshape(-1)[0]) == TINY_FAIL_AT:
+        raise ValueError(f"bad chunk {TINY_FAIL_AT}")
+    return data.empty().set("y", data["x"] + 1)
+
+
+def exit_at_tiny_fail(data):
+    if int(data["x"].reshape(-1)[0]) == TINY_FAIL_AT:
+        os._exit(5)
+    return data.empty().set("y", data["x"] + 1)
+
+
+def chunk_and_worker(data):
+    """Per element: the chunk get_worker_info() names, and the worker's id."""
+    info = get_worker_info()
+    row = torch.tensor([info.chunk, info.id])
+    return TensorDict({"who": row.expand(*data.batch_size, 2).clone()}, data.batch_size)
+
+
+def mixed_results(data):
+    """Results of several layouts (and None) over consecutive chunks, decided by x."""
+    x = int(data["x"].reshape(-1)[0])
+    if x % 7 == 3:
+        return None
+    if x % 5 == 1:
+        return TensorDict({"z": torch.full((*data.batch_size, 2), x, dtype=torch.int16)}, [])
+    if x % 11 == 4:
+        return TensorDict({"y": torch.ones(2000) * x}, [])  # too large to be held back
+    return data.empty().set("y", data["x"] + 1)
+
+
+def wait_for_gate_after_chunk_zero(data):
+    """Chunk 0 at once; later chunks once the file named by ``TD_TEST_GATE`` exists."""
+    if int(data["x"].reshape(-1)[0]) > 0:
+        gate = os.environ["TD_TEST_GATE"]
+        while not os.path.exists(gate):
+            time.sleep(0.001)
+    return data.empty().set("y", data["x"] + 1)
+
+
+_OUT = torch.zeros(1)
+
+
+def reuse_output_buffer(data):
+    """``y = x + 1`` written into one buffer the worker reuses for every chunk (1-row chunks)."""
+    _OUT.copy_(data["x"].reshape(1) + 1)
+    return TensorDict({"y": _OUT}, [1])

@@ -72,7 +72,8 @@ def is_tensor_collection(datatype: Any) -> bool:
 
 
 def as_size(batch_size: Any) -> torch.Size:
-    """Turn an int, a sequence of ints or None into a ``torch.Size``."""
+    """Turn an int, a sequence of ints or None into a ``torch.Size`` (``-1`` marks a dim where
+    nested tensors are ragged, as upstream)."""
     if batch_size is None:
         return torch.Size([])
     if isinstance(batch_size, torch.Size):
@@ -83,7 +84,7 @@ def as_size(batch_size: Any) -> torch.Size:
         size = torch.Size([int(b) for b in batch_size])
     except (TypeError, ValueError):
         size = None
-    if size is None or (size and min(size) < 0):
+    if size is None or (size and min(size) < -1):  # (-1: a ragged dim of nested tensors)
         raise BatchSizeError(
             f"batch_size must be a sequence of non-negative ints (e.g. [32] or "
             f"torch.Size([4, 5])), got {batch_size!r}."
@@ -346,7 +347,7 @@ class TensorDictBase(
                 parent._set_str(path[-1], value, validated=True)
         if inplace:
             return self._replace_contents(out)
-        return self._lock_like_storage(out)  # type: ignore[no-any-return]
+        return out
 
     def _selected_parent(self, source: TensorDictBase, path: tuple[str, ...]) -> Any:
         """The tensordict of a selection (``self``) that holds ``path``'s last part; the nested
@@ -372,15 +373,6 @@ class TensorDictBase(
         out = self._copy_structure(excluded, ())
         if inplace:
             return self._replace_contents(out)
-        return self._lock_like_storage(out)  # type: ignore[no-any-return]
-
-    def _lock_like_storage(self, out: Any) -> Any:
-        """Lock ``out`` if self is a locked memory-mapped or shared tensordict (as upstream).
-
-        A plain locked tensordict gives an unlocked result from select/exclude.
-        """
-        if self.is_locked and (self.is_memmap() or self.is_shared()):
-            out.lock_()
         return out
 
     def _copy_structure(

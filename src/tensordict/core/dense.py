@@ -116,14 +116,19 @@ class TensorDict(TensorDictBase):
                 from tensordict.core.keys import key_path
 
                 key_path(key)  # raises a KeyTypeError naming the bad key
-            if (
-                value.__class__ is torch.Tensor
-                and (not bs or value.shape[: len(bs)] == bs)
-                and (self._device is None or value.device == self._device)
+            if value.__class__ is torch.Tensor and (
+                self._device is None or value.device == self._device
             ):
-                store[key] = value
-            else:
-                store[key] = convert(key, value, bs)
+                try:
+                    fits = not bs or value.shape[: len(bs)] == bs
+                except RuntimeError:  # a nested (strided) tensor has no shape: checked below
+                    fits = False
+                if fits:
+                    store[key] = value
+                    continue
+            store[key] = convert(key, value, bs)
+        if -1 in bs:
+            _check_ragged(self, bs)
         if names is not None:
             self.names = names  # type: ignore[assignment]
         if lock:
@@ -206,9 +211,13 @@ class TensorDict(TensorDictBase):
         ``batch_size`` gives the batch size of a dtype view (leaves change size with it)."""
         if size is not None:
             shape = (*shape, size)
-        if len(shape) == 1 and isinstance(shape[0], torch.dtype) and batch_size is not None:
+        if len(shape) == 1 and isinstance(shape[0], torch.dtype):
+            if batch_size is None:  # every leaf viewed as the dtype, the batch size kept
+                return super().view(*shape)
             dtype = shape[0]
             return self._transform(lambda t: t.view(dtype), as_size(batch_size))
+        if batch_size is not None:  # with a shape: refused by the base view
+            return super().view(*shape, batch_size=batch_size)
         result = super().view(*shape)
         if result.batch_size == self._batch_size:  # (as upstream: the same tensordict)
             return self
@@ -438,6 +447,8 @@ class TensorDict(TensorDictBase):
         new = as_size(new_size)
         if new == self._batch_size:
             return
+        if -1 in new:
+            _check_ragged(self, new)
         n = len(new)
         for key, value in self._tensordict.items():
             if not _fits_batch_size(value, new):
@@ -564,6 +575,18 @@ def _nested_plan(plan: IndexPlan, parent_dims: int, nested: TensorDict) -> Index
     if dim_map is not None:
         dim_map = dim_map + tuple(range(parent_dims, parent_dims + len(extra)))
     return IndexPlan(plan.leaf_index, plan.batch_size + extra, plan.is_view, dim_map, plan.select)
+
+
+def _check_ragged(td: TensorDict, batch_size: torch.Size) -> None:
+    """A batch size with ``-1`` (a ragged dim, as upstream) needs a nested tensor to be ragged."""
+    if not any(
+        isinstance(v, torch.Tensor) and v.is_nested
+        for v in td.values(include_nested=True, leaves_only=True)
+    ):
+        raise BatchSizeError(
+            f"batch_size={list(batch_size)}: -1 marks a dim where nested tensors are ragged, "
+            "but this tensordict holds no nested tensor. Give non-negative sizes."
+        )
 
 
 def _index_names(names: list[str | None] | None, plan: IndexPlan) -> list[str | None] | None:

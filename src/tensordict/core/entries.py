@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
+from tensordict.core.batch_shape import leaf_shape
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import NestedKey, is_key_index, key_path, unravel_key
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
@@ -114,6 +115,26 @@ class _LazyMerge:
             current = current.to_lazystack(sd)
             parent._set_str(path[-1], current, validated=True)
         current.update(self.value, clone=clone, inplace=inplace)
+
+
+class _Resize:
+    """A nested tensordict (or tensorclass) of ``update(..., update_batch_size=True)`` whose
+    batch size conflicts with the one it is written into: that one is resized in place (it
+    keeps its identity, as upstream)."""
+
+    __slots__ = ("is_leaf", "value")
+
+    def __init__(self, value: Any, is_leaf: Any) -> None:
+        self.value = value
+        self.is_leaf = is_leaf
+
+    def merge_into(self, td: Any, path: tuple[str, ...], *, clone: bool, inplace: bool) -> None:
+        current = td._parent_for_write(path, create=False)._get_str(path[-1], None)
+        current.update(self.value, clone=clone, update_batch_size=True, is_leaf=self.is_leaf)
+
+
+def _is_tc(value: Any) -> bool:
+    return getattr(type(value), "_is_tensorclass", False) is True
 
 
 def _grown(value: Any, batch_size: torch.Size) -> Any:
@@ -262,7 +283,10 @@ class EntriesMixin(TensorCollection):
     # ================================================================== writing entries
     def _check_batch(self, key: Any, value: Any, batch_size: torch.Size) -> None:
         n = len(batch_size)
-        shape = value.shape if hasattr(value, "shape") else None
+        if isinstance(value, torch.Tensor) and value.is_nested:
+            shape = leaf_shape(value)  # (-1 where the components differ)
+        else:
+            shape = value.shape if hasattr(value, "shape") else None
         if shape is None or (n and tuple(shape[:n]) != tuple(batch_size)):
             got = list(shape) if shape is not None else type(value).__name__
             raise BatchSizeError(
@@ -470,9 +494,11 @@ class EntriesMixin(TensorCollection):
         prefix: tuple[str, ...],
         keys: builtins.set[NestedKey] | None,
         is_leaf: Callable[[type], bool] | None = None,
+        update_batch_size: bool = False,
     ) -> list[tuple[tuple[str, ...], Any]]:
         """The ``(path, value)`` pairs an update writes (nested tensordicts are merged, unless
-        ``is_leaf(type(value))`` says they are leaves)."""
+        ``is_leaf(type(value))`` says they are leaves; one whose batch size conflicts with the
+        nested tensordict it meets resizes it with ``update_batch_size``, else raises)."""
         items: Iterable[tuple[str, Any]]
         if isinstance(other, TensorCollection):
             items = other._own_items()
@@ -486,12 +512,20 @@ class EntriesMixin(TensorCollection):
             nested = isinstance(value, (Mapping, TensorCollection))
             if nested and is_leaf is not None and isinstance(value, TensorCollection):
                 nested = not is_leaf(type(value))
-            current = self._get_path(path, None) if nested else None
-            if nested and isinstance(current, TensorCollection):
+            tc_value = getattr(type(value), "_is_tensorclass", False)
+            current = self._get_path(path, None) if nested or tc_value else None
+            if (
+                (nested or tc_value)
+                and (isinstance(current, TensorCollection) or _is_tc(current))
+                and hasattr(value, "batch_size")
+                and check_source_batch_size(current, value, update_batch_size)
+            ):
+                out.append((path, _Resize(value, is_leaf)))
+            elif nested and isinstance(current, TensorCollection):
                 if hasattr(value, "stack_dim"):  # a lazy stack is merged member by member
                     out.append((path, _LazyMerge(value)))
                 else:
-                    out.extend(self._flat_updates(value, path, keys, is_leaf))
+                    out.extend(self._flat_updates(value, path, keys, is_leaf, update_batch_size))
             elif keys is None or unravel_key(path) in keys or _leads_to(path, keys):
                 out.append((path, value))
         return out
@@ -536,10 +570,12 @@ class EntriesMixin(TensorCollection):
                 input_dict_or_td = {}
             input_dict_or_td = {**input_dict_or_td, **entries}
         keys = {unravel_key(k) for k in keys_to_update} if keys_to_update is not None else None
-        updates = self._flat_updates(input_dict_or_td, (), keys, is_leaf)
+        updates = self._flat_updates(
+            input_dict_or_td, (), keys, is_leaf, kwargs.get("update_batch_size", False)
+        )
         staged: list[tuple[tuple[str, ...], Any, Any, Any]] = []
         for path, value in updates:
-            if isinstance(value, _LazyMerge):
+            if isinstance(value, (_LazyMerge, _Resize)):
                 if self.is_locked and not inplace:
                     raise LockedError(locked_message(f"update {unravel_key(path)!r}"))
                 staged.append((path, value, None, None))
@@ -556,7 +592,7 @@ class EntriesMixin(TensorCollection):
             refuse_cycle(self, path, converted)
             staged.append((path, converted, value, None))
         for path, converted, value, existing in staged:
-            if isinstance(converted, _LazyMerge):
+            if isinstance(converted, (_LazyMerge, _Resize)):
                 converted.merge_into(self, path, clone=clone, inplace=inplace)
             elif existing is not None:
                 self._write_inplace(path, existing, value)

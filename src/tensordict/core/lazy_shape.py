@@ -89,13 +89,18 @@ class LazyShapeMixin:
         bd = len(bs)
         if len(order) != bd:
             raise BatchSizeError(
-                f"permute got {len(order)} dims {order} for batch_size={list(bs)}: give an order "
-                f"of all {bd} batch dimensions."
+                f"number of dims don't match in permute (got {len(order)}, expected {bd}): "
+                f"{order} for batch_size={list(bs)}. Give an order of all {bd} batch dimensions."
             )
         order = [normalize_dim(d, bd, bs, "permute") for d in order]
         if sorted(order) != list(range(bd)):
-            raise BatchSizeError(f"permute: {order} is not a permutation of range({bd}).")
-        if lazy_legacy():  # upstream's legacy lazy mode: a lazy view of the stack
+            raise BatchSizeError(
+                f"repeated dim in permute: {order} is not a permutation of range({bd}). "
+                "Give each batch dimension once."
+            )
+        if lazy_legacy():  # upstream's legacy lazy mode: a lazy view of the stack (or itself)
+            if order == list(range(bd)):
+                return self
             return lazy_shape_view(self, "permute", dims=order)
         sd = self.stack_dim
         member_order = [o - (o > sd) for o in order if o != sd]
@@ -145,14 +150,26 @@ class LazyShapeMixin:
         return out
 
     # ------------------------------------------------------------------ regrouping
-    def view(self, *shape: Any) -> Any:
-        """View with a new batch shape that merges adjacent dims or splits one dim.
+    def view(self, *shape: Any, batch_size: Any = None) -> Any:
+        """View with a new batch shape that merges adjacent dims or splits one dim, or every
+        leaf as a dtype (with ``batch_size``: the members' views are stacked when the stack
+        dim is kept, else a dense copy is viewed).
 
         Raises:
             BatchSizeError: the new shape does more than merge or split dims (use reshape).
         """
         if len(shape) == 1 and isinstance(shape[0], torch.dtype):
-            return _new_stack(self._members_op("view", shape[0]), self.stack_dim, self)
+            if batch_size is None:
+                return _new_stack(self._members_op("view", shape[0]), self.stack_dim, self)
+            bs, sd = list(batch_size), self.stack_dim
+            if sd >= len(bs):
+                return self.to_tensordict().view(shape[0], batch_size=bs)  # type: ignore[attr-defined]
+            members = [
+                m.view(shape[0], batch_size=bs[:sd] + bs[sd + 1 :]) for m in self.tensordicts
+            ]
+            return _new_stack(members, sd, self)
+        if batch_size is not None:
+            raise TypeError("view(): batch_size= goes with a dtype view, not with a shape.")
         new_bs = self._target_shape(_sizes(shape), "view")
         if new_bs == self.batch_size:
             return self

@@ -17,7 +17,6 @@ import torch
 from tensordict.core.base import TensorDictBase
 from tensordict.core.combine import stack
 from tensordict.core.entries import inplace_value, locked_message
-from tensordict.core.indexing import plan_index
 from tensordict.core.lazy_index import (
     LeafProbe,
     Member,
@@ -28,6 +27,7 @@ from tensordict.core.lazy_index import (
     stage_writes,
 )
 from tensordict.core.lazy_shape import LazyShapeMixin, maybe_dense_stack
+from tensordict.core.lazy_stack_names import LazyStackNamesMixin
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.non_tensor_combine import stack_non_tensor
 from tensordict.core.options import list_to_stack
@@ -63,7 +63,7 @@ class _ShapeOnly:
         )
 
 
-class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
+class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
     """A lazy stack of tensordicts along ``stack_dim``.
 
     Args:
@@ -227,63 +227,6 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
             return self._empty_device
         device = self.tensordicts[0].device
         return device if all(m.device == device for m in self.tensordicts[1:]) else None
-
-    @property
-    def names(self) -> list[str | None]:
-        """Names of the batch dimensions: the members' names, with the stack dimension's own.
-
-        Examples:
-            >>> from tensordict import TensorDict
-            >>> s = LazyStackedTensorDict(TensorDict(batch_size=[3]), TensorDict(batch_size=[3]))
-            >>> s.names = ["n", "t"]
-            >>> s.names, s.tensordicts[0].names
-            (['n', 't'], ['t'])
-        """
-        if not self.tensordicts:
-            return [None] * len(self.batch_size)
-        names = list(self.tensordicts[0].names)
-        names.insert(self.stack_dim, getattr(self, "_stack_name", None))
-        return names
-
-    @names.setter
-    def names(self, value: Sequence[str | None] | None) -> None:
-        if value is None:
-            value = [None] * len(self.batch_size)
-        value = list(value)
-        if len(value) != len(self.batch_size):
-            raise BatchSizeError(
-                "the length of the dimension names must equate the tensordict batch_dims: got "
-                f"{len(value)} names {value} for batch_size={list(self.batch_size)}. Give one "
-                "name (or None) per batch dimension."
-            )
-        named = [v for v in value if v is not None]
-        if len(set(named)) != len(named):
-            raise ValueError(f"dimension names must be unique, got {value}.")
-        member_names = value[: self.stack_dim] + value[self.stack_dim + 1 :]
-        self._check_nested_names(value, len(member_names))
-        for member in self.tensordicts:
-            member.names = member_names
-        self._stack_name = value[self.stack_dim]
-
-    def _check_nested_names(self, value: list[str | None], member_dims: int) -> None:
-        """Raise before renaming if a nested tensordict would name two dims alike (its own extra
-        dims keep their names), as upstream."""
-        for member in self.tensordicts:
-            for _, nested in member._own_items():
-                if not isinstance(nested, TensorDictBase):
-                    continue
-                full = value + list(nested.names[member_dims:])
-                named = [n for n in full if n is not None]
-                if len(set(named)) != len(named):
-                    raise ValueError(
-                        f"dimension names must be unique: naming the dims {value} would name "
-                        f"the dims of a nested tensordict {full}. Pick names its own extra dims "
-                        "do not use."
-                    )
-
-    def _names_or_none(self) -> list[str | None] | None:
-        names = self.names
-        return names if any(n is not None for n in names) else None
 
     @property
     def is_locked(self) -> bool:
@@ -457,16 +400,6 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
                 out._set_locked(True)  # new member views: this stack is their only holder
         return out
 
-    def _carry_stack_name(self, index: Any, out: Any) -> None:
-        """Give ``out`` (``self[index]``) the stack dimension's name if that dimension survives
-        as ``out``'s stack dimension."""
-        if not isinstance(out, LazyStackedTensorDict):
-            return
-        dim_map = plan_index(index, self.batch_size).dim_map
-        survives = dim_map is not None and out.stack_dim < len(dim_map)
-        if survives and dim_map[out.stack_dim] == self.stack_dim:  # type: ignore[index]
-            out._stack_name = self._stack_name
-
     @staticmethod
     def _stack_results(results: list[Any], dim: int) -> LazyStackedTensorDict:
         return LazyStackedTensorDict(*results, stack_dim=dim)
@@ -607,7 +540,7 @@ class LazyStackedTensorDict(LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
         if inplace:
             return super().select(*keys, inplace=True, strict=strict)
         members = [m.select(*keys, strict=strict) for m in self.tensordicts]
-        return self._lock_like_storage(LazyStackedTensorDict(*members, stack_dim=self.stack_dim))
+        return LazyStackedTensorDict(*members, stack_dim=self.stack_dim)
 
     def filter_non_tensor_data(self) -> Any:
         members = [m.filter_non_tensor_data() for m in self.tensordicts]

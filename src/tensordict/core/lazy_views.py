@@ -16,6 +16,7 @@ returns one in every mode. A view holds no entry of its own:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,9 +27,16 @@ from tensordict.core.indexing import plan_index
 from tensordict.core.keys import is_key_index
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.options import lazy_legacy
+from tensordict.core.saved_index import _str_to_index
 from tensordict.core.setitem import setitem_index, stage_setitem
-from tensordict.core.shape import normalize_dim
-from tensordict.errors import BatchSizeError, LazyViewError, LockedError, ShapeMismatchError
+from tensordict.errors import (
+    AlreadyMemmappedError,
+    BatchSizeError,
+    LazyViewError,
+    LockedError,
+    ShapeMismatchError,
+    ViewArgumentError,
+)
 
 __all__ = [
     "_CustomOpTensorDict",
@@ -155,7 +163,24 @@ class _ViewBase(TensorDictBase):
         value = self._source._get_str(key, _MISSING)
         return default if value is _MISSING else self._read(value)
 
-    def _set_str(self, key: str, value: Any, *, validated: bool) -> None:
+    def _set_str(
+        self,
+        key: str,
+        value: Any,
+        *,
+        validated: bool,
+        inplace: bool = False,
+        ignore_lock: bool = False,
+        non_blocking: bool = False,
+    ) -> None:
+        # (inplace / ignore_lock / non_blocking: upstream's signature, which lazy stacks of views
+        # and TorchRL call). A shape view reads views of the source's tensors: an in-place write
+        # copies into them; a sub-tensordict writes at its index in any case.
+        if inplace and isinstance(self, _CustomOpTensorDict):
+            existing = self._get_str(key, None)
+            if isinstance(existing, torch.Tensor) and isinstance(value, torch.Tensor):
+                existing.copy_(value)
+                return
         if not validated:
             value = self._convert(key, value, self.batch_size)
         self._write(key, value)
@@ -195,8 +220,21 @@ class _ViewBase(TensorDictBase):
         out = self._materialize()._apply_leaves(fn, *others, **kwargs)
         return self if kwargs.get("inplace") else out
 
+    def _inplace_result(self, result: Any, inplace: bool, what: str) -> Any:
+        if inplace and what == "to":
+            raise ViewArgumentError(self._no_inplace_to)
+        return super()._inplace_result(result, inplace, what)
+
+    _no_inplace_to = (
+        "Cannot use inplace=True with a lazy tensordict's to(): its entries live in its source. "
+        "Call source.to(..., inplace=True), or keep the result of view.to(...)."
+    )
+
     def _transform(self, leaf_fn: Any, batch_size: Any = None, names: Any = None) -> Any:
-        return self._materialize()._transform(leaf_fn, batch_size, names)
+        out = self._materialize()._transform(leaf_fn, batch_size, names)
+        if self.is_locked and not out.is_locked:  # shape operations keep the lock, as upstream
+            out._set_locked(True)
+        return out
 
     def _tensor_leaves(self) -> list[torch.Tensor]:
         return self._materialize()._tensor_leaves()  # type: ignore[no-any-return]
@@ -235,9 +273,11 @@ class _ViewBase(TensorDictBase):
             "a lazy view of the view)."
         )
 
-    def view(self, *shape: Any) -> Any:
-        if len(shape) == 1 and isinstance(shape[0], torch.dtype):
-            return super().view(*shape)
+    def view(self, *shape: Any, size: Any = None, batch_size: Any = None) -> Any:
+        if len(shape) == 1 and isinstance(shape[0], torch.dtype):  # on the dense copy
+            return self._materialize().view(*shape, batch_size=batch_size)
+        if size is not None:
+            shape = (*shape, size)
         if not lazy_legacy():
             raise self._dense_first("view")
         return super().view(*shape)
@@ -339,6 +379,15 @@ class _CustomOpTensorDict(_ViewBase):
     def _view_of(self, source: Any) -> Any:
         return type(self)(source, self.custom_op_kwargs, self._bd)
 
+    def to(self, *args: Any, **kwargs: Any) -> Any:
+        """As :meth:`TensorDictBase.to`, without ``batch_size=`` (as upstream)."""
+        if kwargs.get("batch_size") is not None:
+            raise ViewArgumentError(
+                f"Cannot pass batch-size to a {type(self).__name__}: its batch size follows its "
+                "source. Call view.to_tensordict().to(..., batch_size=...) instead."
+            )
+        return super().to(*args, **kwargs)
+
     def _view_names(self, names: list[str | None]) -> list[str | None]:
         head = self._forward_names(names[: self._bd], self._source.batch_size[: self._bd])
         return head + names[self._bd :]
@@ -351,6 +400,14 @@ class _CustomOpTensorDict(_ViewBase):
     def memmap_(self, prefix: Any = None, copy_existing: bool = False, **kwargs: Any) -> Any:
         """Write the view's entries (as the view shows them) to memory-mapped files, and make
         the source use them (through the inverse op): the source is memory-mapped too."""
+        saved = self.saved_path
+        moved = prefix is not None and os.path.abspath(os.fspath(prefix)) != saved
+        if saved is not None and moved and not copy_existing and self.is_memmap():
+            raise AlreadyMemmappedError(  # (upstream's wording first)
+                "A filename was provided but the tensor already has a file associated: the "
+                f"source of this view is memory-mapped at {saved}. Pass copy_existing=True to "
+                "copy the files, or use view.memmap(prefix) for a copy."
+            )
         mapped = self._materialize().memmap_(prefix, copy_existing=copy_existing, **kwargs)
         source = self._source
         was_locked = source.is_locked
@@ -540,6 +597,10 @@ def lazy_shape_view(td: Any, op: str, **kwargs: Any) -> Any:
     the view ``td`` is."""
     if isinstance(td, _CustomOpTensorDict) and td._undoes(op, kwargs):
         return td._source
+    if (op == "permute" and list(kwargs["dims"]) == list(range(len(kwargs["dims"])))) or (
+        op == "transpose" and kwargs["dim0"] == kwargs["dim1"]
+    ):
+        return td  # a no-op: the tensordict itself, as upstream
     cls = _VIEWS[op]
     return cls(td, kwargs)
 
@@ -573,6 +634,10 @@ class _SubTensorDict(_ViewBase):
     def batch_size(self, value: Any) -> None:
         _ViewBase.batch_size.fset(self, value)  # type: ignore[attr-defined]
 
+    _no_inplace_to = (
+        "Cannot send a _SubTensorDict instance to device/dtype inplace: its entries live in its "
+        "parent. Move the parent (parent.to(..., inplace=True)), or keep the result of sub.to()."
+    )
     _names_frozen = (
         "Names of a subtensordict cannot be modified. Instantiate it as a TensorDict first "
         "(sub.to_tensordict()), or name the dims of its parent."
@@ -603,6 +668,13 @@ class _SubTensorDict(_ViewBase):
             empty = _empty_in_source(value, self._bs, self._source.batch_size)
             self._source._set_str(key, empty, validated=True)
         setitem_index(self._source, self.idx, {key: value})
+
+    def to(self, *args: Any, **kwargs: Any) -> Any:
+        """As :meth:`TensorDictBase.to`; with ``batch_size=``, a TensorDict of that batch size
+        (the view's own batch size follows its parent)."""
+        if kwargs.get("batch_size") is not None:
+            return self._materialize().to(*args, **kwargs)
+        return super().to(*args, **kwargs)
 
     def get_parent_tensordict(self) -> Any:
         """The tensordict this one views (as upstream)."""
@@ -698,53 +770,3 @@ def _empty_in_source(value: Any, view_bs: torch.Size, source_bs: torch.Size) -> 
         if isinstance(nested, TensorDictBase) or getattr(type(nested), "_is_tensorclass", False):
             out._set_str(key, _empty_in_source(nested, view_bs, source_bs), validated=True)
     return out
-
-
-def get_sub_tensordict(td: Any, index: Any) -> _SubTensorDict:
-    """A :class:`_SubTensorDict` viewing ``td[index]``."""
-    return _SubTensorDict(td, index)
-
-
-def _str_to_index(index: Any) -> Any:
-    """Decode an index saved in memmap metadata (tagged lists) back to a python index.
-
-    Examples:
-        >>> _str_to_index(["tuple", [["slice", {"start": 0, "stop": 2, "step": None}], 1]])
-        (slice(0, 2, None), 1)
-    """
-    if not isinstance(index, (tuple, list)):
-        return index
-    if not index:
-        return ()
-    tag = index[0]
-    if tag == "tuple":
-        return tuple(_str_to_index(item) for item in index[1])
-    if tag == "list":
-        return [_str_to_index(item) for item in index[1]]
-    if tag in ("slice", "range"):
-        spec = index[1]
-        make = slice if tag == "slice" else range
-        return make(spec["start"], spec["stop"], spec["step"])
-    if tag == "tensor":
-        return torch.tensor(index[1], device=index[2] if len(index) > 2 else None)
-    if tag == "ellipsis":
-        return Ellipsis
-    return tuple(_str_to_index(item) for item in index)  # older, untagged tuples
-
-
-def normalized_view_kwargs(td: Any, op: str, *args: Any) -> dict[str, Any]:
-    """The keyword arguments of a shape view for ``td.<op>(*args)`` (dims made non-negative)."""
-    bs = td.batch_size
-    n = len(bs)
-    if op == "unsqueeze":
-        return {"dim": normalize_dim(args[0], n, bs, op, extra=1)}
-    if op == "squeeze":
-        return {"dim": normalize_dim(args[0], n, bs, op)}
-    if op == "transpose":
-        return {
-            "dim0": normalize_dim(args[0], n, bs, op),
-            "dim1": normalize_dim(args[1], n, bs, op),
-        }
-    if op == "permute":
-        return {"dims": [normalize_dim(d, n, bs, op) for d in args[0]]}
-    return {"size": torch.Size(args[0])}

@@ -16,6 +16,7 @@ from tensordict.core.functional import maybe_dense_stack
 from tensordict.core.keys import NestedKey, unravel_key
 from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import BatchSizeError, LockedError
 
 __all__ = ["collate", "pad", "pad_sequence", "unpad_sequence"]
@@ -137,8 +138,11 @@ def pad(
     td = target if target is not None else tensordict
     out = td.empty(batch_size=new_bs) if not inplace else td
     for key, leaf in list(td.items(include_nested=True, leaves_only=True)):
-        if isinstance(leaf, torch.Tensor):
-            padded: Any = pad_leaf(leaf)
+        if is_unbatched(leaf):  # exempt from the batch dims: only its batch size changes
+            holder = td if isinstance(key, str) or len(key) == 1 else td.get(key[:-1])
+            padded: Any = rebatch(leaf, new_bs + holder.batch_size[ndim:])
+        elif isinstance(leaf, torch.Tensor):
+            padded = pad_leaf(leaf)
         else:
             padded = _pad_non_tensor(leaf, widths, inplace and isinstance(leaf, NonTensorStack))
         if inplace:

@@ -86,9 +86,12 @@ class RaggedMixin(TensorCollection):
     def to_padded_tensor(self, padding: float = 0.0, mask_key: Any = None) -> Any:
         """A copy where every nested tensor is padded with ``padding`` into a regular tensor.
 
+        A batch dim of ``-1`` (where nested tensors are ragged, as upstream) gets the size of
+        the longest component; ``mask_key`` then stores a boolean mask of the valid elements.
+
         Raises:
-            ShapeMismatchError: ``mask_key`` was given: the batch size has no ragged dim whose
-                padding a mask would describe.
+            ShapeMismatchError: ``mask_key`` was given but the batch size has no ragged dim
+                whose padding a mask would describe.
 
         Examples:
             >>> from tensordict import TensorDict, LazyStackedTensorDict
@@ -97,18 +100,42 @@ class RaggedMixin(TensorCollection):
             >>> td.densify(layout=torch.jagged).to_padded_tensor(padding=-1)["a"].tolist()
             [[0.0, -1.0], [1.0, 1.0]]
         """
-        if mask_key is not None:
+        td: Any = self
+        ragged = -1 in td.batch_size
+        if mask_key is not None and not ragged:
             raise ShapeMismatchError(
                 "mask_key should only be provided if the heterogenous dimension is part of the "
                 "batch-size; here every batch dim is regular. Drop mask_key, or compare the "
                 "padded entry with the padding value."
             )
-        td: Any = self
 
         def pad(t: torch.Tensor) -> torch.Tensor:
             return torch.nested.to_padded_tensor(t, padding) if t.is_nested else t
 
-        return td._apply_leaves(pad)
+        if not ragged:
+            return td._apply_leaves(pad)
+        sizes = _component_sizes(td)  # a batch dim of -1: its size is the longest component's
+        bs = td.batch_size
+        new_bs = [len(sizes), *(max(s[d - 1] for s in sizes) for d in range(1, len(bs)))]
+        out = td._apply_leaves(pad, batch_size=new_bs)
+        if mask_key is not None:
+            mask = torch.zeros(new_bs, dtype=torch.bool, device=td.device)
+            for i, s in enumerate(sizes):
+                mask[(i,) + tuple(slice(0, n) for n in s[: len(bs) - 1])] = True
+            out.set(mask_key, mask)
+        return out
+
+
+def _component_sizes(td: Any) -> list[list[int]]:
+    """The component shapes of the first nested tensor leaf of ``td`` (whose batch size has a
+    ragged dim, ``-1``)."""
+    for leaf in td.values(include_nested=True, leaves_only=True):
+        if isinstance(leaf, torch.Tensor) and leaf.is_nested:
+            return [list(c.shape) for c in leaf.unbind()]
+    raise ShapeMismatchError(
+        f"batch_size={list(td.batch_size)} has a ragged dim (-1) but no entry is a nested "
+        "tensor whose padding would size it."
+    )
 
 
 class LazyRaggedMixin(RaggedMixin):

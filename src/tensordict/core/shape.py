@@ -185,11 +185,24 @@ class ShapeMixin(TensorCollection):
             )
         return assume(result)
 
-    def view(self, *shape: Any) -> Any:
-        """View the batch dimensions with a new shape (never copies; raises where torch would)."""
+    def view(self, *shape: Any, batch_size: Sequence[int] | None = None) -> Any:
+        """View the batch dimensions with a new shape (never copies; raises where torch would),
+        or every leaf as a ``dtype`` (``batch_size``: the result's, when the leaves' last dim
+        changes size with the dtype).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(2, 3)}, [2, 3])
+            >>> td.view(6).batch_size, td.view(torch.uint8, batch_size=[2])["a"].shape
+            (torch.Size([6]), torch.Size([2, 12]))
+        """
         if len(shape) == 1 and isinstance(shape[0], torch.dtype):
             dtype = shape[0]
+            if batch_size is not None:
+                return self._transform(lambda t: t.view(dtype), torch.Size(batch_size))
             return self._transform(lambda t: t.view(dtype), self.batch_size, self._names_or_none())
+        if batch_size is not None:
+            raise TypeError("view(): batch_size= goes with a dtype view, not with a shape.")
         sizes = _sizes(shape)
         bd = len(self.batch_size)
         try:
@@ -254,10 +267,16 @@ class ShapeMixin(TensorCollection):
         """Swap two batch dimensions."""
         bd = len(self.batch_size)
         if not (-bd <= dim0 < bd and -bd <= dim1 < bd):
+            lead = (  # (upstream's wording differs in its legacy lazy mode)
+                "The provided dimensions are incompatible with the tensordict batch-size"
+                if lazy_legacy()
+                else "dim0 and dim1 must be within the range of the number of dimensions"
+            )
             raise BatchSizeError(
-                f"dim0 and dim1 must be within the range of the number of dimensions: got "
+                f"{lead}: got "
                 f"{dim0} and {dim1} for batch_size={list(self.batch_size)}, expected dims in "
-                f"[{-bd}, {bd - 1}]. Shape operations act on batch dimensions only."
+                f"[{-bd}, {bd - 1}]. The provided dimensions are incompatible with the tensordict "
+                "batch-size: shape operations act on batch dimensions only."
             )
         d0, d1 = dim0 % bd, dim1 % bd
         if lazy_legacy() and d0 != d1:

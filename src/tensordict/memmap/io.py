@@ -461,7 +461,7 @@ def memmap_(
     if prefix is None and td.is_memmap() and td.saved_path is not None:
         prefix = td.saved_path  # (as upstream: it stays where it is saved)
     if prefix is None:
-        if td.is_memmap() and td.saved_path is None and td.is_locked and _is_written(td, None):
+        if td.is_memmap() and td.is_locked and _is_written(td, None):  # in files or shm: as is
             return td
         return _anonymous(td, like=False, inplace=True)
     if robust_key is False:
@@ -470,7 +470,8 @@ def memmap_(
     if td.is_memmap() and td.saved_path is not None and not copy_existing:
         if td.saved_path != root:
             raise AlreadyMemmappedError(
-                f"this tensordict is memory-mapped at {td.saved_path}; memmap_({root!r}) would "
+                "A filename was provided but the tensor already has a file associated: this "
+                f"tensordict is memory-mapped at {td.saved_path}, and memmap_({root!r}) would "
                 "move it. Pass copy_existing=True to copy the files, or use td.memmap(prefix) for "
                 "a copy."
             )

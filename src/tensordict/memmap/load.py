@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import pickle
 import stat
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +28,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from tensordict.core.dense import TensorDict
 from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.lazy_views import _str_to_index, _SubTensorDict
+from tensordict.core.log import logger
 from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack, _object_array
 from tensordict.errors import (
     BatchSizeError,
@@ -356,10 +356,13 @@ def _load_td(directory: str, meta: dict[str, Any], ctx: _Load, depth: int) -> Te
             continue
         suffix = "" if "type" in entry else ".memmap"
         if ctx.robust_key and fmt.missing_unsafe_entry(directory, key, suffix):
-            warnings.warn(
-                f"{meta_path} lists the key {key!r}, whose encoded entry is missing; its raw name "
-                "is a path outside the directory, which is never read. The key is skipped.",
-                stacklevel=4,
+            # (a log record, not a warning: upstream skips it silently, and its callers turn
+            # warnings into errors)
+            logger.warning(
+                "%s lists the key %r, whose encoded entry is missing; its raw name is a path "
+                "outside the directory, which is never read. The key is skipped.",
+                meta_path,
+                key,
             )
             continue
         if "type" in entry:

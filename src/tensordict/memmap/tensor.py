@@ -723,9 +723,10 @@ def _reusable(
     if is_whole_file(input, path):
         return input
     if input.filename is not None and input.filename != path:
-        raise AlreadyMemmappedError(
-            f"the tensor already lives in {input.filename}; asked to memory-map it to {path}. "
-            "Pass copy_existing=True to copy it there."
+        raise AlreadyMemmappedError(  # (upstream's wording first)
+            "A filename was provided but the tensor already has a file associated: it lives in "
+            f"{input.filename}; asked to memory-map it to {path}. Pass copy_existing=True to "
+            "copy it there."
         )
     return None
 

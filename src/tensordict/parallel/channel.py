@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from tensordict.core.pickling import _packable, pack_small, pack_tensor, unpack_small, unpack_tensor
+from tensordict.parallel.coalesce import BATCH_TAG, unpack_groups
 from tensordict.parallel.shm import DATA_OFFSET, SegmentCache, SegmentPool, _Segment
 
 __all__ = ["OUT_OF_BAND_BYTES", "Channel", "ChannelClosed"]
@@ -98,16 +99,23 @@ class Channel:
 
     Args:
         sock: a connected ``AF_UNIX`` stream socket.
+        send_warm: segments this end may send into that the other end already maps.
+        recv_warm: the other end's ``send_warm`` (the same mappings, in the same order).
     """
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        send_warm: list[Any] = (),  # type: ignore[assignment]
+        recv_warm: list[Any] = (),  # type: ignore[assignment]
+    ) -> None:
         self.sock = sock
         self._buf = bytearray()
         self._pos = 0
         self._fds: deque[int] = deque()
         self._outbox: deque[list[Any]] = deque()
-        self._pool = SegmentPool()
-        self._cache = SegmentCache()
+        self._pool = SegmentPool(send_warm)
+        self._cache = SegmentCache(recv_warm)
         self._poll = select.poll()
         self._poll.register(sock.fileno(), select.POLLIN)
         self.closed = False
@@ -251,7 +259,10 @@ class Channel:
         return True
 
     def messages(self) -> Iterator[Any]:
-        """Decode every complete message received so far."""
+        """Decode every complete message received so far.
+
+        Several results sent at once (``coalesce``) come as one ``(BATCH_TAG, ks, results)``.
+        """
         buf = self._buf
         while True:
             pos = self._pos
@@ -277,8 +288,11 @@ class Channel:
             else:
                 with memoryview(buf) as view:
                     obj = pickle.loads(view[start:end])
-                if obj.__class__ is tuple and obj[0] == _SMALL_OK:
-                    obj = ("ok", obj[1], unpack_small(obj[2]))
+                if obj.__class__ is tuple:
+                    if obj[0] == _SMALL_OK:
+                        obj = ("ok", obj[1], unpack_small(obj[2]))
+                    elif obj[0] == BATCH_TAG:  # several results of tiny chunks (``coalesce``)
+                        obj = (BATCH_TAG, obj[1], unpack_groups(obj[2]))
             yield obj
         if self._pos > _READ_SIZE:
             del buf[: self._pos]
@@ -312,6 +326,25 @@ class Channel:
                     continue  # a message may have arrived meanwhile
             if not self.fill():
                 raise ChannelClosed("the other end of the channel closed")
+
+    def recv_nowait(self) -> Any:
+        """The next message if the whole of it has arrived, else None (never blocks).
+
+        Raises:
+            ChannelClosed: the other end closed.
+        """
+        for msg in self.messages():
+            return msg
+        while self._poll.poll(0):
+            if not self.fill():
+                raise ChannelClosed("the other end of the channel closed")
+            for msg in self.messages():
+                return msg
+        return None
+
+    def received_segments(self) -> list[Any]:
+        """The mappings of every segment the other end sent into (for ``shm.STOCK``)."""
+        return self._cache.mappings()
 
     def close(self) -> None:
         self.closed = True

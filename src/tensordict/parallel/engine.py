@@ -5,17 +5,21 @@ Data flow (pool created by the call)::
     parent (this module)                          workers (worker.worker_main), N processes
     plan: chunk k -> index (slice | int | perm)   start: ignore SIGINT, close inherited parent ends,
     window: <= 2N chunks sent and not yet yielded        set threads, seed (base + id), set info
-      (16N while results are small and fast)
+      (16N while results are small and fast,
+       64N while they travel several per message)
        send [(k, index)] --- socketpair (Channel) -->  chunk = source[index] (source inherited
-                                                        by fork, or mapped once from its files)
+         or ("tiny", run of chunks)                     by fork, or mapped once from its files)
        select(channels + process sentinels) <------    ("ok", k, fn(chunk)) small inline,
-                                                        large buffers through one memfd
+                                                        large buffers through one memfd;
+                                                        tiny chunks: several results at once
+                                                        (``coalesce``)
        reorder (unless shuffle) -> yield result k      ("err", k, exception, traceback text)
 
 A worker's sentinel becomes readable the moment it dies: its channel is drained (results it sent
 before dying are kept) and, if it still held chunks, :class:`~tensordict.errors.WorkerDiedError`
-names the first of them, the pid and the exit code or signal. A worker that used up its
-``max_tasks_per_child`` quota exits cleanly and is replaced with a new id and seed.
+names the first of them (the first chunk it had not delivered), the pid and the exit code or
+signal. A worker that used up its ``max_tasks_per_child`` quota exits cleanly and is replaced
+with a new id and seed.
 
 Shutdown protocol (the generator's ``finally``, so ``break``, ``close()``, garbage collection,
 KeyboardInterrupt and errors all take it):
@@ -48,8 +52,10 @@ from typing import Any
 
 from tensordict.errors import WorkerDiedError
 from tensordict.parallel.channel import SPIN_SECONDS, Channel
+from tensordict.parallel.coalesce import BATCH_TAG, MAX_HELD
 from tensordict.parallel.lifeline import Lifeline, close_at_exit, sigint_held
 from tensordict.parallel.reaper import reap_later
+from tensordict.parallel.shm import STOCK
 from tensordict.parallel.worker import decode_error, worker_main
 
 __all__ = ["Backend", "OwnPool", "drive", "exit_description"]
@@ -66,10 +72,19 @@ TINY_CHUNK_SECONDS = 200e-6
 #: ran 25,000/s. A deeper queue lets each process run many chunks per time slice; it holds at
 #: most 16 x 64 KiB of results per worker, and one slow result (a slow consumer) shrinks it back.
 TINY_DEPTH = 16
+#: chunks queued per worker while tiny chunks' results are under 4 KiB and travel several per
+#: message (``coalesce``): at most 64 x 4 KiB of results per worker. Deep enough that a worker
+#: still holds two runs when it sends one, so it need not wait for the parent to wake up (which
+#: takes ~1 ms on a loaded machine) before it runs the next chunk.
+TINY_BATCH_DEPTH = 64
 #: results at least this large are queued one per worker instead of two, so that results
 #: waiting for a slow consumer stay bounded in bytes (chunks that big take milliseconds, so the
 #: shorter queue costs no throughput)
 LARGE_RESULT_BYTES = 4 << 20
+#: warm result segments of earlier calls handed to each new forked worker (``shm.STOCK``)
+WARM_PER_WORKER = 4
+#: tiny chunks are handed to a worker in runs this long, its results come back as many at once
+TINY_RUN = MAX_HELD
 
 Event = tuple[Any, ...]
 
@@ -78,14 +93,13 @@ class Backend:
     """What :func:`drive` needs from a pool (own workers, a stdlib pool, a Ray pool)."""
 
     num_workers: int
-    #: set by :func:`drive` while chunks are tiny: a backend may then queue up to
-    #: :data:`TINY_DEPTH` chunks per worker (see :attr:`deep`)
+    #: set by :func:`drive` while chunks are tiny: a backend may then queue more chunks per
+    #: worker (see :meth:`tiny_depth`)
     tiny: bool = False
 
-    @property
-    def deep(self) -> bool:
-        """Whether the backend queues :data:`TINY_DEPTH` chunks per worker now."""
-        return False
+    def tiny_depth(self) -> int:
+        """Chunks per worker the backend queues now while chunks are tiny (2: no deeper)."""
+        return 2
 
     def submit(self, ks: range, payload: Callable[[int], Any]) -> int:
         """Send the first chunks of ``ks`` the pool can take now (``payload(k)`` is built only for
@@ -93,7 +107,8 @@ class Backend:
         raise NotImplementedError
 
     def wait(self) -> list[Event]:
-        """Block until at least one event: ``("ok", k, result)``, ``("err", k, exc, text)``, or
+        """Block until at least one event: ``("ok", k, result)``, ``("oks", ks, results)`` (several
+        at once), ``("err", k, exc, text)``, or
         another event (ignored) after which :meth:`submit` may take more."""
         raise NotImplementedError
 
@@ -134,20 +149,23 @@ def drive(
     stop_at = count
     pending: dict[int, Any] = {}
     ready: deque[Any] = deque()
-    # Tiny chunks: refill in batches (a few tasks per worker) so each message carries several
-    # tasks, and (small results only) let the window grow to TINY_DEPTH chunks per worker.
-    # Large chunks: refill after every result, so no worker's queue runs dry.
-    deep_window = window * TINY_DEPTH // 2
+    # Tiny chunks: refill in batches (runs of TINY_RUN consecutive chunks per worker) so each
+    # message carries several tasks, and (small results only) let the window grow to
+    # backend.tiny_depth() chunks per worker. Large chunks: refill after every result, so no
+    # worker's queue runs dry.
+    shallow_batch = max(1, min(backend.num_workers, window // 2))
     pace = 1.0  # moving average of the seconds between results
     last = time.perf_counter()
     while yielded < count:
-        backend.tiny = pace <= TINY_CHUNK_SECONDS
-        limit = deep_window if backend.tiny and backend.deep else window
-        batch = max(1, min(backend.num_workers * (4 if limit > window else 1), limit // 2))
+        tiny = backend.tiny = pace <= TINY_CHUNK_SECONDS
+        limit, batch = window, shallow_batch
+        if tiny:
+            depth = backend.tiny_depth()
+            if depth > 2:
+                limit = window * depth // 2
+                batch = max(1, min(max(backend.num_workers * 4, TINY_RUN), limit // 2))
         room = min(limit - in_flight, stop_at - next_k)
-        if room > 0 and (
-            not backend.tiny or room >= batch or next_k + room == stop_at or not in_flight
-        ):
+        if room > 0 and (not tiny or room >= batch or next_k + room == stop_at or not in_flight):
             taken = backend.submit(range(next_k, next_k + room), payload)
             next_k += taken
             in_flight += taken
@@ -167,6 +185,12 @@ def drive(
             yield result
             continue
         for event in backend.wait():
+            if event[0] == "oks":  # several results at once (tiny chunks)
+                if ordered:
+                    pending.update(zip(event[1], event[2]))
+                else:
+                    ready.extend(event[2])
+                continue
             if event[0] == "ok":
                 value = event[2]
             elif event[0] == "err":
@@ -203,6 +227,7 @@ class _Worker:
         "_pidfd",
         "assigned",
         "chan",
+        "coalescing",
         "id",
         "job_gen",
         "process",
@@ -218,6 +243,8 @@ class _Worker:
         self.assigned: deque[int] = deque()
         self.quota = quota
         self.watching_writes = False
+        #: whether chunks it holds were sent as tiny runs (it may hold results back)
+        self.coalescing = False
         #: chunks of an earlier call (closed early) the worker still answers: their results are
         #: dropped, in the order they come (a worker answers its chunks in the order sent)
         self.stale = 0
@@ -289,6 +316,8 @@ class OwnPool(Backend):
         self.large_results = False
         #: the last result travelled inline (< 64 KiB): tiny chunks may queue deeper
         self.small_results = False
+        #: the last results came several per message (``coalesce``): deeper still
+        self.batched_results = False
         self.closed = False
         #: persistent pools: the current call's number, and its job message
         self.gen = 0
@@ -303,6 +332,9 @@ class OwnPool(Backend):
         self.next_id += 1
         parent_end, child_end = socket.socketpair()
         inherited = [w.chan.fileno() for w in self.workers.values()] + [parent_end.fileno()]
+        # warm result segments of earlier calls: a forked worker inherits their mapping
+        share = -(-len(STOCK) // max(1, self.num_workers - len(self.workers)))
+        warm = STOCK.take(min(share, WARM_PER_WORKER)) if self.fork else []
         process = self.ctx.Process(
             target=worker_main,
             args=(
@@ -315,6 +347,7 @@ class OwnPool(Backend):
                 self.max_tasks,
                 inherited if self.fork else [],
                 Lifeline(self.ctx.get_start_method()),
+                warm,
             ),
             name=f"tensordict-worker-{wid}",
             daemon=False,  # so that fn may start its own workers (see lifeline)
@@ -324,7 +357,7 @@ class OwnPool(Backend):
         with sigint_held():
             process.start()
             child_end.close()
-            worker = _Worker(wid, process, Channel(parent_end), self.max_tasks)
+            worker = _Worker(wid, process, Channel(parent_end, recv_warm=warm), self.max_tasks)
             self.workers[wid] = worker
             self.selector.register(worker.chan.sock, selectors.EVENT_READ, ("chan", worker))
             self.selector.register(worker.exit_fd, selectors.EVENT_READ, ("exit", worker))
@@ -344,25 +377,37 @@ class OwnPool(Backend):
         if self.retiring:
             self._reap_retired()
         batches: dict[int, list[tuple[int, Any]]] = {}
-        taken = 0
-        for k in ks:
-            worker = self._least_busy()
-            if (worker is None or worker.assigned) and len(self.workers) < self.num_workers:
-                # start (or replace, after max_tasks_per_child) a worker; send what is assigned
-                # first, so that the workers already running get going
-                self._send(batches)
-                worker = self._start_worker()
+        # tiny chunks go to a worker in runs of consecutive chunks, whose results it may send
+        # home together (see ``coalesce``)
+        tiny = self.tiny and self.small_results
+        run = TINY_RUN if tiny else 1
+        depth = self._depth()
+        worker: _Worker | None = None
+        streak = 0
+        k, end = ks.start, ks.stop
+        while k < end:
+            if worker is None or streak >= run or not self._has_room(worker, depth):
+                worker, streak = self._least_busy(depth), 0
+                if (worker is None or worker.assigned) and len(self.workers) < self.num_workers:
+                    # start (or replace, after max_tasks_per_child) a worker; send what is
+                    # assigned first, so that the workers already running get going
+                    self._send(batches, tiny)
+                    worker = self._start_worker()
             if worker is None:
                 break
-            worker.assigned.append(k)
+            n = min(run - streak, end - k, depth - len(worker.assigned) - worker.stale)
             if worker.quota is not None:
-                worker.quota -= 1
-            batches.setdefault(worker.id, []).append((k, payload(k)))
-            taken += 1
-        self._send(batches)
-        return taken
+                n = min(n, worker.quota)
+                worker.quota -= n
+            chunks = range(k, k + n)
+            worker.assigned.extend(chunks)
+            batches.setdefault(worker.id, []).extend([(i, payload(i)) for i in chunks])
+            k += n
+            streak += n
+        self._send(batches, tiny)
+        return k - ks.start
 
-    def _send(self, batches: dict[int, list[tuple[int, Any]]]) -> None:
+    def _send(self, batches: dict[int, list[tuple[int, Any]]], tiny: bool = False) -> None:
         for wid, batch in batches.items():
             worker = self.workers[wid]
             if self.job_msg is not None and worker.job_gen != self.gen:
@@ -370,10 +415,16 @@ class OwnPool(Backend):
                     worker.chan.send(self.job_msg, plain=True, block=False)
                 worker.job_gen = self.gen
             plain = all(payload is None for _, payload in batch)
+            msg: Any = batch
+            if tiny:
+                worker.coalescing = True
+                first, last = batch[0][0], batch[-1][0]
+                consecutive = last - first == len(batch) - 1
+                msg = ("tiny", range(first, last + 1) if plain and consecutive else batch)
             # never blocks: a worker busy sending its own result cannot deadlock with us; a worker
             # that died meanwhile is reported through its sentinel
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                worker.chan.send(batch, plain=plain, block=False)
+                worker.chan.send(msg, plain=plain, block=False)
             self._watch_writes(worker)
         batches.clear()
 
@@ -388,26 +439,35 @@ class OwnPool(Backend):
             self.selector.modify(worker.chan.sock, wanted, key.data)
             worker.watching_writes = pending
 
-    @property
-    def deep(self) -> bool:
-        return self.small_results
+    def tiny_depth(self) -> int:
+        if self.batched_results:
+            return TINY_BATCH_DEPTH
+        return TINY_DEPTH if self.small_results else self.depth
 
-    def _least_busy(self) -> _Worker | None:
-        best = None
-        depth = 1 if self.large_results else self.depth
+    def _depth(self) -> int:
+        """Chunks a worker may hold now."""
         if self.tiny and self.small_results:
-            depth = TINY_DEPTH
+            return self.tiny_depth()
+        return 1 if self.large_results else self.depth
+
+    @staticmethod
+    def _has_room(w: _Worker, depth: int) -> bool:
+        return len(w.assigned) + w.stale < depth and (w.quota is None or w.quota > 0)
+
+    def _least_busy(self, depth: int) -> _Worker | None:
+        best = None
         for w in self.workers.values():
-            load = len(w.assigned) + w.stale
-            if load >= depth or (w.quota is not None and w.quota <= 0):
+            if not self._has_room(w, depth):
                 continue
-            if best is None or load < len(best.assigned) + best.stale:
+            if best is None or len(w.assigned) + w.stale < len(best.assigned) + best.stale:
                 best = w
         return best
 
     # ------------------------------------------------------------------ events
     def wait(self) -> list[Event]:
-        events: list[Event] = self._spin()
+        # results that travel several per message come from workers with runs queued: waking
+        # up late costs them nothing, while spinning takes a core they need
+        events: list[Event] = [] if self.tiny and self.batched_results else self._spin()
         while not events:
             for key, mask in self.selector.select():
                 self._handle(key, mask, events)
@@ -443,16 +503,45 @@ class OwnPool(Backend):
 
     def _collect(self, worker: _Worker, events: list[Event]) -> None:
         for msg in worker.chan.messages():
-            if worker.stale:  # the answer to a chunk of an earlier call
+            if msg[0] == BATCH_TAG:
+                self._collect_batch(worker, msg[1], msg[2], events)
+                continue
+            if worker.stale:  # the answer to a chunk of an earlier call: dropped
                 worker.stale -= 1
+                events.append(("freed", worker.id))  # the worker has room again: submit
                 continue
             self.large_results = worker.chan.last_oob_bytes >= LARGE_RESULT_BYTES
             self.small_results = worker.chan.last_oob_bytes == 0
+            self.batched_results = False
             k = msg[1]
             worker.assigned.remove(k)
+            if not worker.assigned:
+                worker.coalescing = False
             if msg[0] == "err":
                 self.where_ran[k] = f"worker {worker.id} (pid {worker.process.pid})"
             events.append(msg)
+
+    def _collect_batch(
+        self, worker: _Worker, ks: list[int], results: list[Any], events: list[Event]
+    ) -> None:
+        """Several results of tiny chunks, as one ``("oks", ks, results)`` event."""
+        if worker.stale:  # answers to chunks of an earlier call come first: dropped
+            drop = min(worker.stale, len(ks))
+            worker.stale -= drop
+            ks, results = ks[drop:], results[drop:]
+            if not ks:
+                events.append(("freed", worker.id))  # the worker has room again: submit
+                return
+        self.large_results, self.small_results, self.batched_results = False, True, True
+        assigned = worker.assigned
+        for k in ks:  # a worker answers its chunks in the order they were sent
+            if assigned[0] == k:
+                assigned.popleft()
+            else:
+                assigned.remove(k)
+        if not assigned:
+            worker.coalescing = False
+        events.append(("oks", ks, results))
 
     def _on_end_of_stream(self, worker: _Worker, events: list[Event]) -> None:
         with contextlib.suppress(KeyError, ValueError):
@@ -480,8 +569,14 @@ class OwnPool(Backend):
         worker.close_process()
         if worker.assigned:
             k = worker.assigned[0]
+            what = f"died while processing chunk {k}"
+            if worker.coalescing:
+                what = (
+                    f"died before delivering chunk {k} (tiny chunks: a worker sends several "
+                    "results at once, so it may have finished that chunk)"
+                )
             raise WorkerDiedError(
-                f"worker {worker.id} (pid {pid}) died while processing chunk {k}: it exited "
+                f"worker {worker.id} (pid {pid}) {what}: it exited "
                 f"{exit_description(exitcode)}. The remaining chunks were cancelled.",
                 chunk=k,
                 pid=pid,
@@ -503,7 +598,7 @@ class OwnPool(Backend):
         self.gen += 1
         self.job_msg = ("job", pickle.dumps(job, protocol=5))
         self.where_ran.clear()
-        self.large_results = self.small_results = False
+        self.large_results = self.small_results = self.batched_results = False
         # notice deaths (and drop stale answers) now, not when a chunk is sent to a dead worker
         events: list[Event] = []
         for key, mask in self.selector.select(0):
@@ -541,6 +636,8 @@ class OwnPool(Backend):
             # every chunk done: the workers read end-of-stream and exit; nothing is in flight,
             # so the call returns now and they are reaped (or killed after grace) in the background
             for w in workers:
+                if self.fork:  # they write no more: their result segments serve the next call
+                    STOCK.give(w.chan.received_segments())
                 w.chan.close()
             self.selector.close()
             reap_later(workers, grace)
@@ -555,6 +652,8 @@ class OwnPool(Backend):
                     with contextlib.suppress(OSError, AttributeError):
                         w.process.kill()
                     w.process.join(KILLED_SECONDS)
+            if self.fork and w.process.exitcode is not None:  # dead: it writes no more
+                STOCK.give(w.chan.received_segments())
             w.chan.close()
             w.close_process()
         self.selector.close()

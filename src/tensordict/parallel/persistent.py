@@ -38,8 +38,8 @@ class WorkerPool:
     Workers start on the first call (one at a time, so the first chunk is not delayed) and run
     until :meth:`close` (or the end of a ``with`` block, or interpreter exit; they also die with
     this process however it dies). A call keeps every guarantee of the pool ``map_iter`` creates:
-    at most ``2 * num_workers`` chunks in flight (``16 *`` for tiny chunks), results in order, an
-    error in ``fn`` re-raised at its place with the worker's traceback, and
+    at most ``2 * num_workers`` chunks in flight (``16 *`` or ``64 *`` for tiny chunks), results
+    in order, an error in ``fn`` re-raised at its place with the worker's traceback, and
     :class:`~tensordict.errors.WorkerDiedError` the moment a worker dies holding a chunk. Ending
     a call early (``break``, an error, a dead worker) leaves the pool usable: the next call
     starts at once, chunks the workers still hold from the earlier call finish first and their
@@ -185,6 +185,17 @@ class _Call(Backend):
                 "the WorkerPool was closed while this map_iter call was running: its workers "
                 "are gone and the remaining chunks were cancelled. Close the pool after the loop."
             )
+
+    @property  # type: ignore[override]
+    def tiny(self) -> bool:
+        return self.pool.tiny
+
+    @tiny.setter
+    def tiny(self, value: bool) -> None:
+        self.pool.tiny = value
+
+    def tiny_depth(self) -> int:
+        return self.pool.tiny_depth()
 
     def submit(self, ks: range, payload: Callable[[int], Any]) -> int:
         self._check_open()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import itertools
 import os
 import pickle
 import random
@@ -28,6 +29,7 @@ import torch
 
 from tensordict.errors import ChunkError, NotPicklableError
 from tensordict.parallel.channel import IDLE_SECONDS
+from tensordict.parallel.coalesce import FULL, Coalescer
 from tensordict.parallel.lifeline import Lifeline
 from tensordict.parallel.out import write_result
 from tensordict.parallel.plan import take
@@ -234,25 +236,38 @@ def _resolve_job(job: dict[str, Any]) -> dict[str, Any]:
     return job
 
 
-def _run_one(job: dict[str, Any], k: int, payload: Any) -> Any:
-    global _chunk
-    _chunk = k
-    base = job.get("seed_chunks")
-    if base is not None:
-        seed_worker(chunk_seed(base, k), 0)
-    if payload is None:
-        chunk = take(job["source"], job["dim"], job["plan"].index(k))
-    else:
-        chunk = _chunk_from_payload(job, payload)
-    if job.get("lock") and hasattr(chunk, "lock_"):
-        chunk.lock_()
-    result = job["fn"](chunk)
-    out = job.get("out")
-    if out is None:
-        return result
-    # the worker writes its slice of a memory-mapped or shared ``out``; nothing travels back
-    write_result(out[0], out[1], k, result)
-    return None
+class _Runner:
+    """A job with its fields looked up once: ``runner(k, payload)`` runs chunk ``k``."""
+
+    __slots__ = ("base", "dim", "fn", "job", "lock", "out", "plan", "source")
+
+    def __init__(self, job: dict[str, Any]) -> None:
+        self.job = job
+        self.fn = job["fn"]
+        self.dim = job["dim"]
+        self.source = job.get("source")
+        self.plan = job.get("plan")
+        self.base = job.get("seed_chunks")
+        self.lock = bool(job.get("lock"))
+        self.out = job.get("out")
+
+    def __call__(self, k: int, payload: Any) -> Any:
+        global _chunk
+        _chunk = k
+        if self.base is not None:
+            seed_worker(chunk_seed(self.base, k), 0)
+        if payload is None:
+            chunk = take(self.source, self.dim, self.plan.index(k))  # type: ignore[union-attr]
+        else:
+            chunk = _chunk_from_payload(self.job, payload)
+        if self.lock and hasattr(chunk, "lock_"):
+            chunk.lock_()
+        result = self.fn(chunk)
+        if self.out is None:
+            return result
+        # the worker writes its slice of a memory-mapped or shared ``out``; nothing travels back
+        write_result(self.out[0], self.out[1], k, result)
+        return None
 
 
 def _chunk_from_payload(job: dict[str, Any], payload: Any) -> Any:
@@ -276,8 +291,11 @@ def worker_main(
     max_tasks: int | None,
     inherited_fds: list[int],
     lifeline: Lifeline,
+    warm: list[Any] = (),  # type: ignore[assignment]
 ) -> None:
     """The main function of a worker of a pool created by ``map_iter``.
+
+    ``warm``: result segments the parent already maps (``shm.SegmentStock``, fork only).
 
     A worker of a persistent pool starts with ``job=None``: each call sends ``("job", bytes)``
     before its chunks, and the worker keeps its seed, RNG state and memory mappings across calls.
@@ -300,29 +318,73 @@ def worker_main(
     trim = _HeapTrim()
     seed = seed_worker(base_seed, worker_id) if base_seed is not None else None
     _set_info(WorkerInfo(worker_id, num_workers, seed, os.getpid()), base_seed)
-    chan = Channel(sock)
-    current: Any = _resolve_job(job) if job is not None else None
+    chan = Channel(sock, send_warm=warm)
+    current: Any = _Runner(_resolve_job(job)) if job is not None else None
+    held = Coalescer()
     done = 0
     try:
         while max_tasks is None or done < max_tasks:
-            started = time.perf_counter()
-            tasks = chan.recv(on_idle=trim, idle_seconds=trim.patience)
-            trim.waited(time.perf_counter() - started)
-            if tasks.__class__ is tuple:  # ("job", bytes): a new call of a persistent pool
-                current = _next_job(tasks[1], base_seed)
+            # results held back are sent before the worker waits: the parent needs them
+            tasks = chan.recv_nowait() if held else None
+            if tasks is None:
+                if held:
+                    chan.send(held.take(), plain=True)
+                started = time.perf_counter()
+                tasks = chan.recv(on_idle=trim, idle_seconds=trim.patience)
+                trim.waited(time.perf_counter() - started)
+            if tasks.__class__ is tuple:
+                if tasks[0] == "job":  # a new call of a persistent pool
+                    if held:
+                        chan.send(held.take(), plain=True)
+                    current = _next_job(tasks[1], base_seed)
+                else:  # ("tiny", chunks): a run of tiny chunks, whose results may be held
+                    done += _run_tiny(chan, current, tasks[1], held)
                 continue
+            if held:
+                chan.send(held.take(), plain=True)
             for k, payload in tasks:
                 _send_answer(chan, k, _answer(current, k, payload))
                 done += 1
             del tasks, payload  # do not keep the last chunk alive while waiting for work
+        if held:  # max_tasks_per_child reached
+            chan.send(held.take(), plain=True)
     except (ChannelClosed, BrokenPipeError, ConnectionResetError):
         pass
     finally:
         chan.close()
 
 
+def _run_tiny(chan: Any, run: Any, tasks: Any, held: Coalescer) -> int:
+    """Run a run of tiny chunks (a ``range`` of chunk numbers, or ``[(k, payload)]``), holding
+    the small results of fast chunks back (see ``coalesce``); returns the chunks run."""
+    clock = time.perf_counter
+    items = zip(tasks, itertools.repeat(None)) if tasks.__class__ is range else tasks
+    last = clock()
+    for k, payload in items:
+        try:
+            if isinstance(run, BaseException):
+                raise run
+            result = run(k, payload)
+        except BaseException as err:  # everything fn raises goes home, even SystemExit
+            answer: tuple[Any, ...] = ("err", k, *encode_error(err))
+        else:
+            now = clock()
+            state = held.hold(k, result, now - last, now)
+            last = now
+            if state:
+                if state == FULL:
+                    chan.send(held.take(), plain=True)
+                continue
+            answer = ("ok", k, result)
+        if held:
+            chan.send(held.take(), plain=True)
+        _send_answer(chan, k, answer)
+        last = clock()
+    return len(tasks)
+
+
 def _next_job(data: bytes, base_seed: int | None) -> Any:
-    """The job of a new call, or the error that unpickling it raised (sent back per chunk).
+    """The runner of a new call's job, or the error that unpickling it raised (sent back per chunk).
 
     Called while the previous job is still referenced, so that its memory-mapped files that
     the new job names again come from this process's mapping cache (``memmap.tensor``): a file
@@ -334,14 +396,14 @@ def _next_job(data: bytes, base_seed: int | None) -> Any:
     except BaseException as err:
         return err
     _chunk_base = job.get("seed_chunks", base_seed)
-    return job
+    return _Runner(job)
 
 
-def _answer(job: Any, k: int, payload: Any) -> tuple[Any, ...]:
+def _answer(run: Any, k: int, payload: Any) -> tuple[Any, ...]:
     try:
-        if isinstance(job, BaseException):
-            raise job
-        return ("ok", k, _run_one(job, k, payload))
+        if isinstance(run, BaseException):
+            raise run
+        return ("ok", k, run(k, payload))
     except BaseException as err:  # everything fn raises goes home, even SystemExit
         exc, text = encode_error(err)
         return ("err", k, exc, text)
@@ -374,6 +436,6 @@ def run_external_task(job: dict[str, Any], k: int, payload: Any) -> Any:
     wid = report_start(job.get("watch"), k)
     _set_info(WorkerInfo(wid, job["num_workers"], None, os.getpid()), job.get("seed_chunks"))
     try:
-        return _run_one(_resolve_job(job), k, payload)
+        return _Runner(_resolve_job(job))(k, payload)
     finally:
         _set_info(None)
