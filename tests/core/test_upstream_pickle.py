@@ -209,3 +209,26 @@ def test_upstreams_pickles_and_torch_save_files_load_here(exchange):
     out, theirs = exchange
     expected = {n: describe(o) for n, o in build(str(theirs / "ref")).items()}
     _check(load_all(str(theirs), out["written"]), expected)
+
+
+class _Reduced:
+    """Pickles as the given ``(callable, args)``."""
+
+    def __init__(self, reduced):
+        self.reduced = reduced
+
+    def __reduce__(self):
+        return self.reduced
+
+
+def test_pickles_of_the_earlier_layout_still_load():
+    from tensordict.core.lazy_stack import _rebuild_lazy
+    from tensordict.core.pickling import pack_tensor, rebuild_tensordict
+
+    packed = {"a": pack_tensor(torch.arange(3), 2)}
+    old = (rebuild_tensordict, (TensorDict, packed, (3,), None, ["n"], True, False, None))
+    td = pickle.loads(pickle.dumps(_Reduced(old)))
+    assert td.names == ["n"] and td.is_locked and torch.equal(td["a"], torch.arange(3))
+    members = [TensorDict(a=torch.zeros(2)), TensorDict(a=torch.ones(2))]
+    lazy = pickle.loads(pickle.dumps(_Reduced((_rebuild_lazy, (members, 0, False)))))
+    assert type(lazy) is LazyStackedTensorDict and torch.equal(lazy["a"][1], torch.ones(2))
