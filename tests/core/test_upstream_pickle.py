@@ -123,11 +123,25 @@ def test_upstreams_state_layout_loads_with_names_lock_and_device():
     assert torch.equal(td["a"], torch.arange(2)) and torch.equal(td["inner", "z"], torch.zeros(2))
 
 
-def test_a_view_pickles_only_its_own_elements():
-    big = torch.zeros(100_000)
-    td = TensorDict(a=big[:10], batch_size=[10])
-    assert len(pickle.dumps(td)) < 10_000
-    assert torch.equal(pickle.loads(pickle.dumps(td))["a"], torch.zeros(10))
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_view_pickles_only_its_own_elements(protocol):
+    big = torch.arange(100_000)
+    td = TensorDict(a=big[5:15], b=big[::10_000], batch_size=[10])
+    data = pickle.dumps(td, protocol=protocol)
+    assert len(data) < 10_000
+    again = pickle.loads(data)
+    assert torch.equal(again["a"], big[5:15]) and torch.equal(again["b"], big[::10_000])
+
+
+def test_leaves_are_tensors_under_protocol_2_and_numpy_arrays_above():
+    td = TensorDict(a=torch.arange(3), batch_size=[3])
+    assert "torch._utils _rebuild_tensor_v2" in _globals(pickle.dumps(td, protocol=2))
+    names = _globals(pickle.dumps(td, protocol=4))
+    assert "torch._utils _rebuild_tensor_v2" not in names
+    assert any(n.startswith("numpy") for n in names), names
+    back = pickle.loads(pickle.dumps(td, protocol=4))
+    back["a"] += 1  # a writable tensor of its own
+    assert torch.equal(back["a"], torch.arange(1, 4)) and torch.equal(td["a"], torch.arange(3))
 
 
 def test_non_tensor_entries_keep_names_and_device():

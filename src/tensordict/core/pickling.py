@@ -1,8 +1,8 @@
 """Pickling of tensordicts.
 
 Plain ``pickle`` and ``torch.save`` write upstream 0.15's layout (see
-:mod:`tensordict.core.upstream_pickle`): files load with either package, leaves travel through
-torch's own reduction (a view is copied first so that only its own elements are written).
+:mod:`tensordict.core.upstream_pickle`): files load with either package, and a view writes only
+its own elements.
 
 The helpers here serve the faster, package-private paths: ``multiprocessing``'s pickler (leaves
 stay tensors, so torch moves them to shared memory), and the parallel engine's channel, which
@@ -140,7 +140,8 @@ def reduce_tensordict(td: Any, protocol: Any) -> tuple[Any, ...]:
         return reduce_consolidated(td, protocol)
     from tensordict.core.upstream_pickle import reduce_tensordict_upstream
 
-    return reduce_tensordict_upstream(td)
+    proto = protocol if isinstance(protocol, int) else pickle.DEFAULT_PROTOCOL
+    return reduce_tensordict_upstream(td, proto)
 
 
 def reduce_for_multiprocessing(td: Any) -> tuple[Any, ...]:

@@ -8,8 +8,9 @@ as ``cls.__new__(cls)`` followed by ``__setstate__(state)`` with ``state`` holdi
 ``tensordict`` and ``non_tensordict``. Classes are referenced by upstream's module paths
 (``tensordict._td.TensorDict``...), which this package re-exports.
 
-This module writes that layout (leaves stay tensors: torch's reduction, which upstream reads)
-and reads it back into this package's classes.
+This module writes that layout and reads it back into this package's classes. Leaves travel in
+forms upstream reads: tensors (torch's reduction) under protocol 2, ``torch.save``'s; plain CPU
+tensors as ``torch.from_numpy(array)`` under protocols 3+ (numpy's pickling is ~10x faster).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import copyreg
 from typing import Any
 
 import torch
+
+from tensordict.core.pickling import _NUMPY_OK, _packable
 
 __all__ = [
     "LockedSchema",
@@ -45,17 +48,37 @@ class LockedSchema(tuple):  # type: ignore[type-arg]
 LockedSchema.__name__ = "_LockedSchema"
 
 
-def _compact(value: Any) -> Any:
-    """A plain tensor whose storage holds more than its own elements (a view of a larger
-    tensor) is copied first: torch's reduction would pickle the whole storage."""
-    if value.__class__ is torch.Tensor and value.layout is torch.strided and not value.is_nested:
+class _NumpyLeaf:
+    """A plain CPU tensor pickled as ``torch.from_numpy(array)``: numpy's pickling writes only
+    the tensor's own elements and costs a few microseconds (torch's own tensor pickling nests a
+    ``torch.save`` per storage, ~0.1 ms), and it needs nothing but torch and numpy to load."""
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.tensor = tensor
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        return (torch.from_numpy, (self.tensor.numpy(),))
+
+
+def _leaf(value: Any, protocol: int) -> Any:
+    """How a leaf travels. Under protocol 2 (``torch.save``'s, whose pickler writes storages
+    apart, and whose ``weights_only`` loader accepts tensors only) a tensor stays a tensor,
+    copied first if it views a larger storage (torch's reduction would write all of it); under
+    protocols 3+ a plain CPU tensor of a numpy dtype travels as a numpy array."""
+    if value.__class__ is not torch.Tensor:
+        return value
+    if protocol >= 3 and _packable(value) and value.dtype in _NUMPY_OK:
+        return _NumpyLeaf(value)
+    if value.layout is torch.strided and not value.is_nested:
         storage = value.untyped_storage()
         if storage.nbytes() > value.numel() * value.element_size() and not storage.is_shared():
             return value.clone()
     return value
 
 
-def reduce_tensordict_upstream(td: Any) -> tuple[Any, ...]:
+def reduce_tensordict_upstream(td: Any, protocol: int = 2) -> tuple[Any, ...]:
     """``(make_td, (cls, state))`` for a dense tensordict, with upstream's state layout.
 
     Examples:
@@ -69,7 +92,7 @@ def reduce_tensordict_upstream(td: Any) -> tuple[Any, ...]:
         ['n']
     """
     state: dict[str, Any] = {
-        "_tensordict": {key: _compact(value) for key, value in td._tensordict.items()},
+        "_tensordict": {key: _leaf(value, protocol) for key, value in td._tensordict.items()},
         "_device": td._device,
         "_batch_size": torch.Size(td._batch_size),
         "_td_dim_names": list(td._names) if td._names is not None else None,
