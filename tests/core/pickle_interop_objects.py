@@ -10,6 +10,7 @@ import torch
 
 from tensordict import (
     LazyStackedTensorDict,
+    MemoryMappedTensor,
     NonTensorData,
     NonTensorStack,
     TensorDict,
@@ -48,13 +49,14 @@ def build(folder: str) -> dict[str, Any]:
         "consolidated": consolidated.consolidate(),
         "point": point,
         "memmap": memmapped.memmap(folder),
+        "mmt": MemoryMappedTensor.from_tensor(torch.arange(4), filename=f"{folder}/t.memmap"),
     }
 
 
 def describe(obj: Any) -> Any:
     """A JSON-able summary that reads the same under both packages."""
     if isinstance(obj, torch.Tensor):
-        return {"dtype": str(obj.dtype), "values": obj.tolist()}
+        return {"class": type(obj).__name__, "dtype": str(obj.dtype), "values": obj.tolist()}
     if isinstance(obj, Point):
         return {"class": "Point", "x": describe(obj.x), "label": obj.label}
     out: dict[str, Any] = {
