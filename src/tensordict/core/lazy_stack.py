@@ -35,6 +35,7 @@ from tensordict.core.ragged import LazyRaggedMixin
 from tensordict.core.setitem import stage_setitem
 from tensordict.core.shape import normalize_dim
 from tensordict.core.unbatched import is_unbatched, stack_unbatched
+from tensordict.core.upstream_pickle import examples_of
 from tensordict.errors import (
     BatchSizeError,
     DeviceMismatchError,
@@ -676,6 +677,7 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
 
 # pickles and ``repr(type)`` name the class by upstream's path (which re-exports it)
 LazyStackedTensorDict.__module__ = "tensordict._lazy"
+__test__ = examples_of(LazyStackedTensorDict)  # its methods' examples (doctest skips them)
 
 
 def _list_part(values: list[Any], stack_dim: int, k: int) -> Any:

@@ -35,6 +35,7 @@ from tensordict.core.non_tensor_api import (
     register_save_hook,
     same_value,
 )
+from tensordict.core.upstream_pickle import examples_of
 from tensordict.errors import BatchSizeError, LockedError, MetaDataTypeError
 
 __all__ = [
@@ -749,6 +750,7 @@ class NonTensorStack(_NonTensorBase):
 
 # pickles and ``repr(type)`` name the classes by upstream's path (which re-exports them)
 NonTensorData.__module__ = NonTensorStack.__module__ = "tensordict.tensorclass"
+__test__ = examples_of(NonTensorData, NonTensorStack)  # methods' examples (doctest skips them)
 
 
 def list_to_stack(values: list[Any], device: torch.device | None) -> Any:

@@ -24,6 +24,7 @@ from tensordict.core.pickling import _NUMPY_OK, _packable
 
 __all__ = [
     "LockedSchema",
+    "examples_of",
     "make_td",
     "reduce_lazy",
     "reduce_tensordict_upstream",
@@ -252,3 +253,29 @@ def register_safe_globals() -> None:
             (dict, "tensordict.utils._StringOnlyDict"),
         ]
     )
+
+
+def examples_of(*classes: type) -> dict[str, Any]:
+    """The methods of ``classes`` whose docstrings hold examples, for a module's ``__test__``.
+
+    A class named by upstream's module (its ``__module__`` changed) has its own docstring
+    collected there, but doctest skips its methods (their globals are another module's): the
+    defining module lists them in ``__test__`` instead.
+
+    Examples:
+        >>> class A:
+        ...     def f(self):
+        ...         pass
+        ...     def g(self):
+        ...         pass
+        >>> A.g.__doc__ = ">>> 1 + 1"
+        >>> list(examples_of(A))
+        ['A.g']
+    """
+    found: dict[str, Any] = {}
+    for cls in classes:
+        for name, attr in vars(cls).items():
+            func = getattr(attr, "__func__", None) or getattr(attr, "fget", None) or attr
+            if callable(func) and ">>>" in (getattr(func, "__doc__", None) or ""):
+                found[f"{cls.__name__}.{name}"] = func
+    return found

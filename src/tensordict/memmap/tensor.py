@@ -31,6 +31,7 @@ import torch
 
 from tensordict.core.indexing import is_first_class_dim
 from tensordict.core.pickling import _DTYPES
+from tensordict.core.upstream_pickle import examples_of
 from tensordict.errors import (
     AlreadyMemmappedError,
     FirstClassDimMemmapError,
@@ -649,6 +650,7 @@ class MemoryMappedTensor(torch.Tensor):
 
 # pickles and ``repr(type)`` name the class by upstream's path (which re-exports it)
 MemoryMappedTensor.__module__ = "tensordict.memmap"
+__test__ = examples_of(MemoryMappedTensor)  # its methods' examples (doctest skips them)
 
 
 def _new_shared(shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
