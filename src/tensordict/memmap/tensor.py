@@ -715,8 +715,7 @@ def _constructor_args(
 def _reusable(
     input: torch.Tensor, filename: Any, copy_existing: bool, copy_data: bool, shape: Any
 ) -> MemoryMappedTensor | None:
-    """``input`` itself when ``from_tensor`` has nothing to do; raises when it would need to
-    copy a file-backed tensor without ``copy_existing``."""
+    """``input`` when ``from_tensor`` has nothing to do (a file-backed one needs copy_existing)."""
     if not isinstance(input, MemoryMappedTensor) or copy_existing or shape is not None:
         return None
     if filename is None:
@@ -725,7 +724,7 @@ def _reusable(
     if is_whole_file(input, path):
         return input
     if input.filename is not None and input.filename != path:
-        raise AlreadyMemmappedError(  # (upstream's wording first)
+        raise AlreadyMemmappedError(  # upstream's wording first
             "A filename was provided but the tensor already has a file associated: it lives in "
             f"{input.filename}; asked to memory-map it to {path}. Pass copy_existing=True to "
             "copy it there."
