@@ -46,16 +46,12 @@ from tensordict.memmap import format as fmt
 from tensordict.memmap import tensor as mmt
 from tensordict.memmap import transaction as tx
 from tensordict.memmap.executor import shared_executor
+from tensordict.memmap.files import preallocate
 from tensordict.memmap.load import load_memmap
 from tensordict.memmap.make import make_memmap, make_memmap_from_storage, make_memmap_from_tensor
 from tensordict.memmap.nested import flat_buffer
 from tensordict.memmap.plan import Builder, Leaf, Plan, plan
-from tensordict.memmap.tensor import (
-    MemoryMappedTensor,
-    is_whole_file,
-    preallocate,
-    write_file,
-)
+from tensordict.memmap.tensor import MemoryMappedTensor, is_whole_file, write_file
 from tensordict.sizes import format_bytes
 
 __all__ = [

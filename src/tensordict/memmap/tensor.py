@@ -41,10 +41,9 @@ from tensordict.errors import (
     MemmapExistsError,
     MemmapFormatError,
     MemmapSymlinkError,
-    NoSpaceError,
 )
+from tensordict.memmap.files import preallocate
 from tensordict.memmap.nested import is_nested_shape, nested_buffer, nested_numel, nested_view
-from tensordict.sizes import format_bytes
 
 __all__ = ["MemoryMappedTensor", "rebuild_anonymous", "rebuild_file_view"]
 
@@ -782,32 +781,3 @@ def write_file(
             os.unlink(tmp)
         raise
     forget_file(path)
-
-
-def preallocate(fd: int, nbytes: int, path: str) -> None:
-    """Give the file ``fd`` ``nbytes`` of allocated zeros (``path`` names it in errors).
-
-    Raises:
-        NoSpaceError: not enough space (errno ENOSPC), naming ``path`` and the size.
-    """
-    if nbytes == 0:
-        return
-    try:
-        os.posix_fallocate(fd, 0, nbytes)
-    except OSError as err:
-        if err.errno == errno.ENOSPC:
-            raise NoSpaceError(
-                errno.ENOSPC,
-                f"no space left to preallocate {path} ({format_bytes(nbytes)}, {nbytes} bytes). "
-                "Free space on that file system or choose another prefix",
-            ) from None
-        if err.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-            raise
-        _write_zeros(fd, nbytes)  # a file system without fallocate: allocate by writing
-
-
-def _write_zeros(fd: int, nbytes: int) -> None:
-    block = bytes(1 << 20)
-    done = 0
-    while done < nbytes:
-        done += os.write(fd, block[: min(len(block), nbytes - done)])
