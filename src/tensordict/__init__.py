@@ -4,7 +4,17 @@ Memory-mapped tensordicts keep datasets on disk; ``map_iter`` / ``map`` stream t
 function in worker processes. The top level offers the names of upstream tensordict 0.15.3.
 """
 
-from tensordict import base, functional, nn, persistent, store, tensordict, typedtensordict, utils
+from tensordict import (
+    _reductions,  # noqa: F401  (torch.load's safe globals, as upstream)
+    base,
+    functional,
+    nn,
+    persistent,
+    store,
+    tensordict,
+    typedtensordict,
+    utils,
+)
 from tensordict.core.base import TensorDictBase, is_tensor_collection
 from tensordict.core.checks import assert_close
 from tensordict.core.checks import assert_close as assert_allclose_td

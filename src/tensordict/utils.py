@@ -51,6 +51,7 @@ from tensordict.core.options import (
     strtobool,
 )
 from tensordict.core.parse_repr import parse_tensor_dict_string
+from tensordict.core.upstream_pickle import LockedSchema as _LockedSchema  # noqa: F401
 from tensordict.errors import TensorDictPropertyError as _TensorDictPropertyError  # noqa: F401
 from tensordict.memmap.executor import shared_executor as _get_shared_executor  # noqa: F401
 from tensordict.memmap.tree import decode_key as _decode_key_from_filesystem  # noqa: F401

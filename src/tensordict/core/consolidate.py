@@ -371,9 +371,11 @@ def rebuild_consolidated(metadata: dict[str, Any], storage: torch.Tensor) -> Any
     Examples:
         >>> import torch
         >>> from tensordict import TensorDict
+        >>> from tensordict.core.consolidate import rebuild_consolidated
         >>> tdc = TensorDict(a=torch.arange(3), batch_size=[3]).consolidate()
+        >>> from tensordict._reductions import _rebuild_tensordict_files_consolidated as rebuild
         >>> cons = tdc._consolidated
-        >>> again = rebuild_consolidated(cons["metadata"], cons["storage"])
+        >>> again = rebuild(cons["metadata"], cons["storage"])
         >>> again.is_consolidated(), again["a"]
         (True, tensor([0, 1, 2]))
     """

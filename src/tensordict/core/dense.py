@@ -19,6 +19,7 @@ from tensordict.core.keys import is_key_index, leaf_or_non_tensor
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.non_tensor_api import register_shell
 from tensordict.core.unbatched import is_unbatched, rebatch
+from tensordict.core.upstream_pickle import examples_of
 from tensordict.errors import BatchSizeError, LockedError
 
 __all__ = ["TensorDict"]
@@ -544,6 +545,11 @@ class TensorDict(TensorDictBase):
     def _unlocked_check(self, what: str) -> None:
         if self._is_locked:
             raise LockedError(locked_message(what))
+
+
+# pickles and ``repr(type)`` name the class by upstream's path (which re-exports it)
+TensorDict.__module__ = "tensordict._td"
+__test__ = examples_of(TensorDict)  # its methods' examples, which doctest skips otherwise
 
 
 def _fits_batch_size(value: Any, new: torch.Size) -> bool:

@@ -35,6 +35,7 @@ from tensordict.core.ragged import LazyRaggedMixin
 from tensordict.core.setitem import stage_setitem
 from tensordict.core.shape import normalize_dim
 from tensordict.core.unbatched import is_unbatched, stack_unbatched
+from tensordict.core.upstream_pickle import examples_of
 from tensordict.errors import (
     BatchSizeError,
     DeviceMismatchError,
@@ -669,7 +670,14 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
         return LazyStackedTensorDict(*self.unbind(d), stack_dim=d)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_lazy, (self.tensordicts, self.stack_dim, self._is_locked))
+        from tensordict.core.upstream_pickle import reduce_lazy
+
+        return reduce_lazy(self)
+
+
+# pickles and ``repr(type)`` name the class by upstream's path (which re-exports it)
+LazyStackedTensorDict.__module__ = "tensordict._lazy"
+__test__ = examples_of(LazyStackedTensorDict)  # its methods' examples (doctest skips them)
 
 
 def _list_part(values: list[Any], stack_dim: int, k: int) -> Any:

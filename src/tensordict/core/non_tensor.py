@@ -35,6 +35,7 @@ from tensordict.core.non_tensor_api import (
     register_save_hook,
     same_value,
 )
+from tensordict.core.upstream_pickle import examples_of
 from tensordict.errors import BatchSizeError, LockedError, MetaDataTypeError
 
 __all__ = [
@@ -301,7 +302,14 @@ class NonTensorData(_NonTensorBase):
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self)._new, (self.data, self.batch_size, self.device))
+        from tensordict.core.upstream_pickle import reduce_non_tensor_data
+
+        return reduce_non_tensor_data(self)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        from tensordict.core.upstream_pickle import setstate_non_tensor_data
+
+        setstate_non_tensor_data(self, state)
 
 
 #: upstream's common base of NonTensorData and MetaData
@@ -730,7 +738,19 @@ class NonTensorStack(_NonTensorBase):
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (NonTensorStack.from_array, (self.values, self._device))
+        from tensordict.core.upstream_pickle import reduce_non_tensor_stack
+
+        return reduce_non_tensor_stack(self)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        from tensordict.core.upstream_pickle import setstate_non_tensor_stack
+
+        setstate_non_tensor_stack(self, state)
+
+
+# pickles and ``repr(type)`` name the classes by upstream's path (which re-exports them)
+NonTensorData.__module__ = NonTensorStack.__module__ = "tensordict.tensorclass"
+__test__ = examples_of(NonTensorData, NonTensorStack)  # methods' examples (doctest skips them)
 
 
 def list_to_stack(values: list[Any], device: torch.device | None) -> Any:

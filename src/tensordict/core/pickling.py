@@ -1,15 +1,14 @@
-"""Pickling of tensordicts: compact, fast, and never more than the tensordict's own elements.
+"""Pickling of tensordicts.
 
-``torch.Tensor``'s own pickling serialises the whole storage of a view (a 10-row slice of a 1M-row
-tensor pickles all 1M rows) and costs ~0.1 ms per tensor. Plain CPU tensors are packed here as
-``(dtype, shape, bytes-of-their-own-elements)`` instead; with pickle protocol 5 the bytes travel
-as a :class:`pickle.PickleBuffer`, so a caller with a ``buffer_callback`` can move large buffers
-out of band (the parallel engine sends them through shared memory).
+Plain ``pickle`` and ``torch.save`` write upstream 0.15's layout (see
+:mod:`tensordict.core.upstream_pickle`): files load with either package, and a view writes only
+its own elements.
 
-Tensors that must keep their identity are left to their own reducers: memory-mapped tensors pickle
-as a file reference (``tensordict.memmap.tensor``), shared-memory tensors keep torch's sharing
-reduction (so ``multiprocessing`` hands workers the same memory), tensors requiring grad keep
-torch's.
+The helpers here serve the faster, package-private paths: ``multiprocessing``'s pickler (leaves
+stay tensors, so torch moves them to shared memory), and the parallel engine's channel, which
+packs plain CPU tensors as ``(dtype, shape, bytes-of-their-own-elements)`` (protocol 5: a
+:class:`pickle.PickleBuffer` it can move out of band) and small flat tensordicts as builtins.
+Pickles written by earlier versions of this package (:func:`rebuild_tensordict`) still load.
 """
 
 from __future__ import annotations
@@ -104,26 +103,12 @@ def unpack_tensor(dtype_name: str, shape: tuple[int, ...], payload: Any) -> torc
     return out.view(shape)
 
 
-class _PackedStorage:
-    """A consolidated tensordict's storage, pickled as its bytes (a :class:`pickle.PickleBuffer`
-    under protocol 5: one copy less than torch's own tensor pickling, and out-of-band capable);
-    it unpickles as the tensor itself."""
-
-    __slots__ = ("tensor",)
-
-    def __init__(self, tensor: torch.Tensor) -> None:
-        self.tensor = tensor
-
-    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
-        return (unpack_tensor, pack_tensor(self.tensor, protocol))
-
-
-def reduce_consolidated(td: Any, protocol: Any, *, share: bool = False) -> tuple[Any, ...]:
+def reduce_consolidated(td: Any, protocol: Any) -> tuple[Any, ...]:
     """``(rebuild, (metadata, storage))``: a consolidated tensordict pickled as one storage.
 
-    As upstream, the storage travels as a tensor (so pickles load with either package), except
-    with pickle protocol 5 where its bytes travel as one buffer. With ``share`` (a
-    ``multiprocessing`` pickler) it stays a tensor: torch's reduction shares its memory.
+    As upstream, the storage travels as a tensor (torch's reduction), so pickles of any protocol
+    load with either package; under a ``multiprocessing`` pickler torch's reduction shares its
+    memory.
 
     Examples:
         >>> import pickle
@@ -138,9 +123,7 @@ def reduce_consolidated(td: Any, protocol: Any, *, share: bool = False) -> tuple
 
     cons = (td._tensordict if getattr(type(td), "_is_tensorclass", False) else td)._consolidated
     storage = cons["storage"]
-    proto = protocol if isinstance(protocol, int) else pickle.DEFAULT_PROTOCOL
-    arg = _PackedStorage(storage) if proto >= 5 and not share and _packable(storage) else storage
-    return (rebuild_consolidated, (cons["metadata"], arg))
+    return (rebuild_consolidated, (cons["metadata"], storage))
 
 
 def _consolidated_fast_path(td: Any) -> bool:
@@ -150,30 +133,15 @@ def _consolidated_fast_path(td: Any) -> bool:
 
 
 def reduce_tensordict(td: Any, protocol: Any) -> tuple[Any, ...]:
-    """``__reduce_ex__`` of :class:`~tensordict.TensorDict`."""
+    """``__reduce_ex__`` of :class:`~tensordict.TensorDict`: upstream's layout
+    (``tensordict._reductions._make_td``), so pickles and ``torch.save`` files load with either
+    package; a consolidated one pickles as its storage and metadata."""
     if _consolidated_fast_path(td):
         return reduce_consolidated(td, protocol)
+    from tensordict.core.upstream_pickle import reduce_tensordict_upstream
+
     proto = protocol if isinstance(protocol, int) else pickle.DEFAULT_PROTOCOL
-    packed: dict[str, Any] = {}
-    for key, value in td._tensordict.items():
-        if _packable(value) if isinstance(value, torch.Tensor) else False:
-            packed[key] = pack_tensor(value, proto)
-        else:
-            packed[key] = value
-    names = td._names
-    return (
-        rebuild_tensordict,
-        (
-            type(td),
-            packed,
-            tuple(td._batch_size),
-            str(td._device) if td._device is not None else None,
-            names,
-            td._is_locked,
-            td._is_memmap,
-            td._memmap_prefix,
-        ),
-    )
+    return reduce_tensordict_upstream(td, proto)
 
 
 def reduce_for_multiprocessing(td: Any) -> tuple[Any, ...]:
@@ -184,7 +152,7 @@ def reduce_for_multiprocessing(td: Any) -> tuple[Any, ...]:
     A consolidated tensordict sends its one storage (one shared segment) and its metadata.
     """
     if _consolidated_fast_path(td):
-        return reduce_consolidated(td, None, share=True)
+        return reduce_consolidated(td, None)
     return (
         rebuild_tensordict,
         (
@@ -210,7 +178,8 @@ def rebuild_tensordict(
     is_memmap: bool,
     prefix: str | None,
 ) -> Any:
-    """Module-level rebuild function (cheap to reference under pickle and cloudpickle)."""
+    """Module-level rebuild function (cheap to reference under pickle and cloudpickle); also
+    reads pickles written by earlier versions of this package."""
     source = {
         key: unpack_tensor(*value) if value.__class__ is tuple else value
         for key, value in packed.items()

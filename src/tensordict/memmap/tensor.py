@@ -31,6 +31,7 @@ import torch
 
 from tensordict.core.indexing import is_first_class_dim
 from tensordict.core.pickling import _DTYPES
+from tensordict.core.upstream_pickle import examples_of
 from tensordict.errors import (
     AlreadyMemmappedError,
     FirstClassDimMemmapError,
@@ -263,7 +264,8 @@ class MemoryMappedTensor(torch.Tensor):
     """A tensor stored in a memory-mapped file (or anonymous shared memory).
 
     Examples:
-        >>> import tempfile, os
+        >>> import tempfile, os, torch
+        >>> from tensordict.memmap import MemoryMappedTensor
         >>> d = tempfile.mkdtemp()
         >>> path = os.path.join(d, "x.memmap")
         >>> t = MemoryMappedTensor.from_tensor(torch.arange(6.0), filename=path)
@@ -621,6 +623,12 @@ class MemoryMappedTensor(torch.Tensor):
         if filename is None:
             return (rebuild_anonymous, (plain,))
         numel = plain.untyped_storage().nbytes() // plain.element_size()
+        if plain.storage_offset() == 0 and plain.is_contiguous() and plain.numel() == numel:
+            # the whole file: upstream's form, so the pickle loads with either package
+            return (MemoryMappedTensor.from_filename, (filename, self.dtype, plain.shape, None))
+        return self._reduce_view(plain, filename, numel)
+
+    def _reduce_view(self, plain: torch.Tensor, filename: str, numel: int) -> tuple[Any, ...]:
         directory, name = os.path.split(filename)
         return (
             rebuild_file_view,
@@ -638,6 +646,11 @@ class MemoryMappedTensor(torch.Tensor):
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
         text = repr(self.as_subclass(torch.Tensor))
         return "MemoryMappedTensor" + text[len("tensor") :]
+
+
+# pickles and ``repr(type)`` name the class by upstream's path (which re-exports it)
+MemoryMappedTensor.__module__ = "tensordict.memmap"
+__test__ = examples_of(MemoryMappedTensor)  # its methods' examples (doctest skips them)
 
 
 def _new_shared(shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
@@ -702,8 +715,7 @@ def _constructor_args(
 def _reusable(
     input: torch.Tensor, filename: Any, copy_existing: bool, copy_data: bool, shape: Any
 ) -> MemoryMappedTensor | None:
-    """``input`` itself when ``from_tensor`` has nothing to do; raises when it would need to
-    copy a file-backed tensor without ``copy_existing``."""
+    """``input`` when ``from_tensor`` has nothing to do (a file-backed one needs copy_existing)."""
     if not isinstance(input, MemoryMappedTensor) or copy_existing or shape is not None:
         return None
     if filename is None:
@@ -712,7 +724,7 @@ def _reusable(
     if is_whole_file(input, path):
         return input
     if input.filename is not None and input.filename != path:
-        raise AlreadyMemmappedError(  # (upstream's wording first)
+        raise AlreadyMemmappedError(  # upstream's wording first
             "A filename was provided but the tensor already has a file associated: it lives in "
             f"{input.filename}; asked to memory-map it to {path}. Pass copy_existing=True to "
             "copy it there."

@@ -72,6 +72,7 @@ def _written_methods() -> dict[str, Any]:
         {
             "__repr__": _mark(tensorclass_repr),
             "__reduce_ex__": _mark(construct.reduce_ex),
+            "__setstate__": _mark(construct.setstate),
             "__copy__": _mark(construct.copy_),
             "__deepcopy__": _mark(construct.deepcopy_),
             "to_dict": _mark(construct.to_dict),

@@ -11,6 +11,7 @@ the class's rules (see :mod:`tensordict.tensorclass.fields`).
 from __future__ import annotations
 
 import copy
+import copyreg
 import dataclasses
 import functools
 import inspect
@@ -363,9 +364,19 @@ def rebuild(cls: type, td: Any, non_tensordict: dict[str, Any]) -> Any:
 
 
 def reduce_ex(self: Any, protocol: Any) -> tuple[Any, ...]:
-    """Pickle as (class, inner tensordict, non-tensor fields): the inner tensordict pickles
-    itself, so a memory-mapped instance travels as file references."""
-    return (rebuild, (type(self), self._tensordict, self._non_tensordict))
+    """Pickle as upstream does: ``cls.__new__(cls)``, then :func:`setstate` with the inner
+    tensordict and the non-tensor fields (so pickles load with either package); the inner
+    tensordict pickles itself, so a memory-mapped instance travels as file references."""
+    state = {"tensordict": self._tensordict, "non_tensordict": dict(self._non_tensordict)}
+    return (copyreg.__newobj__, (type(self),), state)  # type: ignore[attr-defined]
+
+
+def setstate(self: Any, state: Mapping[str, Any]) -> None:
+    """``__setstate__``: the state :func:`reduce_ex` (or upstream's pickling) wrote."""
+    non_tensordict = state.get("non_tensordict")
+    d = self.__dict__
+    d["_tensordict"] = state["tensordict"]
+    d["_non_tensordict"] = dict(non_tensordict) if non_tensordict else {}
 
 
 def copy_(self: Any) -> Any:
