@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tensordict import TensorDict, unravel_key, unravel_key_list
+from tensordict import TensorDict, is_leaf_nontensor, unravel_key, unravel_key_list
 from tensordict.errors import KeyTypeError, TensorDictKeyError
 
 
@@ -110,11 +110,14 @@ def test_membership_of_a_non_key_in_a_keys_view_raises_type_error() -> None:
 
 def test_keys_include_nested_leaves_only() -> None:
     keys = list(make().keys(include_nested=True, leaves_only=True))
-    assert keys == ["a", ("b", "c"), ("b", "d", "e"), "s"]
+    assert keys == ["a", ("b", "c"), ("b", "d", "e")]  # the string "s" is not a leaf, as upstream
+    with_str = list(make().keys(include_nested=True, leaves_only=True, is_leaf=is_leaf_nontensor))
+    assert with_str == ["a", ("b", "c"), ("b", "d", "e"), "s"]
 
 
 def test_keys_leaves_only_without_nesting() -> None:
-    assert list(make().keys(leaves_only=True)) == ["a", "s"]
+    assert list(make().keys(leaves_only=True)) == ["a"]
+    assert list(make().keys(leaves_only=True, is_leaf=is_leaf_nontensor)) == ["a", "s"]
 
 
 def test_keys_view_supports_in_with_nested_keys() -> None:
@@ -138,7 +141,8 @@ def test_keys_view_len() -> None:
     td = make()
     assert len(td.keys()) == 3
     assert len(td.keys(include_nested=True)) == 6
-    assert len(td.keys(include_nested=True, leaves_only=True)) == 4
+    assert len(td.keys(include_nested=True, leaves_only=True)) == 3
+    assert len(td.keys(include_nested=True, leaves_only=True, is_leaf=is_leaf_nontensor)) == 4
 
 
 def test_keys_view_is_live() -> None:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from tensordict import NonTensorData, PersistentTensorDict, TensorDict
+from tensordict import NonTensorData, PersistentTensorDict, TensorDict, is_leaf_nontensor
 from tensordict.errors import BatchSizeError, FormatValueError, LockedError, ShapeMismatchError
 
 from . import helpers
@@ -46,7 +46,10 @@ def test_from_dict_writes_one_dataset_per_leaf_readable_by_h5py(ptd, td, tmp_pat
 
 
 def test_keys_and_shapes_need_no_data_read(ptd):
-    assert set(ptd.keys(True, True)) == {"x", ("n", "y"), ("n", "z"), "label"}
+    # non-tensor entries (the string "label") are leaves only with is_leaf_nontensor, as upstream
+    assert set(ptd.keys(True, True)) == {"x", ("n", "y"), ("n", "z")}
+    everything = ptd.keys(True, True, is_leaf=is_leaf_nontensor)
+    assert set(everything) == {"x", ("n", "y"), ("n", "z"), "label"}
     assert ptd["n"].batch_size == torch.Size([10])
 
 

@@ -10,7 +10,7 @@ import pytest
 import redis
 import torch
 
-from tensordict import LazyStackedTensorDict, TensorDict
+from tensordict import LazyStackedTensorDict, TensorDict, is_leaf_nontensor
 from tensordict.errors import (
     LockedError,
     ShapeMismatchError,
@@ -62,7 +62,8 @@ def test_layout_is_upstreams(store, store_kwargs):
 
 def test_keys_and_shapes_download_no_data(store, monkeypatch):
     sent = _commands(store, monkeypatch)
-    assert set(store.keys(True, True)) == {"obs", ("n", "x"), "label"}
+    assert set(store.keys(True, True)) == {"obs", ("n", "x")}  # non-tensor: not a leaf
+    assert set(store.keys(True, True, is_leaf=is_leaf_nontensor)) == {"obs", ("n", "x"), "label"}
     assert "obs" in repr(store)
     assert not [
         c for batch in sent for c in batch if c[0] in ("get", "getrange") and "d:obs" in c[1][0]

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from tensordict.core.collection import TensorCollection
+from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.ops import OpsMixin, _is_collection, keep_lock_of
 from tensordict.core.shape import broadcasts_to
@@ -36,7 +37,7 @@ def _comparable(other: object) -> bool:
 
 
 def _leaf_keys(td: Any) -> set[Any]:
-    return set(td.keys(include_nested=True, leaves_only=True))
+    return set(td.keys(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor))
 
 
 def _check_same_keys(td: Any, other: Any) -> None:
@@ -473,8 +474,16 @@ def _clamp_max_(x: torch.Tensor, y: Any) -> torch.Tensor:
 def pad_missing(td: Any, other: Any, pad: Any, what: str) -> tuple[Any, Any]:
     """``td`` and ``other`` with the same tensor entries: those one side lacks are filled with
     ``pad`` (shaped like the other side's entry), or, with ``"intersection"``, dropped."""
-    mine = {k: v for k, v in td.items(True, True) if isinstance(v, torch.Tensor)}
-    theirs = {k: v for k, v in other.items(True, True) if isinstance(v, torch.Tensor)}
+    mine = {
+        k: v
+        for k, v in td.items(True, True, is_leaf=leaf_or_non_tensor)
+        if isinstance(v, torch.Tensor)
+    }
+    theirs = {
+        k: v
+        for k, v in other.items(True, True, is_leaf=leaf_or_non_tensor)
+        if isinstance(v, torch.Tensor)
+    }
     if mine.keys() == theirs.keys():
         return td, other
     if pad is None:

@@ -29,6 +29,7 @@ from tensordict.core.keys import (
     ValuesView,
     is_collection_class,
     key_path,
+    leaf_or_non_tensor,
     place_unflattened,
     unravel_key,
 )
@@ -230,7 +231,10 @@ class TensorDictBase(
 
     def is_empty(self) -> bool:
         """Whether the tensordict holds no leaf (nested empty tensordicts count as empty)."""
-        return not any(True for _ in self.keys(include_nested=True, leaves_only=True))
+        return not any(
+            True
+            for _ in self.keys(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor)
+        )
 
     def auto_batch_size_(self: T, batch_dims: int | None = None) -> T:
         """Set the batch size to the longest shape prefix shared by every leaf.
@@ -419,7 +423,9 @@ class TensorDictBase(
             ['a.b']
         """
         source: dict[str, Any] = {}
-        for key, value in self.items(include_nested=True, leaves_only=True):
+        for key, value in self.items(
+            include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor
+        ):
             flat = key if isinstance(key, str) else separator.join(key)
             if flat in source:
                 raise TensorDictKeyError(

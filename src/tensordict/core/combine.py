@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from tensordict.core.collection import TensorCollection
+from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.non_tensor_combine import cat_non_tensor, stack_non_tensor
 from tensordict.core.ops import keep_lock_of
@@ -445,7 +446,11 @@ def _autograd_grad(outputs: Any, inputs: Any, grad_outputs: Any = None, **kwargs
         x[0] if isinstance(x, (tuple, list)) and len(x) == 1 else x
         for x in (outputs, inputs, grad_outputs)
     )
-    keys = [k for k, v in inputs.items(True, True) if isinstance(v, torch.Tensor)]
+    keys = [
+        k
+        for k, v in inputs.items(True, True, is_leaf=leaf_or_non_tensor)
+        if isinstance(v, torch.Tensor)
+    ]
     if isinstance(grad_outputs, TensorCollection):
         grad_outputs = [grad_outputs.get(k) for k in keys]  # type: ignore[attr-defined]
     grads = torch.autograd.grad(

@@ -15,7 +15,7 @@ import torch
 from tensordict.core.base import TensorDictBase, as_size
 from tensordict.core.entries import _UNSET, locked_message
 from tensordict.core.indexing import IndexPlan, index_jagged, plan_index
-from tensordict.core.keys import is_key_index
+from tensordict.core.keys import is_key_index, leaf_or_non_tensor
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.non_tensor_api import register_shell
 from tensordict.core.unbatched import is_unbatched, rebatch
@@ -583,7 +583,7 @@ def _check_ragged(td: TensorDict, batch_size: torch.Size) -> None:
     """A batch size with ``-1`` (a ragged dim, as upstream) needs a nested tensor to be ragged."""
     if not any(
         isinstance(v, torch.Tensor) and v.is_nested
-        for v in td.values(include_nested=True, leaves_only=True)
+        for v in td.values(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor)
     ):
         raise BatchSizeError(
             f"batch_size={list(batch_size)}: -1 marks a dim where nested tensors are ragged, "

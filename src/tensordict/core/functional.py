@@ -17,7 +17,7 @@ import torch
 from tensordict.core.base import is_tensor_collection
 from tensordict.core.combine import stack
 from tensordict.core.dense import TensorDict
-from tensordict.core.keys import NestedKey, unravel_key
+from tensordict.core.keys import NestedKey, leaf_or_non_tensor, unravel_key
 from tensordict.core.lazy_shape import maybe_dense_stack as best_intention_stack
 from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
@@ -245,10 +245,13 @@ def merge_tensordicts(
         )
     out = tensordicts[0].clone()
     seen: dict[NestedKey, list[Any]] = {
-        unravel_key(k): [v] for k, v in out.items(include_nested=True, leaves_only=True)
+        unravel_key(k): [v]
+        for k, v in out.items(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor)
     }
     for td in tensordicts[1:]:
-        for key, value in td.items(include_nested=True, leaves_only=True):
+        for key, value in td.items(
+            include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor
+        ):
             values = seen.setdefault(unravel_key(key), [])
             if not values:
                 out.set(key, value)

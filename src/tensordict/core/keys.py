@@ -241,11 +241,23 @@ def unravel_key_to_tuple(key: Any) -> tuple[str, ...]:
 
 
 def is_leaf_default(value: Any) -> bool:
-    """Whether a value is a leaf for ``leaves_only`` purposes (tensors and non-tensor data)."""
+    """Whether a value is a leaf for ``leaves_only`` purposes when no ``is_leaf`` is given.
+
+    As upstream, only what is not a tensor collection is a leaf: tensordicts and tensorclasses
+    are walked into, non-tensor data (``NonTensorData``, ``NonTensorStack``) is neither a leaf
+    nor walked into, so ``keys(True, True)`` leaves it out. Pass
+    ``is_leaf=is_leaf_nontensor`` to list it.
+
+    Examples:
+        >>> is_leaf_default(torch.zeros(2)), is_leaf_default(NonTensorData("x"))
+        (True, False)
+    """
     from tensordict.core.base import TensorDictBase
 
-    tensorclass = getattr(type(value), "_is_tensorclass", False)
-    return not isinstance(value, TensorDictBase) and not tensorclass
+    cls = type(value)
+    if isinstance(value, TensorDictBase) or getattr(cls, "_is_tensorclass", False):
+        return False
+    return not issubclass(cls, (NonTensorData, NonTensorStack))
 
 
 def is_collection_class(cls: type) -> bool:
@@ -307,6 +319,22 @@ def is_leaf_nontensor(cls: type) -> bool:
         [True, True, False]
     """
     return issubclass(cls, (torch.Tensor, NonTensorData, NonTensorStack))
+
+
+def leaf_or_non_tensor(cls: type) -> bool:
+    """An internal leaf test (called with an entry's class) under which everything but a
+    tensordict or a tensorclass is a leaf, non-tensor data included.
+
+    For our own walks that must see every stored entry (copying, saving, padding, formats):
+    ``keys(True, True)`` without ``is_leaf`` skips non-tensor data, as upstream.
+
+    Examples:
+        >>> leaf_or_non_tensor(NonTensorData), leaf_or_non_tensor(torch.Tensor)
+        (True, True)
+    """
+    from tensordict.core.base import TensorDictBase
+
+    return not issubclass(cls, TensorDictBase) and not getattr(cls, "_is_tensorclass", False)
 
 
 class _LeavesAsLists:
@@ -409,8 +437,8 @@ class KeysView:
         if value is None:
             return False
         if self._leaves_only:
-            if self._is_leaf is None:
-                return is_leaf_default(value)
+            if self._is_leaf is None:  # non-tensor data counts here, as upstream
+                return is_leaf_default(value) or is_non_tensor_class(type(value))
             return bool(self._is_leaf(type(value)))
         return True
 

@@ -27,6 +27,7 @@ import torch
 
 from tensordict.core.collection import TensorCollection
 from tensordict.core.indexing import is_first_class_dim, plan_index
+from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.errors import IndexingError, LazyFirstClassDimError, ShapeMismatchError
 
 __all__ = ["Member", "Stack", "decompose", "evaluate", "node_ndim", "split_value", "stage_writes"]
@@ -258,7 +259,9 @@ class LeafProbe:
 
     def tensor_paths(self) -> list[tuple[str, ...]]:
         paths = []
-        for key in self.member.keys(include_nested=True, leaves_only=True):
+        for key in self.member.keys(
+            include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor
+        ):
             path = key if isinstance(key, tuple) else (key,)
             if self.feature_dims(path) is not None:
                 paths.append(path)

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from tensordict.core.collection import TensorCollection as TensorDictBaseLike
+from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.lazy_views import lazy_shape_view
 from tensordict.core.options import lazy_legacy
 from tensordict.core.shape import normalize_dim
@@ -366,8 +367,11 @@ def maybe_dense_stack(tds: Sequence[Any], dim: int = 0) -> Any:
 
 
 def _same_keys(tds: Sequence[Any]) -> bool:
-    keys = set(tds[0].keys(include_nested=True, leaves_only=True))
-    return all(set(td.keys(include_nested=True, leaves_only=True)) == keys for td in tds[1:])
+    keys = set(tds[0].keys(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor))
+    return all(
+        set(td.keys(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor)) == keys
+        for td in tds[1:]
+    )
 
 
 def _all_same_bs(tds: Sequence[Any]) -> bool:
@@ -461,7 +465,7 @@ def _filled_like(td: Any, value: float) -> Any:
     from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 
     out = td.apply(lambda x: torch.full_like(x, value))
-    for key in td.keys(include_nested=True, leaves_only=True):
+    for key in td.keys(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor):
         entry = td.get(key)
         if isinstance(entry, (NonTensorData, NonTensorStack)):
             empty = np.full(tuple(entry.batch_size), None, dtype=object)

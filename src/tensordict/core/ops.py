@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import torch
 
 from tensordict.core.collection import TensorCollection
+from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.shape import nested_names
 from tensordict.core.unbatched import is_unbatched, rebatch
@@ -435,7 +436,9 @@ def _own_keys(td: Any) -> list[str]:
 
 
 def _is_empty(td: Any) -> bool:
-    return not any(True for _ in td.keys(include_nested=True, leaves_only=True))
+    return not any(
+        True for _ in td.keys(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor)
+    )
 
 
 class CastMixin(TensorCollection):

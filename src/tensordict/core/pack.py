@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from tensordict.core.keys import leaf_or_non_tensor
+
 __all__ = ["PackLayout", "pack"]
 
 
@@ -110,8 +112,8 @@ def _has_exclusive_keys(value: Any) -> bool:
         members = getattr(value._tensordict, "tensordicts", None)
     if not members:
         return False
-    first = set(members[0].keys(True, True))
-    return any(set(m.keys(True, True)) != first for m in members[1:])
+    first = set(members[0].keys(True, True, is_leaf=leaf_or_non_tensor))
+    return any(set(m.keys(True, True, is_leaf=leaf_or_non_tensor)) != first for m in members[1:])
 
 
 def _collect(td: Any, batch_dims: int) -> tuple[dict[Any, torch.Tensor], list[Any]]:

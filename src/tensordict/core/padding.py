@@ -13,7 +13,7 @@ from torch.nn import functional as F
 from tensordict.core.base import TensorDictBase, is_tensor_collection
 from tensordict.core.dense import TensorDict
 from tensordict.core.functional import maybe_dense_stack
-from tensordict.core.keys import NestedKey, unravel_key
+from tensordict.core.keys import NestedKey, leaf_or_non_tensor, unravel_key
 from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.unbatched import is_unbatched, rebatch
@@ -137,7 +137,9 @@ def pad(
     target = tensordict._tensordict if getattr(type(tensordict), "_is_tensorclass", False) else None
     td = target if target is not None else tensordict
     out = td.empty(batch_size=new_bs) if not inplace else td
-    for key, leaf in list(td.items(include_nested=True, leaves_only=True)):
+    for key, leaf in list(
+        td.items(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor)
+    ):
         if is_unbatched(leaf):  # exempt from the batch dims: only its batch size changes
             holder = td if isinstance(key, str) or len(key) == 1 else td.get(key[:-1])
             padded: Any = rebatch(leaf, new_bs + holder.batch_size[ndim:])
@@ -256,7 +258,7 @@ def pad_sequence(
     left = padding_side == "left"
     bs = tds[0].batch_size
     on_batch = 0 <= pad_dim < len(bs)
-    keys = list(tds[0].keys(include_nested=True, leaves_only=True))
+    keys = list(tds[0].keys(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor))
     values = padding_value if isinstance(padding_value, Mapping) else None
     if values is not None:
         known = {unravel_key(k) for k in keys}
@@ -363,7 +365,9 @@ def unpad_sequence(
         sample_mask = mask[i] if isinstance(mask, torch.Tensor) else None
         sample = row.empty() if not on_batch else None
         sizes: dict[NestedKey, tuple[int, int]] = {}
-        for key, value in row.items(include_nested=True, leaves_only=True):
+        for key, value in row.items(
+            include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor
+        ):
             m = sample_mask if sample_mask is not None else mask[i].get(key, None)  # type: ignore[union-attr]
             if m is None:
                 if isinstance(value, torch.Tensor):
@@ -506,7 +510,7 @@ def _collate_special(
         sub = [td.select(*padded) for td in tds]
         values = {k: v for k, v in pad_keys.items()}
         out = pad_sequence(sub, padding_value=values, return_mask=mask_key or False)
-        for key in out.keys(include_nested=True, leaves_only=True):
+        for key in out.keys(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor):
             rest.set(key, out.get(key))
     if template is not None:
         return _rewrap(template, rest)

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from tensordict.core.collection import TensorCollection
+from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.errors import ShapeMismatchError
 
 __all__ = ["LazyRaggedMixin", "RaggedMixin", "pad_and_stack"]
@@ -129,7 +130,7 @@ class RaggedMixin(TensorCollection):
 def _component_sizes(td: Any) -> list[list[int]]:
     """The component shapes of the first nested tensor leaf of ``td`` (whose batch size has a
     ragged dim, ``-1``)."""
-    for leaf in td.values(include_nested=True, leaves_only=True):
+    for leaf in td.values(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor):
         if isinstance(leaf, torch.Tensor) and leaf.is_nested:
             return [list(c.shape) for c in leaf.unbind()]
     raise ShapeMismatchError(

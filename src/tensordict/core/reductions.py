@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.ops import OpsMixin
 from tensordict.core.unbatched import is_unbatched
 from tensordict.errors import BatchSizeError
@@ -260,7 +261,7 @@ class ReductionsMixin(OpsMixin):
 
     def _unbatched_keys(self) -> list[Any]:
         td: Any = self
-        return [k for k, v in td.items(True, True) if is_unbatched(v)]
+        return [k for k, v in td.items(True, True, is_leaf=leaf_or_non_tensor) if is_unbatched(v)]
 
     def amax(self, dim: Any = None, keepdim: bool = False, *, reduce: bool | None = None) -> Any:
         """Maximum values over a batch dimension (``max(..., return_indices=False)``); without
@@ -459,7 +460,7 @@ def _warn_first_dim_only(name: str) -> None:
 
 def _write_into(out: Any, result: Any) -> Any:
     """Copy ``result``'s leaves into ``out`` (existing tensors in place) and return ``out``."""
-    for key, value in result.items(True, True):
+    for key, value in result.items(True, True, is_leaf=leaf_or_non_tensor):
         current = out.get(key, None)
         if isinstance(current, torch.Tensor) and current.shape == value.shape:
             current.copy_(value)

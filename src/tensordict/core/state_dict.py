@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from tensordict.core.collection import TensorCollection
+from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.non_tensor import NonTensorData, is_non_tensor
 from tensordict.errors import KeyMismatchError
 
@@ -126,7 +127,10 @@ def _collect(
 
 
 def _check_keys(td: Any, entries: dict[tuple[str, ...], Any]) -> None:
-    own = {(k,) if isinstance(k, str) else tuple(k) for k in td.keys(True, True)}
+    own = {
+        (k,) if isinstance(k, str) else tuple(k)
+        for k in td.keys(True, True, is_leaf=leaf_or_non_tensor)
+    }
     given = set(entries)
     if own != given:
         raise KeyMismatchError(

@@ -11,7 +11,7 @@ import torch
 
 from tensordict.core.collection import TensorCollection
 from tensordict.core.consolidate import run_early
-from tensordict.core.keys import NestedKey
+from tensordict.core.keys import NestedKey, leaf_or_non_tensor
 from tensordict.core.non_tensor import is_non_tensor
 
 __all__ = ["StorageMixin"]
@@ -30,7 +30,7 @@ class StorageMixin(TensorCollection):
         td: Any = self
         for value in td._tensor_leaves():
             value.share_memory_()
-        for key in td.keys(include_nested=True, leaves_only=True):
+        for key in td.keys(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor):
             entry = td._get_path(key if isinstance(key, tuple) else (key,), None)
             if is_non_tensor(entry):
                 entry.share_memory_()  # marks it shared and locks it, as upstream

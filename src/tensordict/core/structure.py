@@ -14,7 +14,7 @@ import torch
 
 from tensordict.core.collection import TensorCollection
 from tensordict.core.entries import locked_message
-from tensordict.core.keys import NestedKey, key_path, unravel_key
+from tensordict.core.keys import NestedKey, key_path, leaf_or_non_tensor, unravel_key
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
 from tensordict.core.setitem import flat_items
 from tensordict.core.state_dict import load_state_dict, state_dict
@@ -104,7 +104,7 @@ class StructureMixin(TensorCollection):
 
     def _leaves_in_order(self, order: bool | list[Any] | None) -> list[torch.Tensor]:
         td: Any = self
-        keys = list(td.keys(True, True))
+        keys = list(td.keys(True, True, is_leaf=leaf_or_non_tensor))
         if isinstance(order, list):
             keys = order
         elif order:
@@ -195,7 +195,11 @@ class StructureMixin(TensorCollection):
             2
         """
         td: Any = self
-        nested = (len(key) - 1 for key in td.keys(True, True) if isinstance(key, tuple))
+        nested = (
+            len(key) - 1
+            for key in td.keys(True, True, is_leaf=leaf_or_non_tensor)
+            if isinstance(key, tuple)
+        )
         return max(nested, default=0)
 
     def get_item_shape(self, key: NestedKey) -> torch.Size:
@@ -414,7 +418,12 @@ class StructureMixin(TensorCollection):
             source = source._tensordict
         collection = isinstance(source, TensorCollection)
         if collection:
-            flat = {k: None for k in source.keys(include_nested=True, leaves_only=True)}
+            flat = {
+                k: None
+                for k in source.keys(
+                    include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor
+                )
+            }
         else:
             flat = {unravel_key(path): v for path, v in flat_items(source)}
         keys = list(flat)
@@ -482,7 +491,9 @@ class StructureMixin(TensorCollection):
         td: Any = self
         return [
             (k, td.get_non_tensor(k))
-            for k in td.keys(include_nested=include_nested, leaves_only=True)
+            for k in td.keys(
+                include_nested=include_nested, leaves_only=True, is_leaf=leaf_or_non_tensor
+            )
             if is_non_tensor(td._get_path(key_path(k), None))
         ]
 

@@ -16,6 +16,7 @@ import torch
 
 from tensordict.core.arithmetic import pad_missing
 from tensordict.core.collection import TensorCollection
+from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.ops import _is_collection, keep_lock_of
 from tensordict.core.shape import normalize_dim
 from tensordict.errors import BatchSizeError, DTypeCastError
@@ -446,7 +447,7 @@ class TensorMethodsMixin(TensorCollection):
         """The gradients of the entries that have one, as a tensordict (None if none has)."""
         keys = [
             k
-            for k in self.keys(include_nested=True, leaves_only=True)  # type: ignore[attr-defined]
+            for k in self.keys(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor)  # type: ignore[attr-defined]
             if isinstance(self.get(k), torch.Tensor) and self.get(k).grad is not None  # type: ignore[attr-defined]
         ]
         if not keys:
@@ -469,7 +470,7 @@ class TensorMethodsMixin(TensorCollection):
         """
         keys = [
             k
-            for k in self.keys(include_nested=True, leaves_only=True)  # type: ignore[attr-defined]
+            for k in self.keys(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor)  # type: ignore[attr-defined]
             if isinstance(self.get(k), torch.Tensor)  # type: ignore[attr-defined]
         ]
         tensors = [self.get(k) for k in keys]  # type: ignore[attr-defined]

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from tensordict.core.collection import TensorCollection
+from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.non_tensor import is_non_tensor
 from tensordict.core.unbatched import is_unbatched
 from tensordict.errors import BatchSizeError, DeviceMismatchError
@@ -162,7 +163,7 @@ class UpstreamPrivateMixin(TensorCollection):
         if device is None:
             return True
         td: Any = self
-        for key, value in td.items(True, True):
+        for key, value in td.items(True, True, is_leaf=leaf_or_non_tensor):
             if isinstance(value, torch.Tensor) and value.device != device:
                 if raise_exception:
                     raise DeviceMismatchError(
@@ -227,5 +228,7 @@ class UpstreamPrivateMixin(TensorCollection):
         members = getattr(self, "tensordicts", None)
         if not members:
             return False
-        first = set(members[0].keys(True, True))
-        return any(set(td.keys(True, True)) != first for td in members[1:])
+        first = set(members[0].keys(True, True, is_leaf=leaf_or_non_tensor))
+        return any(
+            set(td.keys(True, True, is_leaf=leaf_or_non_tensor)) != first for td in members[1:]
+        )

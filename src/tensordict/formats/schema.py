@@ -9,6 +9,7 @@ import torch
 
 from tensordict.core.base import as_size
 from tensordict.core.dense import TensorDict
+from tensordict.core.keys import leaf_or_non_tensor
 
 __all__ = ["STORAGES", "from_schema"]
 
@@ -61,7 +62,7 @@ def _persistent_zeros(spec: TensorDict, backend: str, device: Any, **kwargs: Any
     out = PersistentTensorDict.from_dict(
         TensorDict({}, batch_size=spec.batch_size), filename, backend=backend, device=device
     )
-    for key, value in spec.items(include_nested=True, leaves_only=True):
+    for key, value in spec.items(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor):
         path = (key,) if isinstance(key, str) else key
         parent = out._parent_for_write(path, create=True)
         parent._node.create_zeros(path[-1], tuple(value.shape), value.dtype)

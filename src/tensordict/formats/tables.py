@@ -24,6 +24,7 @@ import torch
 
 from tensordict.core.base import TensorDictBase
 from tensordict.core.dense import TensorDict
+from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.errors import FormatValueError
 from tensordict.formats.deps import require
@@ -419,7 +420,9 @@ def to_pandas(td: Any, *, separator: str | None = None) -> Any:
     pd = _pd()
     n = _rows_of(td, "to_pandas")
     data: dict[str, Any] = {}
-    for key, value in _inner(td).items(include_nested=True, leaves_only=True):
+    for key, value in _inner(td).items(
+        include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor
+    ):
         if isinstance(key, tuple):
             if separator is None:
                 raise ValueError(

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.lazy_views import _SubTensorDict
 from tensordict.errors import MemmapArchiveError, MemmapArchiveWriteError
 from tensordict.memmap import format as fmt
@@ -452,7 +453,7 @@ def _remap(t: torch.Tensor, tmp: str, leaves: dict[str, str], reader: _ArchiveRe
 
 
 def _refuse_nested(loaded: Any, path: str) -> None:
-    for t in loaded.values(True, True):
+    for t in loaded.values(True, True, is_leaf=leaf_or_non_tensor):
         if isinstance(t, torch.Tensor) and t.is_nested:
             raise MemmapArchiveWriteError(
                 f"{path} holds a nested tensor, which cannot be written in place "

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from tensordict.core.base import TensorDictBase, is_tensor_collection
-from tensordict.core.keys import NestedKey
+from tensordict.core.keys import NestedKey, leaf_or_non_tensor
 from tensordict.nn.keyword_dispatch import dispatch
 
 __all__ = ["CudaGraphModule"]
@@ -127,7 +127,11 @@ class CudaGraphModule:
                 f"{type(self).__name__} was captured with batch_size={self._static_in.batch_size} "
                 f"but got batch_size={tensordict.batch_size}. CUDA graphs replay fixed shapes."
             )
-        self._static_in.update_(tensordict.select(*self._static_in.keys(True, True), strict=False))
+        self._static_in.update_(
+            tensordict.select(
+                *self._static_in.keys(True, True, is_leaf=leaf_or_non_tensor), strict=False
+            )
+        )
         self.graph.replay()
         out = self._static_out
         return out.clone() if is_tensor_collection(out) else out
@@ -141,7 +145,9 @@ class CudaGraphModule:
 
     def _capture_td(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> Any:
         if any(
-            t.requires_grad for t in tensordict.values(True, True) if isinstance(t, torch.Tensor)
+            t.requires_grad
+            for t in tensordict.values(True, True, is_leaf=leaf_or_non_tensor)
+            if isinstance(t, torch.Tensor)
         ):
             raise RuntimeError(self._REQUIRES_GRAD_ERROR)
         self._static_in = tensordict.clone()

@@ -33,6 +33,7 @@ from torch.nn.parameter import UninitializedTensorMixin  # type: ignore[attr-def
 
 from tensordict.core.base import TensorDictBase
 from tensordict.core.dense import TensorDict
+from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.pytree import _exclude_td_from_pytree
 from tensordict.errors import FromModulesError
 from tensordict.memmap import MemoryMappedTensor
@@ -253,7 +254,7 @@ def _to_params_module(
 ) -> None:
     """``to_module`` into a ``TensorDictParams``: swap the tensors of the tensordict it wraps."""
     inner = target._param_td
-    for key, value in td.items(include_nested=True, leaves_only=True):
+    for key, value in td.items(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor):
         if not isinstance(value, torch.Tensor):
             continue
         old = inner.get(key)
@@ -413,7 +414,7 @@ def _to_module_state_dict(
     swap = from_module(module, use_state_dict=True).clone() if return_swap else None
     flat = {
         ".".join(k) if isinstance(k, tuple) else k: v
-        for k, v in td.items(include_nested=True, leaves_only=True)
+        for k, v in td.items(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor)
     }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

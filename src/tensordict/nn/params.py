@@ -23,7 +23,7 @@ from torch import nn
 
 from tensordict.core.base import TensorDictBase
 from tensordict.core.dense import TensorDict
-from tensordict.core.keys import NestedKey
+from tensordict.core.keys import NestedKey, leaf_or_non_tensor
 from tensordict.errors import MemmapParamsError, ParamsWriteError
 
 __all__ = ["TensorDictParams"]
@@ -83,7 +83,9 @@ class _LeafRegistry(MutableMapping[str, torch.Tensor]):
 
     def _leaves(self) -> Iterator[tuple[str, torch.Tensor]]:
         td = self._owner.__dict__["_param_td"]
-        for key, value in td.items(include_nested=True, leaves_only=True):
+        for key, value in td.items(
+            include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor
+        ):
             if isinstance(value, torch.Tensor) and (
                 isinstance(value, nn.Parameter) is self._parameters
             ):
@@ -521,7 +523,9 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
         """What ``module.to()`` / ``.double()`` call: parameters keep their identity."""
         td = self._param_td
         with torch.no_grad():
-            for key, value in list(td.items(include_nested=True, leaves_only=True)):
+            for key, value in list(
+                td.items(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor)
+            ):
                 if not isinstance(value, torch.Tensor):
                     continue
                 applied = fn(value)
@@ -548,7 +552,9 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
 
     def _save_to_state_dict(self, destination: Any, prefix: str, keep_vars: bool) -> None:
         # one entry per tensor in key order (parameters and buffers interleaved, as upstream)
-        for key, value in self._param_td.items(include_nested=True, leaves_only=True):
+        for key, value in self._param_td.items(
+            include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor
+        ):
             if isinstance(value, torch.Tensor):
                 name = key if isinstance(key, str) else ".".join(key)
                 destination[prefix + name] = value if keep_vars else value.detach()

@@ -20,6 +20,7 @@ from torch import distributions as D
 
 from tensordict.core.base import TensorDictBase, is_tensor_collection
 from tensordict.core.dense import TensorDict
+from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.nn.common import dispatch
 from tensordict.nn.distributions.composite import CompositeDistribution
 from tensordict.nn.interaction import (  # noqa: F401 (private names served here, as upstream)
@@ -369,7 +370,7 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
             if is_tensor_collection(lp):
                 renames, aggregated = self._log_prob_renames()
                 if renames and not aggregated:
-                    present = set(lp.keys(True, True))
+                    present = set(lp.keys(True, True, is_leaf=leaf_or_non_tensor))
                     _rename_entries(lp, [r for r in renames if r[0] in present])
             return lp
         out = self._last_module.log_prob(inputs, dist=dist, **kwargs)
@@ -421,7 +422,9 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
             tensordict_out.update(work, keys_to_update=self.out_keys)
             return tensordict_out
         if self._select_before_return:
-            keys = list(set(self.out_keys).union(tensordict.keys(True, True)))
+            keys = list(
+                set(self.out_keys).union(tensordict.keys(True, True, is_leaf=leaf_or_non_tensor))
+            )
             return tensordict.update(work, keys_to_update=keys)
         return work
 

@@ -17,7 +17,7 @@ from torch import nn
 
 from tensordict.core.base import TensorDictBase
 from tensordict.core.dense import TensorDict
-from tensordict.core.keys import NestedKey, unravel_key_list
+from tensordict.core.keys import NestedKey, leaf_or_non_tensor, unravel_key_list
 from tensordict.core.lazy_stack import LazyStackedTensorDict
 from tensordict.nn.common import (
     TensorDictModule,
@@ -280,7 +280,9 @@ class TensorDictSequential(TensorDictModule):
                         tensordict_out.set(key, value)
             return tensordict_out
         if self._select_before_return:
-            keys = list(set(self.out_keys).union(tensordict.keys(True, True)))
+            keys = list(
+                set(self.out_keys).union(tensordict.keys(True, True, is_leaf=leaf_or_non_tensor))
+            )
             return tensordict.update(work, keys_to_update=keys)
         return work
 

@@ -19,6 +19,7 @@ import torch
 
 from tensordict.core.collection import TensorCollection
 from tensordict.core.combine import stack
+from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.errors import BatchSizeError, NotPicklableError, WorkerCountWarning
 from tensordict.parallel.engine import OwnPool, drive, start_method_context, usable_cpus
 from tensordict.parallel.lifeline import check_can_start_workers
@@ -124,7 +125,7 @@ def _by_reference(td: Any) -> bool:
     try:
         if not td.is_memmap():
             return False
-        leaves = td.values(include_nested=True, leaves_only=True)
+        leaves = td.values(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor)
         return all(getattr(v, "filename", None) for v in leaves if isinstance(v, torch.Tensor))
     except Exception:
         return False

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from tensordict.core.collection import TensorCollection
+from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.errors import BatchSizeError, OutMismatchError
 from tensordict.parallel.plan import ChunkPlan, take
 
@@ -44,7 +45,9 @@ def _unwrap(value: Any) -> Any:
 def _leaf_shapes(td: Any) -> dict[Any, Any]:
     return {
         key: tuple(getattr(value, "shape", ()))
-        for key, value in td.items(include_nested=True, leaves_only=True)
+        for key, value in td.items(
+            include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor
+        )
     }
 
 

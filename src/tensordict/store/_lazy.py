@@ -23,6 +23,7 @@ import torch
 from tensordict.core.combine import stack
 from tensordict.core.dense import TensorDict
 from tensordict.core.indexing import plan_index
+from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.errors import ShapeMismatchError, StoreKeyError
 from tensordict.formats.backed import ARRAY, GROUP, BackedTensorDict
 from tensordict.store._connection import KEY_SEP, Connection, check_length, dtype_from_str
@@ -128,7 +129,10 @@ class LazyStackedTensorDictStore(BackedTensorDict):
             ("set", (conn.key("__inner_batch_size__"), json.dumps(list(out._inner_batch_size)))),
             ("set", (conn.key("__device__"), str(out._device or ""))),
         ]
-        leaves = [dict(m.items(include_nested=True, leaves_only=True)) for m in members]
+        leaves = [
+            dict(m.items(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor))
+            for m in members
+        ]
         for key in leaves[0]:
             if all(key in m for m in leaves[1:]):
                 path = key if isinstance(key, str) else KEY_SEP.join(key)
@@ -368,7 +372,7 @@ def _member_writes(
     if getattr(type(value), "_is_tensorclass", False):
         value = value._tensordict
     commands: list[Command] = []
-    for key, v in value.items(include_nested=True, leaves_only=True):
+    for key, v in value.items(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor):
         path = key if isinstance(key, str) else KEY_SEP.join(key)
         leaf = layouts.get(path)
         if leaf is None:

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from tensordict.core.indexing import plan_index
-from tensordict.core.keys import key_path
+from tensordict.core.keys import key_path, leaf_or_non_tensor
 from tensordict.core.non_tensor import NonTensorData, NonTensorStack
 from tensordict.core.shape import broadcasts_to
 from tensordict.errors import (
@@ -108,7 +108,7 @@ def _mismatch(batch_size: torch.Size, value: Any) -> str:
     """Upstream's wording for a value that does not fit the batch size."""
     inner = value._tensordict if _is_tc(value) else value
     if hasattr(inner, "_own_items"):
-        for key in inner.keys(include_nested=True, leaves_only=True):
+        for key in inner.keys(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor):
             leaf = inner.get(key)
             shape = getattr(leaf, "shape", None)
             if shape is not None and tuple(shape[: len(batch_size)]) != tuple(batch_size):

@@ -19,7 +19,7 @@ from torch import distributions as d
 
 from tensordict.core.base import TensorDictBase
 from tensordict.core.dense import TensorDict
-from tensordict.core.keys import NestedKey, unravel_key
+from tensordict.core.keys import NestedKey, leaf_or_non_tensor, unravel_key
 from tensordict.nn.utils import composite_lp_aggregate, set_composite_lp_aggregate
 
 __all__ = ["CompositeDistribution"]
@@ -48,7 +48,7 @@ def _sum_event_dims(value: torch.Tensor, batch_dims: int) -> torch.Tensor:
 def _total_log_prob(per_key: TensorDictBase) -> torch.Tensor:
     """The sum of per-key log-probabilities, each summed over its non-batch dimensions."""
     total: Any = 0.0
-    for value in per_key.values(include_nested=True, leaves_only=True):
+    for value in per_key.values(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor):
         total = total + _sum_event_dims(value, per_key.ndim)
     return total  # type: ignore[no-any-return]
 
