@@ -49,7 +49,10 @@ def test_max_tasks_per_child_does_not_leak_descriptors():
     for i, _ in enumerate(it):
         if i in (10, 110):
             counts.append(helpers.count_fds())
-    assert counts[1] <= counts[0] + 4, f"descriptors grew from {counts[0]} to {counts[1]}"
+    # 100 workers were replaced between the two counts: a leak of even one descriptor per worker
+    # shows as +100. A few belong to replacements still in flight when counted (the old worker's
+    # socket and pidfd until it is reaped in the background, the new one's), hence the slack.
+    assert counts[1] <= counts[0] + 16, f"descriptors grew from {counts[0]} to {counts[1]}"
 
 
 def test_holding_many_large_results_does_not_exhaust_descriptors(tmp_path):
