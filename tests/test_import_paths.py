@@ -321,35 +321,7 @@ def test_every_upstream_top_level_name_exists() -> None:
     assert set(upstream) <= set(tensordict.__all__)
 
 
-# ------------------------------------------------------------------------ placeholders
-def test_placeholder_class_is_importable_subclassable_and_fails_on_use() -> None:
-    from tensordict.core.placeholders import coming_class
-
-    Later = coming_class("Later", "tensordict.example", "a later feature", 99)
-
-    class Sub(Later):  # a module-level subclass in client code must still load
-        a: int
-
-    assert not isinstance(object(), Later)
-    assert Later["x"] is Later
-    with pytest.raises(NotYetAvailableError, match=r"tensordict.example.Later.*issue 99"):
-        Later()
-    with pytest.raises(NotYetAvailableError, match="issue 99"):
-        Sub()
-
-
-def test_placeholder_error_is_a_not_implemented_error_naming_the_feature() -> None:
-    from tensordict.core.placeholders import coming_class, coming_function
-
-    later = coming_function("later", "tensordict.example", "a later feature", 99)
-    Later = coming_class("Later", "tensordict.example", "a later feature", 99)
-    with pytest.raises(NotImplementedError, match=r"later.*a later feature \(issue 99\)"):
-        later("x.h5")
-    with pytest.raises(NotYetAvailableError, match=r"Later\.RANDOM"):
-        _ = Later.RANDOM
-
-
-def test_placeholder_private_attribute_is_a_plain_attribute_error() -> None:
+def test_a_missing_private_attribute_is_a_plain_attribute_error() -> None:
     from tensordict.utils import TensorDictFuture
 
     # pytest, pickle, typing and hasattr() probe dunder/private attributes: those stay normal
