@@ -187,7 +187,7 @@ def ray_available() -> bool:
 def consolidate(quick: bool) -> tuple[dict[str, Any], list[Row]]:
     from benchmarks import consolidate as suite
 
-    raw = suite.run(rounds=1 if quick else 2, repeat=3 if quick else 5)
+    raw = suite.run(rounds=1 if quick else 3, repeat=3 if quick else 21)
     rows = []
     for r in raw["rows"]:
         row = {k: r[k] for k in ("name", "unit", "median", "min", "max")}
