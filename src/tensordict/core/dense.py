@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from tensordict.core.base import TensorDictBase, as_size
+from tensordict.core.dim_names import checked_names
 from tensordict.core.entries import _UNSET, locked_message
 from tensordict.core.indexing import IndexPlan, index_jagged, plan_index
 from tensordict.core.keys import is_key_index, leaf_or_non_tensor
@@ -492,17 +493,8 @@ class TensorDict(TensorDictBase):
             self._names = None
             self._rename_nested([None] * len(self._batch_size))
             return
-        value = list(value)
-        if len(value) != len(self._batch_size):
-            raise BatchSizeError(
-                "the length of the dimension names must equate the tensordict batch_dims: got "
-                f"{len(value)} names {value} for batch_size={list(self._batch_size)}. Give one "
-                "name (or None) per batch dimension."
-            )
-        named = [v for v in value if v is not None]
-        if len(set(named)) != len(named):
-            raise ValueError(f"dimension names must be unique, got {value}.")
-        self._names = value if named else None
+        value = checked_names(value, self._batch_size)
+        self._names = value if any(v is not None for v in value) else None
         self._rename_nested(value)
 
     def _rename_nested(self, prefix: list[str | None]) -> None:

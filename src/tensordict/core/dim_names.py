@@ -6,13 +6,34 @@ Written against the ``names`` property and its setter, so every class that can n
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tensordict.errors import DimNamesError
+from tensordict.errors import BatchSizeError, DimNamesError
 
-__all__ = ["DimNamesMixin"]
+__all__ = ["DimNamesMixin", "checked_names"]
 
 T = TypeVar("T", bound="DimNamesMixin")
+
+
+def checked_names(value: Sequence[str | None], batch_size: Sequence[int]) -> list[str | None]:
+    """``value`` as a list of dim names for ``batch_size``: one per dim, no name twice.
+
+    Examples:
+        >>> checked_names(("x", None), [2, 3])
+        ['x', None]
+    """
+    value = list(value)
+    if len(value) != len(batch_size):
+        raise BatchSizeError(
+            "the length of the dimension names must equate the tensordict batch_dims: got "
+            f"{len(value)} names {value} for batch_size={list(batch_size)}. Give one "
+            "name (or None) per batch dimension."
+        )
+    named = [v for v in value if v is not None]
+    if len(set(named)) != len(named):
+        raise ValueError(f"dimension names must be unique, got {value}.")
+    return value
 
 
 class DimNamesMixin:

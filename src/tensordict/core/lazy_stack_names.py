@@ -13,8 +13,8 @@ from typing import Any
 import torch
 
 from tensordict.core.base import TensorDictBase
+from tensordict.core.dim_names import checked_names
 from tensordict.core.indexing import plan_index
-from tensordict.errors import BatchSizeError
 
 __all__ = ["LazyStackNamesMixin"]
 
@@ -49,16 +49,7 @@ class LazyStackNamesMixin:
     def names(self, value: Sequence[str | None] | None) -> None:
         if value is None:
             value = [None] * len(self.batch_size)
-        value = list(value)
-        if len(value) != len(self.batch_size):
-            raise BatchSizeError(
-                "the length of the dimension names must equate the tensordict batch_dims: got "
-                f"{len(value)} names {value} for batch_size={list(self.batch_size)}. Give one "
-                "name (or None) per batch dimension."
-            )
-        named = [v for v in value if v is not None]
-        if len(set(named)) != len(named):
-            raise ValueError(f"dimension names must be unique, got {value}.")
+        value = checked_names(value, self.batch_size)
         member_names = value[: self.stack_dim] + value[self.stack_dim + 1 :]
         self._check_nested_names(value, len(member_names))
         for member in self.tensordicts:
