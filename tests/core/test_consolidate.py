@@ -201,12 +201,16 @@ def test_nested_tensorclasses_and_non_tensor_stacks_survive_pickling() -> None:
 
 def test_a_consolidated_tensordict_pickles_as_one_storage() -> None:
     tdc = TensorDict({f"k{i}": torch.full((4,), i) for i in range(20)}, [4]).consolidate()
-    rebuild, args = tdc.__reduce_ex__(4)
-    metadata, storage = args
-    assert storage is tdc._consolidated["storage"] and isinstance(metadata, dict)
-    assert rebuild is tensordict._reductions._rebuild_tensordict_files_consolidated
-    again = rebuild(*args)
-    assert again.is_consolidated() and (again == tdc).all()
+    # torch.save's protocol 2: the storage as a tensor; protocols 3+: its bytes as one numpy
+    # array (one copy, loadable by either package through torch.from_numpy)
+    for protocol in (2, 4, 5):
+        rebuild, (metadata, storage) = tdc.__reduce_ex__(protocol)
+        assert rebuild is tensordict._reductions._rebuild_tensordict_files_consolidated
+        assert isinstance(metadata, dict)
+        carried = storage if protocol == 2 else storage.tensor
+        assert carried is tdc._consolidated["storage"]
+        again = pickle.loads(pickle.dumps(tdc, protocol=protocol))
+        assert again.is_consolidated() and (again == tdc).all()
 
 
 def test_unpickled_lock_state_follows_the_source_as_upstream() -> None:

@@ -123,6 +123,13 @@ def reduce_consolidated(td: Any, protocol: Any) -> tuple[Any, ...]:
 
     cons = (td._tensordict if getattr(type(td), "_is_tensorclass", False) else td)._consolidated
     storage = cons["storage"]
+    if protocol == "plain" and storage.__class__ is torch.Tensor:
+        # plain pickle of a dense tensordict with protocol 3+ (multiprocessing, whose pickler has
+        # its own reducer, shares the storage instead): the bytes travel as a numpy array, one
+        # copy instead of torch.save's, and either package loads it (torch.from_numpy)
+        from tensordict.core.upstream_pickle import _leaf
+
+        storage = _leaf(storage, 3)
     return (rebuild_consolidated, (cons["metadata"], storage))
 
 
@@ -136,11 +143,11 @@ def reduce_tensordict(td: Any, protocol: Any) -> tuple[Any, ...]:
     """``__reduce_ex__`` of :class:`~tensordict.TensorDict`: upstream's layout
     (``tensordict._reductions._make_td``), so pickles and ``torch.save`` files load with either
     package; a consolidated one pickles as its storage and metadata."""
+    proto = protocol if isinstance(protocol, int) else pickle.DEFAULT_PROTOCOL
     if _consolidated_fast_path(td):
-        return reduce_consolidated(td, protocol)
+        return reduce_consolidated(td, "plain" if proto >= 3 else proto)
     from tensordict.core.upstream_pickle import reduce_tensordict_upstream
 
-    proto = protocol if isinstance(protocol, int) else pickle.DEFAULT_PROTOCOL
     return reduce_tensordict_upstream(td, proto)
 
 
