@@ -5,7 +5,11 @@ function in worker processes. The top level offers the names of upstream tensord
 """
 
 from tensordict import (
+    # the modules named by the classes' __module__ (upstream's paths) must be loaded: cloudpickle
+    # (Ray) pickles a class whose module is not in sys.modules by value, as a different class
+    _lazy,  # noqa: F401
     _reductions,  # noqa: F401  (torch.load's safe globals, as upstream)
+    _td,  # noqa: F401
     base,
     functional,
     nn,

@@ -247,3 +247,22 @@ def test_pickles_of_the_earlier_layout_still_load():
     members = [TensorDict(a=torch.zeros(2)), TensorDict(a=torch.ones(2))]
     lazy = pickle.loads(pickle.dumps(_Reduced((_rebuild_lazy, (members, 0, False)))))
     assert type(lazy) is LazyStackedTensorDict and torch.equal(lazy["a"][1], torch.ones(2))
+
+
+def test_classes_pickle_by_reference_with_cloudpickle_in_a_fresh_interpreter() -> None:
+    # cloudpickle (Ray's serialiser) pickles a class by value when the module its __module__
+    # names is not imported yet: the receiving process then gets a different class
+    import subprocess
+    import sys
+
+    code = (
+        "import cloudpickle, tensordict\n"
+        "from tensordict import TensorDict, LazyStackedTensorDict, NonTensorData\n"
+        "from tensordict.memmap import MemoryMappedTensor\n"
+        "for cls in (TensorDict, LazyStackedTensorDict, NonTensorData, MemoryMappedTensor):\n"
+        "    assert cloudpickle.loads(cloudpickle.dumps(cls)) is cls, cls\n"
+        "    assert len(cloudpickle.dumps(cls)) < 200, (cls, len(cloudpickle.dumps(cls)))\n"
+    )
+    pytest.importorskip("cloudpickle")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
