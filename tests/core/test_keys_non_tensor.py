@@ -95,3 +95,20 @@ def test_memmap_round_trip_keeps_the_non_tensor_entries(tmp_path) -> None:
     loaded = TensorDict.load_memmap(_td().exclude("c").memmap(tmp_path).saved_path)
     assert loaded["s"] == "x" and loaded["n", "t"] == "y"
     assert list(loaded.keys(True, True)) == ["a", ("n", "b")]
+
+
+def test_apply_with_is_leaf_nontensor_calls_fn_on_non_tensor_entries_too() -> None:
+    td = _td()
+    seen: list[str] = []
+
+    def record(x: object, *others: object) -> object:
+        seen.append(type(x).__name__)
+        return None if isinstance(x, (NonTensorData, NonTensorStack)) else x
+
+    out = td.apply(record, is_leaf=is_leaf_nontensor)
+    assert "NonTensorData" in seen and "Tensor" in seen
+    # a None result drops the non-tensor entry, as it drops a tensor one
+    assert "s" not in out and ("n", "t") not in out.keys(True)
+    seen.clear()
+    kept = td.apply(record)  # default: tensors only, non-tensor entries carried over
+    assert "NonTensorData" not in seen and kept["s"] == "x"

@@ -267,6 +267,10 @@ class OpsMixin(TensorCollection):
                 produced.append(result is not None)
                 return result
 
+        is_leaf = kwargs.pop("is_leaf", None)
+        # an ``is_leaf`` that counts non-tensor entries as leaves (``is_leaf_nontensor``) has
+        # ``fn`` called on them too, as upstream
+        on_non_tensor = is_leaf is not None and not inplace and bool(is_leaf(NonTensorData))
         result = self._apply_leaves(
             fn,
             *others,
@@ -276,6 +280,7 @@ class OpsMixin(TensorCollection):
             inplace=inplace,
             default=default,
             filter_empty=filter_empty,
+            non_tensor_fn=fn if on_non_tensor else None,
         )
         if inplace and filter_empty and not any(produced) and not self._has_non_tensor:  # type: ignore[attr-defined]
             return None
