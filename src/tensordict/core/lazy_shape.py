@@ -22,7 +22,7 @@ from tensordict.core.collection import TensorCollection as TensorDictBaseLike
 from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.lazy_views import lazy_shape_view
 from tensordict.core.options import lazy_legacy
-from tensordict.core.shape import normalize_dim
+from tensordict.core.shape import _unsqueezed, _written_back, normalize_dim
 from tensordict.errors import BatchSizeError, InplaceNotSupportedError, ShapeMismatchError
 
 __all__ = ["LazyShapeMixin", "cat_lazy", "maybe_dense_stack", "pad_lazy", "stack_lazy"]
@@ -61,8 +61,10 @@ class LazyShapeMixin:
         d = normalize_dim(dim, len(bs), bs, "unsqueeze", extra=1)
         sd = self.stack_dim
         if d <= sd:
-            return _new_stack(self._members_op("unsqueeze", d), sd + 1, self)
-        return _new_stack(self._members_op("unsqueeze", d - 1), sd, self)
+            out = _new_stack(self._members_op("unsqueeze", d), sd + 1, self)
+        else:
+            out = _new_stack(self._members_op("unsqueeze", d - 1), sd, self)
+        return _written_back(self, out, lambda o: o.squeeze(d))
 
     def squeeze(self, dim: int | None = None) -> Any:
         """Remove batch dims of size 1 (the stack dim too: its only member is returned)."""
@@ -78,10 +80,12 @@ class LazyShapeMixin:
         if bs[d] != 1:
             return self
         if d == sd:
-            return self.tensordicts[0]
+            return self.tensordicts[0]  # (a member: what the block sets in it is ours)
         if d < sd:
-            return _new_stack(self._members_op("squeeze", d), sd - 1, self)
-        return _new_stack(self._members_op("squeeze", d - 1), sd, self)
+            out = _new_stack(self._members_op("squeeze", d), sd - 1, self)
+        else:
+            out = _new_stack(self._members_op("squeeze", d - 1), sd, self)
+        return _written_back(self, out, lambda o: _unsqueezed(o, [d]))
 
     def permute(self, *dims: Any) -> Any:
         """Permute the batch dims: the members permute theirs, the stack dim moves."""
@@ -105,7 +109,9 @@ class LazyShapeMixin:
             return lazy_shape_view(self, "permute", dims=order)
         sd = self.stack_dim
         member_order = [o - (o > sd) for o in order if o != sd]
-        return _new_stack(self._members_op("permute", member_order), order.index(sd), self)
+        out = _new_stack(self._members_op("permute", member_order), order.index(sd), self)
+        inverse = [order.index(d) for d in range(bd)]  # (entries set in `with` come back)
+        return _written_back(self, out, lambda o: o.permute(*inverse))
 
     def repeat(self, *repeats: Any, inplace: bool = False) -> Any:
         _refuse_inplace("repeat", inplace)
@@ -183,7 +189,8 @@ class LazyShapeMixin:
                 f"{list(new_bs)}: a view of a lazy stack can only merge adjacent dims or split "
                 "one dim. Call reshape() instead (it copies when needed)."
             )
-        return out
+        old_bs = self.batch_size
+        return _written_back(self, out, lambda o: o.reshape(old_bs))
 
     def reshape(self, *shape: Any, size: Any = None) -> Any:
         """Like :meth:`view`; any other shape gives a dense (copied) tensordict."""
@@ -210,7 +217,8 @@ class LazyShapeMixin:
             raise BatchSizeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}.")
         if s == e:
             return self
-        return self.reshape(*bs[:s], math.prod(bs[s : e + 1]), *bs[e + 1 :])
+        out = self.reshape(*bs[:s], math.prod(bs[s : e + 1]), *bs[e + 1 :])
+        return _written_back(self, out, lambda o: o.reshape(bs))
 
     def unflatten(self, dim: int, unflattened_size: Sequence[int], *, inplace: bool = False) -> Any:
         """Split batch dim ``dim`` into ``unflattened_size`` (nested stacks of slices)."""
@@ -224,7 +232,8 @@ class LazyShapeMixin:
                 f"cannot unflatten dim {dim} of batch_size={list(bs)} into "
                 f"{list(unflattened_size)}: {err}"
             ) from None
-        return self.reshape(new_bs)
+        out = self.reshape(new_bs)
+        return _written_back(self, out, lambda o: o.reshape(bs))
 
     def _target_shape(self, sizes: list[int], what: str) -> torch.Size:
         try:

@@ -34,6 +34,23 @@ def normalize_dim(dim: int, ndim: int, batch_size: torch.Size, what: str, extra:
     return dim % n if n else 0
 
 
+def _written_back(source: Any, out: Any, inverse: Callable[[Any], Any]) -> Any:
+    """``out`` set up so that ``with source.view(...) as out:`` (any shape op with an inverse)
+    brings the entries the block sets in ``out`` back to ``source`` on exit, as upstream."""
+    write_back = getattr(source, "_written_back_on_exit", None)
+    if write_back is None or out is source or not hasattr(type(out), "_last_op"):
+        return out
+    return write_back(out, inverse)
+
+
+def _unsqueezed(td: Any, dims: Sequence[int]) -> Any:
+    """``td`` with a batch dim of size 1 inserted at each of ``dims`` (the inverse of a squeeze
+    of those dims)."""
+    for d in sorted(dims):
+        td = td.unsqueeze(d)
+    return td
+
+
 def broadcasts_to(shape: Sequence[int], target: Sequence[int]) -> bool:
     """Whether a tensor of ``shape`` can be written into one of ``target`` (torch broadcasting).
 
@@ -215,13 +232,16 @@ class ShapeMixin(TensorCollection):
             return _legacy_view(self, "view", size=new_bs)
         names = self._names_or_none() if new_bs == self.batch_size else None
         try:
-            return self._transform(lambda t: t.view(*new_bs, *t.shape[bd:]), new_bs, names)
+            out = self._transform(lambda t: t.view(*new_bs, *t.shape[bd:]), new_bs, names)
         except RuntimeError as err:
             raise BatchSizeError(
                 f"Cannot call `view` with {sizes} on this tensordict of batch_size="
                 f"{list(self.batch_size)}: a leaf's memory layout does not allow it ({err}). Use "
                 "reshape() instead (it copies where needed)."
             ) from None
+        old_bs = self.batch_size
+        # (reshape, not view: a view viewed back is its source itself, the block's entries lost)
+        return _written_back(self, out, lambda o: o.reshape(old_bs))
 
     def permute(self, *dims: Any) -> Any:
         """Permute the batch dimensions (the identity order returns ``self``, as upstream).
@@ -257,11 +277,8 @@ class ShapeMixin(TensorCollection):
             torch.Size([self.batch_size[d] for d in order]),
             new_names,
         )
-        write_back = getattr(self, "_written_back_on_exit", None)
-        if write_back is None:
-            return out
         inverse = [order.index(d) for d in range(bd)]  # (entries set in `with` come back)
-        return write_back(out, lambda o: o.permute(*inverse))
+        return _written_back(self, out, lambda o: o.permute(*inverse))
 
     def transpose(self, dim0: int, dim1: int) -> Any:
         """Swap two batch dimensions."""
@@ -301,7 +318,8 @@ class ShapeMixin(TensorCollection):
         new_bs = torch.Size([s for i, s in enumerate(bs) if i not in dims])
         names = self._names_or_none()
         new_names = [n for i, n in enumerate(names) if i not in dims] if names else None
-        return self._transform(lambda t: t.squeeze(tuple(dims)), new_bs, new_names)
+        out = self._transform(lambda t: t.squeeze(tuple(dims)), new_bs, new_names)
+        return _written_back(self, out, lambda o: _unsqueezed(o, dims))
 
     def unsqueeze(self, dim: int) -> Any:
         """Insert a batch dimension of size 1 at ``dim``."""
@@ -312,7 +330,8 @@ class ShapeMixin(TensorCollection):
         new_bs = torch.Size([*bs[:d], 1, *bs[d:]])
         names = self._names_or_none()
         new_names = [*names[:d], None, *names[d:]] if names else None
-        return self._transform(_as_stack(lambda t: t.unsqueeze(d)), new_bs, new_names)
+        out = self._transform(_as_stack(lambda t: t.unsqueeze(d)), new_bs, new_names)
+        return _written_back(self, out, lambda o: o.squeeze(d))
 
     def expand(self, *shape: Any) -> Any:
         """Expand to a larger batch size (new leading dims, or size-1 dims broadcast)."""
@@ -356,7 +375,9 @@ class ShapeMixin(TensorCollection):
         new_bs = torch.Size([*bs[:s], bs[s : e + 1].numel(), *bs[e + 1 :]])
         names = self._names_or_none()
         new_names = [*names[:s], None, *names[e + 1 :]] if names else None
-        return self._transform(lambda t: t.flatten(s, e), new_bs, new_names)
+        out = self._transform(lambda t: t.flatten(s, e), new_bs, new_names)
+        merged = list(bs[s : e + 1])
+        return _written_back(self, out, lambda o: o.unflatten(s, merged))
 
     def unflatten(self, dim: int, unflattened_size: Sequence[int]) -> Any:
         """Split batch dimension ``dim`` into ``unflattened_size``."""
@@ -372,7 +393,8 @@ class ShapeMixin(TensorCollection):
         names = self._names_or_none()
         # (upstream keeps the dimension's name on the last of the new dims)
         new_names = [*names[:d], *[None] * (len(sizes) - 1), *names[d:]] if names else None
-        return self._transform(lambda t: t.unflatten(d, sizes), new_bs, new_names)
+        out = self._transform(lambda t: t.unflatten(d, sizes), new_bs, new_names)
+        return _written_back(self, out, lambda o: o.flatten(d, d + len(sizes) - 1))
 
     def gather(
         self, dim: int, index: torch.Tensor, out: Any = None, *, inplace: bool = False
