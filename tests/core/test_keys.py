@@ -131,9 +131,10 @@ def test_nested_key_not_in_flat_keys_view() -> None:
     assert ("b", "c") not in make().keys()
 
 
-def test_leaves_only_view_excludes_tensordicts_from_in() -> None:
+def test_leaves_only_view_lists_no_tensordict_but_answers_in_for_them() -> None:
     keys = make().keys(include_nested=True, leaves_only=True)
-    assert "b" not in keys
+    assert "b" not in list(keys)
+    assert "b" in keys  # (membership asks existence, as upstream)
     assert ("b", "c") in keys
 
 
@@ -256,3 +257,14 @@ def test_public_unravel_key_still_flattens_keys_and_refuses_non_tuples() -> None
     assert tensordict.unravel_key((("a",),)) == "a"
     with pytest.raises(RuntimeError):
         tensordict.unravel_key(3)
+
+
+def test_membership_in_leaves_view_asks_existence_as_upstream() -> None:
+    # client code (TorchRL) writes ``("next", "agents") in td.keys(True, True)`` for a nested
+    # tensordict: upstream answers whether the key exists, not whether it is a leaf
+    td = TensorDict({"n": {"m": {"x": torch.zeros(2)}}, "y": torch.zeros(2)}, [2])
+    leaves = td.keys(True, True)
+    assert ("n", "m") in leaves and "n" in leaves and ("n", "m", "x") in leaves
+    assert ("n", "m") not in list(leaves)
+    assert ("n", "z") not in leaves and ("y", "x") not in leaves and "z" not in leaves
+    assert ("n", "m") not in td.keys()  # nested keys stay out of a view without nesting
