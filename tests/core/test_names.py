@@ -69,15 +69,16 @@ def test_nested_tensordict_keeps_its_extra_batch_dims_and_takes_the_names(
     assert nested.names == names and list(nested.batch_size) == batch_size
 
 
-def test_cat_of_tensordicts_naming_a_dim_differently_raises_stack_drops_names() -> None:
+def test_cat_keeps_the_first_names_stack_keeps_only_names_all_share() -> None:
     other = named()
     other.names = ["x", "z"]
-    with pytest.raises(DimNamesError, match="cannot coerce"):
-        torch.cat([named(), other], 0)
+    assert torch.cat([named(), other], 0).names == ["x", "y"]  # (as upstream)
+    assert torch.cat([other, named()], 1).names == ["x", "z"]
     stacked = torch.stack([named(), other], 0)  # (as upstream: the result is unnamed)
     assert stacked.names == [None, None, None] and stacked.batch_size[0] == 2
-    other.names = [None, "y"]  # an unnamed dim does not conflict
-    assert torch.stack([named(), other], 1).names == ["x", None, "y"]
+    other.names = [None, "y"]  # one unnamed dim is a difference too
+    assert torch.stack([named(), other], 1).names == [None, None, None]
+    assert torch.stack([named(), named()], 1).names == ["x", None, "y"]
 
 
 def test_refine_names_fills_unnamed_dims_and_refuses_to_rename() -> None:

@@ -22,7 +22,7 @@ from tensordict.core.ops import keep_lock_of
 from tensordict.core.options import lazy_legacy
 from tensordict.core.shape import normalize_dim
 from tensordict.core.unbatched import is_unbatched, stack_unbatched
-from tensordict.errors import BatchSizeError, DimIndexError, DimNamesError, ShapeMismatchError
+from tensordict.errors import BatchSizeError, DimIndexError, ShapeMismatchError
 
 __all__ = ["TORCH_FUNCTIONS", "CombineMixin", "cat", "stack", "where"]
 
@@ -52,24 +52,12 @@ def _check_batch_sizes(tds: Sequence[Any], what: str, skip_dim: int | None = Non
             )
 
 
-def _common_names(
-    tds: Sequence[Any], what: str, conflict_drops: bool = False
-) -> list[str | None] | None:
-    """The first member's dimension names; another member naming a dim differently raises
-    (with ``conflict_drops``, as upstream's stack: the result is unnamed)."""
+def _stacked_names(tds: Sequence[Any]) -> list[str | None] | None:
+    """The members' dimension names when they all have the same ones, else None (as upstream's
+    stack: members that name any dim differently, or leave it unnamed, give an unnamed result)."""
     names = _names_of(tds[0])
-    if names is None:
+    if names is None or any(_names_of(td) != names for td in tds[1:]):
         return None
-    for td in tds[1:]:
-        theirs = _names_of(td) or ()
-        if any(a is not None and b is not None and a != b for a, b in zip(names, theirs)):
-            if conflict_drops:
-                return None
-            raise DimNamesError(
-                f"{what}: cannot coerce TensorDict names {names} with {list(theirs)}: the "
-                "tensordicts name their dimensions differently. Rename them first "
-                "(td.names = [...]) so that they agree."
-            )
     return list(names)
 
 
@@ -174,7 +162,7 @@ def stack(
 
         return LazyStackedTensorDict(*tds, stack_dim=d)
     new_bs = torch.Size([*bs[:d], len(tds), *bs[d:]])
-    names = _common_names(tds, "stack", conflict_drops=True)
+    names = _stacked_names(tds)
     if names is not None:
         names = [*names[:d], None, *names[d:]]
     result = tds[0]._new_dense(source, new_bs, names)
@@ -238,7 +226,8 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
             source[key] = cat(values, d)
         else:
             source[key] = torch.cat(values, d)
-    result = tds[0]._new_dense(source, torch.Size(new_bs), _common_names(tds, "cat"))
+    # (as upstream: the first tensordict's names, whatever the others name their dims)
+    result = tds[0]._new_dense(source, torch.Size(new_bs), _names_of(tds[0]))
     result._device = _common_device(tds)
     if out is not None:
         out.update_(result)
