@@ -24,6 +24,7 @@ from tensordict import TensorDict, errors
         (errors.KeyMismatchError, KeyError),
         (errors.KeyMismatchError, errors.ShapeMismatchError),
         (errors.DimNamesError, RuntimeError),
+        (errors.ZeroDimIterationError, TypeError),
     ],
 )
 def test_error_subclasses_matching_builtin(error: type, builtin: type) -> None:

@@ -10,7 +10,7 @@ stack/cat/split from ``combine``, locking from ``locking``; storage (shared memo
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any, TypeVar
 
 import torch
@@ -50,6 +50,7 @@ from tensordict.errors import (
     LockedError,
     ShapeMismatchError,
     TensorDictKeyError,
+    ZeroDimIterationError,
 )
 
 __all__ = ["TensorDictBase", "is_tensor_collection"]
@@ -191,9 +192,10 @@ class TensorDictBase(
         return bs[0] if bs else 0
 
     def __iter__(self) -> Iterator[Any]:
-        if not self.batch_size:
-            raise StopIteration(
-                "iteration over a tensordict with no batch dimension. Iterate over keys() instead."
+        if not self.batch_size:  # (a TypeError, as upstream: not a silently empty loop)
+            raise ZeroDimIterationError(
+                "iteration over a tensordict with no batch dimension: `for x in td` walks the "
+                "first batch dimension. Iterate over keys(), values() or items() instead."
             )
         return iter(self.unbind(0))
 
@@ -780,3 +782,10 @@ class TensorDictBase(
         from tensordict.parallel.api import map as _map
 
         return _map(self, fn, dim, num_workers, **kwargs)
+
+
+# As upstream (whose TensorDictBase subclasses it), a tensordict is a MutableMapping of its keys:
+# torch's ``module.load_state_dict(td.flatten_keys("."))`` and client code that dispatches on
+# ``isinstance(x, Mapping)`` accept it. (So, as upstream, ``DataLoader(batch_size=None)`` cannot
+# pass tensordict samples through: pass ``collate_fn=lambda x: x``.)
+MutableMapping.register(TensorDictBase)

@@ -172,7 +172,7 @@ def from_any(
         return formatted
     if isinstance(obj, list):
         return _from_list(obj)
-    if isinstance(obj, Mapping) and batch_size is not None:
+    if isinstance(obj, Mapping) and not is_tensor_collection(obj) and batch_size is not None:
         auto_batch_size = False  # as upstream: a dict's batch_size wins
     converted = _convert(obj)
     if converted is obj or not isinstance(converted, TensorDict):

@@ -285,11 +285,11 @@ def split_value(value: Any, n: int, dim: int, ndim: int, probe: LeafProbe | None
 
     ``probe`` is None when the stacked things are tensors (the value aligns from the right).
     """
-    if isinstance(value, Mapping):
-        return _split_mapping(value, n, dim, ndim, probe, ())
     if getattr(type(value), "_is_tensorclass", False) or isinstance(value, TensorCollection):
         vb = len(value.batch_size)
         return _split_along(value, n, dim - (ndim - vb), "a tensordict")
+    if isinstance(value, Mapping):  # (a plain dict: tensordicts are Mappings too)
+        return _split_mapping(value, n, dim, ndim, probe, ())
     if isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim > 0:
         t = torch.as_tensor(value)
         if probe is None:
@@ -327,7 +327,7 @@ def _split_mapping(
     parts: list[dict[Any, Any]] = [{} for _ in range(n)]
     for key, v in value.items():
         path = key if nested_keys else prefix + (key if isinstance(key, tuple) else (key,))
-        if isinstance(v, Mapping):
+        if isinstance(v, Mapping) and not isinstance(v, TensorCollection):
             pieces = _split_mapping(v, n, dim, ndim, probe, path)
         elif isinstance(v, (torch.Tensor, np.ndarray)) and v.ndim > 0:
             t = torch.as_tensor(v)

@@ -120,7 +120,7 @@ def _collect(
 ) -> None:
     for key, value in state.items():
         path = base + (tuple(key.split(".")) if from_flatten is not False else (key,))
-        if isinstance(value, Mapping):
+        if isinstance(value, Mapping) and not is_non_tensor(value):
             _collect(value, path, entries, from_flatten)
         else:
             entries[path] = value

@@ -324,7 +324,7 @@ def from_dict(
     kwargs: dict[str, Any] = {}
     for key, value in input_dict.items():
         sub = spec.tensorclass_of(key) if key in spec.names else None
-        if sub is not None and isinstance(value, Mapping):
+        if sub is not None and isinstance(value, Mapping) and not isinstance(value, TensorDictBase):
             value = from_dict(
                 sub, value, batch_size, device, auto_batch_size=infer or auto_batch_size
             )

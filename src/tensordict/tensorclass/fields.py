@@ -273,7 +273,8 @@ def _autocast(spec: ClassSpec, name: str, value: Any, batch_size: torch.Size, de
 
 def _cast(target: type, value: Any, batch_size: torch.Size, device: Any) -> Any:
     if is_collection_type(target):
-        if isinstance(value, Mapping) and not issubclass(target, torch.Tensor):
+        plain_mapping = isinstance(value, Mapping) and not isinstance(value, TensorDictBase)
+        if plain_mapping and not issubclass(target, torch.Tensor):
             if is_tensorclass_type(target):
                 fields = dict.fromkeys(target.__tensorclass_spec__.required)  # type: ignore[attr-defined]
                 return target.from_dict(  # type: ignore[attr-defined]
