@@ -37,4 +37,4 @@ def test_iterating_a_zero_dim_tensordict_raises_a_type_error() -> None:
     with pytest.raises(ZeroDimIterationError, match="keys"):
         iter(td)
     with pytest.raises(TypeError):
-        [x for x in td]  # noqa: C416 (the loop itself must raise, not end empty)
+        list(td)  # (the loop itself must raise, not end empty)
