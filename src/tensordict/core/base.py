@@ -484,13 +484,16 @@ class TensorDictBase(
     ) -> T:
         """A tensordict of the same batch size and device with no entries (unlocked).
 
-        With ``recurse=True`` the nested tensordicts are kept (empty).
+        With ``recurse=True`` the nested tensordicts are kept (empty), and so are the non-tensor
+        entries, as upstream (only tensors are left out).
         """
         source: dict[str, Any] = {}
         if recurse:
             for key, value in self._own_items():
                 if isinstance(value, TensorDictBase):
                     source[key] = value.empty(recurse=True)
+                elif is_non_tensor(value):
+                    source[key] = value
         bs = self.batch_size if batch_size is None else as_size(batch_size)
         out = self._new_dense(source, bs, self._names_or_none() if batch_size is None else None)
         if device is not _MISSING:

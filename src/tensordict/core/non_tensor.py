@@ -578,7 +578,9 @@ class NonTensorStack(_NonTensorBase):
             out = np.empty((), dtype=object)
             out[()] = values
             values = out
-        if tuple(values.shape) != tuple(batch_size):
+        n = len(batch_size)
+        trailing = values.ndim > n and tuple(values.shape[:n]) == tuple(batch_size)
+        if tuple(values.shape) != tuple(batch_size) and not trailing:  # (dims of its own stay)
             values = values.reshape(tuple(batch_size))
         entry = self._wrap(values)
         if self._is_memmap:

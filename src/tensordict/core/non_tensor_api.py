@@ -227,6 +227,30 @@ class _NonTensorBase:
         names |= {n for n in dir(type(self._tensordict)) if not n.startswith("_")}
         return sorted(names)
 
+    # -- new_* (python objects are not zeros or ones: each element repeats the first one) ------
+    def new_zeros(self, *size: Any, empty_lazy: bool = False, **kwargs: Any) -> Any:
+        """This entry's first value at every element of batch size ``size`` (as upstream's
+        ``empty_lazy`` form; python objects have no zero)."""
+        return self._new_repeated(size)
+
+    def new_ones(self, *size: Any, empty_lazy: bool = False, **kwargs: Any) -> Any:
+        """See :meth:`new_zeros`."""
+        return self._new_repeated(size)
+
+    def new_empty(self, *size: Any, empty_lazy: bool = False, **kwargs: Any) -> Any:
+        """See :meth:`new_zeros`."""
+        return self._new_repeated(size)
+
+    def new_full(self, size: Any, fill_value: Any, **kwargs: Any) -> Any:
+        """See :meth:`new_zeros`."""
+        return self._new_repeated((size,))
+
+    def _new_repeated(self, size: tuple[Any, ...]) -> Any:
+        from tensordict.core.new_lazy import new_like_lazy  # (it builds on the non-tensor classes)
+
+        sizes = size[0] if len(size) == 1 and not isinstance(size[0], int) else size
+        return new_like_lazy(self, torch.Size(sizes), "new_empty", (), {})
+
     # -- state carried by the shell ------------------------------------------------------------
     @property
     def is_locked(self) -> bool:

@@ -499,11 +499,22 @@ class TensorMethodsMixin(TensorCollection):
         return self
 
     # ------------------------------------------------------------------ new_* constructors
-    def _new_filled(self, size: torch.Size, method: str, *args: Any, **kw: Any) -> Any:
+    def _new_filled(
+        self,
+        size: torch.Size,
+        method: str,
+        dtype: torch.dtype | None,
+        device: Any,
+        empty_lazy: bool,
+        *args: Any,
+    ) -> Any:
         """``x.<method>(size + trailing dims of x, *args)`` for every entry, same dtype and
         device unless given."""
+        if empty_lazy:
+            from tensordict.core.new_lazy import new_like_lazy
+
+            return new_like_lazy(self, size, method, args, {"dtype": dtype, "device": device})
         n = len(self.batch_size)
-        dtype, device = kw.get("dtype"), kw.get("device")
 
         def make(x: torch.Tensor) -> torch.Tensor:
             shape = (*size, *x.shape[n:])
@@ -548,8 +559,19 @@ class TensorMethodsMixin(TensorCollection):
             lambda x: make(x, data), batch_size=data.shape, names=None, device=out_device
         )
 
-    def new_zeros(self, *size: Any, dtype: torch.dtype | None = None, device: Any = None) -> Any:
+    def new_zeros(
+        self,
+        *size: Any,
+        dtype: torch.dtype | None = None,
+        device: Any = None,
+        empty_lazy: bool = False,
+    ) -> Any:
         """A tensordict of batch size ``size``, same keys and trailing shapes, filled with 0.
+
+        ``empty_lazy=True`` (as upstream) turns every lazy stack into a lazy stack of members
+        with its first member's structure and no leaves, to be filled by indexed writes (see
+        :mod:`tensordict.core.new_lazy`); ``new_ones``, ``new_empty`` and ``new_full`` take it
+        too.
 
         Examples:
             >>> from tensordict import TensorDict
@@ -557,13 +579,25 @@ class TensorMethodsMixin(TensorCollection):
             >>> td.new_zeros(5)["a"].shape
             torch.Size([5, 2])
         """
-        return self._new_filled(_size_arg(size), "new_zeros", dtype=dtype, device=device)
+        return self._new_filled(_size_arg(size), "new_zeros", dtype, device, empty_lazy)
 
-    def new_ones(self, *size: Any, dtype: torch.dtype | None = None, device: Any = None) -> Any:
-        return self._new_filled(_size_arg(size), "new_ones", dtype=dtype, device=device)
+    def new_ones(
+        self,
+        *size: Any,
+        dtype: torch.dtype | None = None,
+        device: Any = None,
+        empty_lazy: bool = False,
+    ) -> Any:
+        return self._new_filled(_size_arg(size), "new_ones", dtype, device, empty_lazy)
 
-    def new_empty(self, *size: Any, dtype: torch.dtype | None = None, device: Any = None) -> Any:
-        return self._new_filled(_size_arg(size), "new_empty", dtype=dtype, device=device)
+    def new_empty(
+        self,
+        *size: Any,
+        dtype: torch.dtype | None = None,
+        device: Any = None,
+        empty_lazy: bool = False,
+    ) -> Any:
+        return self._new_filled(_size_arg(size), "new_empty", dtype, device, empty_lazy)
 
     def new_full(
         self,
@@ -572,10 +606,9 @@ class TensorMethodsMixin(TensorCollection):
         *,
         dtype: torch.dtype | None = None,
         device: Any = None,
+        empty_lazy: bool = False,
     ) -> Any:
-        return self._new_filled(
-            torch.Size(size), "new_full", fill_value, dtype=dtype, device=device
-        )
+        return self._new_filled(torch.Size(size), "new_full", dtype, device, empty_lazy, fill_value)
 
     # ------------------------------------------------------------------ introspection
     @property
