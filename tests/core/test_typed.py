@@ -140,3 +140,18 @@ def test_memmap_writes_a_plain_tensordict_layout(tmp_path) -> None:  # type: ign
     loaded = TensorDict.load_memmap(tmp_path)
     assert type(loaded) is TensorDict and torch.equal(loaded["y"], torch.ones(4))
     assert "tensordict._td.TensorDict" in (tmp_path / "meta.json").read_text()
+
+
+def test_setting_source_points_the_instance_at_the_new_tensordict() -> None:
+    # upstream's tests write ``typed._source = typed._source.float()``
+    class State(TypedTensorDict):
+        obs: torch.Tensor
+
+    typed = State(obs=torch.arange(3), batch_size=[3])
+    typed._source = typed._source.float()
+    assert typed.obs.dtype == torch.float32 and typed.batch_size == (3,)
+    plain = TensorDict(obs=torch.ones(2, 4), batch_size=[2])
+    typed._source = plain
+    assert typed._source is plain and typed.batch_size == (2,)
+    plain["obs"] += 1  # shared entries, as from_tensordict
+    assert (typed.obs == 2).all()

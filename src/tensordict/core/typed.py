@@ -198,6 +198,19 @@ class TypedTensorDict(TensorDict):
         source = getattr(self, "_typed_source", None)
         return self if source is None else source
 
+    @_source.setter
+    def _source(self, td: TensorDictBase) -> None:
+        """Point this instance at ``td`` (as upstream): it now shares ``td``'s entries, batch
+        size, device and names (``typed._source = typed._source.float()``)."""
+        dense: Any = td if type(td) is TensorDict or isinstance(td, TypedTensorDict) else None
+        if dense is None:
+            dense = td.to_tensordict()  # type: ignore[attr-defined]
+        self._tensordict = dense._tensordict
+        self._batch_size = dense._batch_size
+        self._device = dense._device
+        self._names = dense._names
+        self._typed_source = None if td is self else td
+
     @classmethod
     def from_tensordict(cls, td: TensorDictBase, *, check: bool = True) -> Any:
         """Typed access to an existing tensordict.
