@@ -187,7 +187,7 @@ class TypedTensorDict(TensorDict):
             value = given.get(name, cls._field_defaults.get(name))
             if value is not None:
                 values[name] = value
-        self._typed_source = None
+        self._typed_source: TensorDictBase | None = None
         super().__init__(values, batch_size=batch_size, device=device, names=names)
         if lock or cls._frozen:
             self.lock_()
