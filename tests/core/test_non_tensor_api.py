@@ -189,3 +189,14 @@ def test_nested_linked_lists_write_back() -> None:
     td = TensorDict(a=NonTensorStack.from_list([["a", "b"], ["c", "d"]]), batch_size=[2, 2])
     td["a"][1][0] = "q"
     assert td.get("a").tolist() == [["a", "b"], ["q", "d"]]
+
+
+def test_non_tensor_entries_list_no_entries_as_upstream() -> None:
+    # generic walkers call values() on every tensor collection (upstream's test helpers too):
+    # a non-tensor stack's object array must not shadow the method
+    stack = NonTensorStack("a", "b")
+    data = NonTensorData("x", batch_size=[2])
+    for entry in (stack, data):
+        assert list(entry.keys()) == [] and list(entry.values()) == []
+        assert list(entry.items()) == [] and list(entry.keys(True, True)) == []
+    assert stack.tolist() == ["a", "b"]  # (the objects themselves are still there)

@@ -63,7 +63,7 @@ def _dense(td: Any, size: torch.Size, method: str, args: tuple[Any, ...], kw: An
 
 def _repeat_first(stack: NonTensorStack, size: torch.Size) -> NonTensorStack:
     """A non-tensor stack of batch size ``size`` holding ``stack``'s first element throughout."""
-    values = np.asarray(stack.values)
+    values = np.asarray(stack._values)
     first = values.flat[0] if values.size else None
     out = np.empty(tuple(size), dtype=object)
     for idx in np.ndindex(*out.shape):

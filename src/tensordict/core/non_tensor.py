@@ -413,7 +413,7 @@ class NonTensorStack(_NonTensorBase):
         LinkedList(['a', 'b', 'a', 'b'])
     """
 
-    __slots__ = ("_device", "values")
+    __slots__ = ("_device", "_values")
 
     def __init__(
         self,
@@ -426,7 +426,7 @@ class NonTensorStack(_NonTensorBase):
         self._shell = None
         self._device = torch.device(device) if device is not None else None
         if not items:
-            self.values = np.empty((0,), dtype=object)
+            self._values = np.empty((0,), dtype=object)
             return
         arrays = [_as_member_array(i) for i in items]
         shapes = {a.shape for a in arrays}
@@ -436,7 +436,7 @@ class NonTensorStack(_NonTensorBase):
                 "give every item the same batch size."
             )
         dim = stack_dim if stack_dim >= 0 else stack_dim + arrays[0].ndim + 1
-        self.values = np.stack(arrays, axis=dim)
+        self._values = np.stack(arrays, axis=dim)
         if self._device is None:
             first = items[0]
             if isinstance(first, (NonTensorData, NonTensorStack)):
@@ -451,7 +451,7 @@ class NonTensorStack(_NonTensorBase):
     def from_array(cls, values: np.ndarray, device: torch.device | None = None) -> NonTensorStack:
         """A stack around an object array (no copy)."""
         self = object.__new__(cls)
-        self.values = values
+        self._values = values
         self._device = device
         self._shell = None
         return self
@@ -477,7 +477,7 @@ class NonTensorStack(_NonTensorBase):
         return non_tensor.maybe_to_stack()
 
     def _make_shell(self) -> Any:
-        pos = torch.arange(self.values.size).reshape(self.values.shape)
+        pos = torch.arange(self._values.size).reshape(self._values.shape)
         return make_shell(self.batch_size, self._device, None, {"_pos": pos})
 
     def _from_shell(self, td: Any) -> Any:
@@ -487,13 +487,13 @@ class NonTensorStack(_NonTensorBase):
                 "this operation does not keep the elements of a NonTensorStack apart; "
                 "convert it with tolist() first."
             )
-        values = self.values.reshape(-1)[pos.reshape(-1).numpy()].reshape(tuple(td.batch_size))
+        values = self._values.reshape(-1)[pos.reshape(-1).numpy()].reshape(tuple(td.batch_size))
         return NonTensorStack.from_array(values, td.device)
 
     # -- shape and values ----------------------------------------------------------------------
     @property
     def batch_size(self) -> torch.Size:
-        return torch.Size(self.values.shape)
+        return torch.Size(self._values.shape)
 
     @batch_size.setter
     def batch_size(self, value: Sequence[int]) -> None:
@@ -515,7 +515,7 @@ class NonTensorStack(_NonTensorBase):
     @property
     def tensordicts(self) -> list[Any]:
         """The members along the first dimension."""
-        return [self._wrap(self.values[i]) for i in range(len(self))]
+        return [self._wrap(self._values[i]) for i in range(len(self))]
 
     @property
     def data(self) -> Any:
@@ -533,13 +533,13 @@ class NonTensorStack(_NonTensorBase):
 
     def tolist(self, *args: Any, **kwargs: Any) -> Any:
         """The objects as nested lists of the batch shape."""
-        return self.values.tolist()
+        return self._values.tolist()
 
     def _as_linked_list(self) -> LinkedList:
         """``td[key]``: nested lists that write back into this stack."""
-        if self.values.ndim == 1:
-            return LinkedList(self.values.tolist(), self)
-        rows = [NonTensorStack.from_array(self.values[i], self._device) for i in range(len(self))]
+        if self._values.ndim == 1:
+            return LinkedList(self._values.tolist(), self)
+        rows = [NonTensorStack.from_array(self._values[i], self._device) for i in range(len(self))]
         out = LinkedList([r._as_linked_list() for r in rows], self)
         for row, inner in zip(rows, out):
             inner._ref = lambda r=row: r  # views of this stack's array: writes go through
@@ -548,13 +548,13 @@ class NonTensorStack(_NonTensorBase):
     def _write_positions(self, index: Any, value: Any) -> None:
         if isinstance(index, slice):
             for i, v in zip(range(*index.indices(len(self))), value):
-                self.values[i] = v
+                self._values[i] = v
         else:
-            self.values[index] = value
+            self._values[index] = value
         self._refresh_saved()
 
     def to_array(self) -> np.ndarray:
-        return self.values
+        return self._values
 
     def to_dict(self, *args: Any, **kwargs: Any) -> Any:
         return self.tolist()
@@ -573,7 +573,7 @@ class NonTensorStack(_NonTensorBase):
     def _index_planned(
         self, batch_size: torch.Size, leaf_index: Any
     ) -> NonTensorData | NonTensorStack:
-        values = self.values[to_numpy_index(leaf_index)]
+        values = self._values[to_numpy_index(leaf_index)]
         if not isinstance(values, np.ndarray):
             out = np.empty((), dtype=object)
             out[()] = values
@@ -596,36 +596,36 @@ class NonTensorStack(_NonTensorBase):
 
     def _setitem(self, leaf_index: Any, value: Any) -> None:
         idx = to_numpy_index(leaf_index)
-        target_shape = np.empty(self.values.shape, dtype=np.uint8)[idx].shape
+        target_shape = np.empty(self._values.shape, dtype=np.uint8)[idx].shape
         if isinstance(value, NonTensorStack):
-            theirs = value.values
+            theirs = value._values
             if theirs.shape != target_shape and theirs.size == int(np.prod(target_shape)):
                 theirs = theirs.reshape(target_shape)
-            self.values[idx] = np.broadcast_to(theirs, target_shape)
+            self._values[idx] = np.broadcast_to(theirs, target_shape)
         elif isinstance(value, NonTensorData):
             self._fill(idx, value.data)
         else:
             self._fill(idx, value)
 
     def _fill(self, idx: Any, value: Any) -> None:
-        sub = self.values[idx]
+        sub = self._values[idx]
         if isinstance(sub, np.ndarray):
-            self.values[idx] = _full(value, sub.shape)
+            self._values[idx] = _full(value, sub.shape)
         else:
-            self.values[idx] = value
+            self._values[idx] = value
 
     def _transform(
         self, leaf_fn: Callable[[torch.Tensor], torch.Tensor]
     ) -> NonTensorData | NonTensorStack:
-        positions = leaf_fn(torch.arange(self.values.size).reshape(self.values.shape))
+        positions = leaf_fn(torch.arange(self._values.size).reshape(self._values.shape))
         if positions.ndim == 0:  # no batch dimension left: the one element
-            data = self.values.reshape(-1)[int(positions)]
+            data = self._values.reshape(-1)[int(positions)]
             return NonTensorData._new(data, torch.Size([]), self._device)  # type: ignore[no-any-return]
-        return NonTensorStack.from_array(self.values.reshape(-1)[positions.numpy()], self._device)
+        return NonTensorStack.from_array(self._values.reshape(-1)[positions.numpy()], self._device)
 
     def maybe_collapse(self) -> NonTensorData | NonTensorStack:
         """A :class:`NonTensorData` when every element holds the same object, else self."""
-        flat = self.values.reshape(-1)
+        flat = self._values.reshape(-1)
         if flat.size and all(same_value(flat[0], v) for v in flat[1:]):
             return NonTensorData._new(flat[0], self.batch_size, self._device)
         return self
@@ -637,9 +637,9 @@ class NonTensorStack(_NonTensorBase):
         self, condition: torch.Tensor, other: Any, *, out: Any = None, pad: Any = None
     ) -> NonTensorStack:
         """Elements of this stack where ``condition`` holds, of ``other`` elsewhere."""
-        mask = np.broadcast_to(condition.cpu().numpy().astype(bool), self.values.shape)
+        mask = np.broadcast_to(condition.cpu().numpy().astype(bool), self._values.shape)
         theirs = other.to_array() if is_non_tensor(other) else _full(other, ())
-        values = np.where(mask, self.values, np.broadcast_to(theirs, self.values.shape))
+        values = np.where(mask, self._values, np.broadcast_to(theirs, self._values.shape))
         result = NonTensorStack.from_array(values.astype(object), self._device)
         if out is not None:
             out.update_(result)
@@ -662,14 +662,14 @@ class NonTensorStack(_NonTensorBase):
     def insert(self, index: int, item: Any) -> None:
         """Insert one element before ``index`` along the first dimension (in place)."""
         member = _as_member_array(item)
-        if member.shape != tuple(self.batch_size[1:]) and self.values.size:
+        if member.shape != tuple(self.batch_size[1:]) and self._values.size:
             raise BatchSizeError(
                 f"cannot insert an element of batch_size={list(member.shape)} into a "
                 f"NonTensorStack of batch_size={list(self.batch_size)}."
             )
-        if not self.values.size and self.values.ndim == 1:
-            self.values = np.empty((0, *member.shape), dtype=object)
-        self.values = np.insert(self.values, index, member[None], axis=0)
+        if not self._values.size and self._values.ndim == 1:
+            self._values = np.empty((0, *member.shape), dtype=object)
+        self._values = np.insert(self._values, index, member[None], axis=0)
         self._shell = None
 
     def extend(self, items: Any) -> None:
@@ -679,7 +679,7 @@ class NonTensorStack(_NonTensorBase):
 
     # -- copies and conversions ----------------------------------------------------------------
     def clone(self, recurse: bool = True, **kwargs: Any) -> NonTensorStack:
-        values = copy.deepcopy(self.values) if recurse else self.values.copy()
+        values = copy.deepcopy(self._values) if recurse else self._values.copy()
         return NonTensorStack.from_array(values, self._device)
 
     def copy(self) -> NonTensorStack:
@@ -689,11 +689,11 @@ class NonTensorStack(_NonTensorBase):
         device = _device_of(args, kwargs)
         if device is _MISSING or device is None:
             return self
-        return NonTensorStack.from_array(self.values, torch.device(device))
+        return NonTensorStack.from_array(self._values, torch.device(device))
 
     def apply(self, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> NonTensorStack:
         """No tensor to apply ``fn`` to: the stack itself (a new wrapper)."""
-        return NonTensorStack.from_array(self.values, self._device)
+        return NonTensorStack.from_array(self._values, self._device)
 
     def update(
         self, input_dict_or_td: Any, *args: Any, inplace: bool = False, **kwargs: Any
@@ -722,9 +722,9 @@ class NonTensorStack(_NonTensorBase):
 
     def __eq__(self, other: object) -> Any:
         if isinstance(other, (NonTensorData, NonTensorStack)):
-            theirs = np.broadcast_to(other.to_array(), self.values.shape)
-            flags = [same_value(a, b) for a, b in zip(self.values.reshape(-1), theirs.reshape(-1))]
-            return torch.tensor(flags, dtype=torch.bool).reshape(self.values.shape)
+            theirs = np.broadcast_to(other.to_array(), self._values.shape)
+            flags = [same_value(a, b) for a, b in zip(self._values.reshape(-1), theirs.reshape(-1))]
+            return torch.tensor(flags, dtype=torch.bool).reshape(self._values.shape)
         return False
 
     def __iter__(self) -> Any:

@@ -32,7 +32,8 @@ __all__ = [
 ]
 
 _SHELL_CLASS: list[Any] = []
-#: methods never forwarded: they would hand out the shell's (empty) content as if it were data
+#: methods never forwarded: they would hand out the shell's content as if it were data
+#: (``keys()`` / ``values()`` / ``items()`` are views of no entries, see _NonTensorBase)
 _NOT_FORWARDED = frozenset({"get", "set", "keys", "values", "items", "data"})
 #: methods run with the entry itself as ``self`` (they write its own layout)
 _BORROWED = frozenset({"memmap_", "memmap", "memmap_like", "save", "memmap_refresh_"})
@@ -226,6 +227,19 @@ class _NonTensorBase:
         names = set(super().__dir__())
         names |= {n for n in dir(type(self._tensordict)) if not n.startswith("_")}
         return sorted(names)
+
+    # -- no entries: as upstream, code that walks any tensor collection's values() passes over
+    def keys(self, *args: Any, **kwargs: Any) -> Any:
+        """An empty keys view: a non-tensor entry holds a python object, not entries."""
+        return make_shell(self.batch_size, None).keys(*args, **kwargs)
+
+    def values(self, *args: Any, **kwargs: Any) -> Any:
+        """An empty values view (see :meth:`keys`)."""
+        return make_shell(self.batch_size, None).values(*args, **kwargs)
+
+    def items(self, *args: Any, **kwargs: Any) -> Any:
+        """An empty items view (see :meth:`keys`)."""
+        return make_shell(self.batch_size, None).items(*args, **kwargs)
 
     # -- new_* (python objects are not zeros or ones: each element repeats the first one) ------
     def new_zeros(self, *size: Any, empty_lazy: bool = False, **kwargs: Any) -> Any:

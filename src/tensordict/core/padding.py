@@ -77,7 +77,7 @@ def _pad_non_tensor(value: Any, widths: list[tuple[int, int]], inplace: bool) ->
             "pad(..., inplace=True): this NonTensorStack is locked (or memory-mapped). Unlock "
             "it with unlock_(), or use inplace=False."
         )
-    value.values = padded
+    value._values = padded
     value._shell = None  # its batch size and positions described the old values
     return value
 

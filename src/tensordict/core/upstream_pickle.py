@@ -222,10 +222,10 @@ def setstate_non_tensor_stack(stack: Any, state: dict[str, Any]) -> None:
     stack._shell = None
     stack._device = None
     if not members:
-        stack.values = np.empty(tuple(state.get("_batch_size") or (0,)), dtype=object)
+        stack._values = np.empty(tuple(state.get("_batch_size") or (0,)), dtype=object)
         return
     built = type(stack)(*members, stack_dim=state.get("stack_dim", 0))
-    stack.values = built.values
+    stack._values = built._values
     stack._device = built._device
 
 
