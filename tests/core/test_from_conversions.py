@@ -3,6 +3,9 @@ lists as non-tensor stacks, and batch slicing of jagged (nested) tensors."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pytest
 import torch
 
@@ -85,3 +88,14 @@ def test_a_ragged_batch_dim_of_nested_tensors_pads_to_its_longest_component() ->
         TensorDict({"n": nested, "plain": torch.zeros(2, 2, 3)}, batch_size=[2, 2, -1])
     with pytest.raises(BatchSizeError, match="non-negative ints"):
         TensorDict(batch_size=[2, -2])
+
+
+def test_from_any_reads_an_h5py_file_nested_in_a_container(tmp_path: Any) -> None:
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(tmp_path / "f.h5", "w") as f:
+        f["a"] = np.arange(3)
+        f.create_group("g")["b"] = np.ones((3, 2))
+    with h5py.File(tmp_path / "f.h5", "r") as f:
+        td = TensorDict.from_any({"x": torch.zeros(3), "h": f})
+        assert set(td.keys(True, True)) == {"x", ("h", "a"), ("h", "g", "b")}
+        assert torch.equal(torch.as_tensor(td["h", "a"][:]), torch.arange(3))

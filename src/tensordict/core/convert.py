@@ -64,6 +64,10 @@ def _convert(obj: Any) -> Any:
         return TensorDict({f: _convert(v) for f, v in zip(obj._fields, obj)})
     if isinstance(obj, tuple):
         return TensorDict({str(i): _convert(v) for i, v in enumerate(obj)})
+    if type(obj) is not dict:  # a format's own object (an h5py.File is a Mapping too)
+        formatted = from_format_object(obj)
+        if formatted is not None:
+            return formatted
     if isinstance(obj, Mapping):
         return TensorDict({k: _convert(v) for k, v in obj.items()})
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
