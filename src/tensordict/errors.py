@@ -15,6 +15,7 @@ import errno
 
 __all__ = [
     "AlreadyMemmappedError",
+    "BackwardError",
     "BatchSizeError",
     "ChunkError",
     "CycleError",
@@ -394,6 +395,11 @@ class NotYetAvailableError(NotImplementedError):
     Its import path exists so that code importing it still loads; using it raises this error,
     which names the coming feature and the issue that tracks it.
     """
+
+
+class BackwardError(RuntimeError):
+    """``td.backward()`` that cannot run: no leaf requires gradients, a non-scalar leaf without a
+    gradient, or a gradient whose shape differs from its leaf's."""
 
 
 class TensorDictPropertyError(RuntimeError):

@@ -430,23 +430,54 @@ def _loss(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
 
 def _autograd_grad(outputs: Any, inputs: Any, grad_outputs: Any = None, **kwargs: Any) -> Any:
     """``torch.autograd.grad`` of tensordicts: a tensordict of gradients shaped like ``inputs``,
-    entries matched by key."""
+    entries matched by key (lazy stacks member by member: their stacked tensors are not in the
+    graph)."""
     outputs, inputs, grad_outputs = (
         x[0] if isinstance(x, (tuple, list)) and len(x) == 1 else x
         for x in (outputs, inputs, grad_outputs)
     )
+    outs: list[Any] = []
+    ins: list[Any] = []
+    gos: list[Any] | None = [] if isinstance(grad_outputs, TensorCollection) else None
+    rebuild = _grad_pairs(outputs, inputs, grad_outputs, outs, ins, gos)
+    grads = torch.autograd.grad(outs, ins, gos if gos is not None else grad_outputs, **kwargs)
+    return rebuild(iter(grads))
+
+
+def _grad_pairs(
+    outputs: Any, inputs: Any, grad_outputs: Any, outs: list[Any], ins: list[Any], gos: Any
+) -> Callable[[Any], Any]:
+    """Append the matching output / input (/ grad output) tensors; return how to rebuild the
+    gradients of ``inputs`` from an iterator over them."""
+    members = getattr(inputs, "tensordicts", None)
+    sd = getattr(inputs, "stack_dim", None)
+    out_members = getattr(outputs, "tensordicts", None)
+    if members is not None and sd is not None and len(out_members or ()) == len(members):
+        go_members: list[Any] = [None] * len(members)
+        if gos is not None:
+            go_members = getattr(grad_outputs, "tensordicts", None) or list(grad_outputs.unbind(sd))
+        parts = [
+            _grad_pairs(o, i, g, outs, ins, gos)
+            for o, i, g in zip(out_members, members, go_members)  # type: ignore[arg-type]
+        ]
+        from tensordict.core.lazy_stack import LazyStackedTensorDict  # builds on core
+
+        return lambda it: LazyStackedTensorDict(*[p(it) for p in parts], stack_dim=sd)
     keys = [
         k
         for k, v in inputs.items(True, True, is_leaf=leaf_or_non_tensor)
         if isinstance(v, torch.Tensor)
     ]
-    if isinstance(grad_outputs, TensorCollection):
-        grad_outputs = [grad_outputs.get(k) for k in keys]  # type: ignore[attr-defined]
-    grads = torch.autograd.grad(
-        [outputs.get(k) for k in keys], [inputs.get(k) for k in keys], grad_outputs, **kwargs
-    )
-    by_key = dict(zip(keys, grads))
-    return inputs.named_apply(lambda k, x: by_key[k], nested_keys=True)
+    outs.extend(outputs.get(k) for k in keys)
+    ins.extend(inputs.get(k) for k in keys)
+    if gos is not None:
+        gos.extend(grad_outputs.get(k) for k in keys)
+
+    def rebuild(it: Any) -> Any:
+        by_key = {k: next(it) for k in keys}
+        return inputs.named_apply(lambda k, x: by_key[k], nested_keys=True)
+
+    return rebuild
 
 
 def _atleast(name: str) -> Callable[..., Any]:

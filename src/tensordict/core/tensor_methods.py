@@ -16,7 +16,6 @@ import torch
 
 from tensordict.core.arithmetic import pad_missing
 from tensordict.core.collection import TensorCollection
-from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.ops import _is_collection, keep_lock_of
 from tensordict.core.shape import normalize_dim
 from tensordict.errors import BatchSizeError, DTypeCastError
@@ -444,48 +443,40 @@ class TensorMethodsMixin(TensorCollection):
 
     @property
     def grad(self) -> Any:
-        """The gradients of the entries that have one, as a tensordict (None if none has)."""
-        keys = [
-            k
-            for k in self.keys(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor)  # type: ignore[attr-defined]
-            if isinstance(self.get(k), torch.Tensor) and self.get(k).grad is not None  # type: ignore[attr-defined]
-        ]
-        if not keys:
-            return None
-        grads = {k: self.get(k).grad for k in keys}  # type: ignore[attr-defined]
-        out = self.select(*keys)  # type: ignore[attr-defined]
-        out = out._apply_leaves(lambda x: x).update(grads)  # (same structure, the grads)
-        return keep_lock_of(self, out)  # (locked like this tensordict, as upstream)
+        """The gradients of the entries that have one, as a tensordict (None if none has); a
+        lazy stack gathers its members' (see :mod:`tensordict.core.autograd`)."""
+        from tensordict.core.autograd import grad_of
+
+        out = grad_of(self)
+        return None if out is None else keep_lock_of(self, out)  # (locked like this, as upstream)
 
     def backward(
         self,
         gradient: Any = None,
         retain_graph: bool | None = None,
         create_graph: bool = False,
+        inputs: Any = None,
     ) -> None:
-        """Back-propagate from every tensor entry (each a scalar, or with ``gradient``'s entry).
+        """Back-propagate from every leaf that requires gradients, in one call (the others are
+        ignored); each must be a scalar, or ``gradient`` gives its gradient under the same key.
+        ``inputs`` (a tensordict or tensors) limits which graph leaves receive gradients.
 
         Raises:
-            RuntimeError: an entry is not a scalar and ``gradient`` does not give its gradient.
+            BackwardError: no leaf requires gradients, a leaf is not a scalar and ``gradient``
+                is None, or a gradient has the wrong shape.
+            TensorDictKeyError: ``gradient`` lacks a leaf's key.
+            NotATensorDictError: ``gradient`` is not a tensordict.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> x = torch.ones(3, requires_grad=True)
+            >>> TensorDict(a=x.sum(), b=(2 * x).sum(), c=torch.zeros(2)).backward()
+            >>> x.grad
+            tensor([3., 3., 3.])
         """
-        keys = [
-            k
-            for k in self.keys(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor)  # type: ignore[attr-defined]
-            if isinstance(self.get(k), torch.Tensor)  # type: ignore[attr-defined]
-        ]
-        tensors = [self.get(k) for k in keys]  # type: ignore[attr-defined]
-        grads = None if gradient is None else [gradient.get(k) for k in keys]
-        if grads is None:
-            for key, t in zip(keys, tensors):
-                if t.numel() != 1:
-                    raise RuntimeError(
-                        "grad can be implicitly created only for scalar outputs: the leaf at key "
-                        f"{key!r} has shape {tuple(t.shape)}. Pass a gradient tensordict matching "
-                        "the structure of this tensordict to backward()."
-                    )
-        torch.autograd.backward(
-            tensors, grads, retain_graph=retain_graph, create_graph=create_graph
-        )
+        from tensordict.core.autograd import backward
+
+        backward(self, gradient, retain_graph, create_graph, inputs)
 
     def zero_grad(self: T, set_to_none: bool = True) -> T:
         """Reset the gradients of every entry (to None, or to zeros in place)."""

@@ -1,0 +1,57 @@
+"""Autograd over tensordicts: ``backward`` as upstream (only leaves that require gradients, its
+errors, ``inputs``) and lazy stacks, whose gradients live in their members' graph leaves."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tensordict import LazyStackedTensorDict, TensorDict
+from tensordict.errors import BackwardError, NotATensorDictError, TensorDictKeyError
+
+
+def _stack() -> LazyStackedTensorDict:
+    members = [
+        TensorDict(a=torch.randn(3, 2), b={"c": torch.randn(3)}, batch_size=[3]) for _ in range(2)
+    ]
+    return LazyStackedTensorDict(*members, stack_dim=0).requires_grad_()
+
+
+def test_grad_of_a_lazy_stack_gathers_its_members_gradients() -> None:
+    td = _stack()
+    sum(v.sum() for v in (td * 2).values(True, True)).backward()
+    grad = td.grad
+    assert grad is not None and grad.batch_size == td.batch_size
+    assert (grad == 2).all()
+    td.zero_grad(set_to_none=True)
+    assert td.grad is None
+
+
+def test_autograd_grad_of_lazy_stacks_follows_the_members() -> None:
+    inputs = _stack()
+    outputs = inputs * 3
+    grads = torch.autograd.grad(outputs, inputs, torch.ones_like(outputs))
+    assert isinstance(grads, LazyStackedTensorDict) and (grads == 3).all()
+
+
+def test_backward_ignores_leaves_without_grad_and_takes_inputs() -> None:
+    x = torch.ones(3, requires_grad=True)
+    y = torch.ones(3, requires_grad=True)
+    losses = TensorDict(a=(x * y).sum(), fixed=torch.zeros(4))
+    losses.backward(inputs=TensorDict(x=x))
+    assert torch.equal(x.grad, torch.ones(3)) and y.grad is None
+
+
+def test_backward_errors_say_what_is_wrong() -> None:
+    x = torch.ones(3, requires_grad=True)
+    with pytest.raises(BackwardError, match="no leaf tensor requiring gradients"):
+        TensorDict(a=torch.zeros(2)).backward()
+    with pytest.raises(BackwardError, match="scalar outputs"):
+        TensorDict(a=x * 2).backward()
+    with pytest.raises(TensorDictKeyError, match="Missing gradient entry for key 'a'"):
+        TensorDict(a=x * 2).backward(TensorDict(b=torch.ones(3)))
+    with pytest.raises(BackwardError, match="Mismatch in shape"):
+        TensorDict(a=x * 2).backward(TensorDict(a=torch.ones(2)))
+    with pytest.raises(NotATensorDictError, match="gradient must be a TensorDictBase"):
+        TensorDict(a=x * 2).backward(torch.ones(3))
+    assert x.grad is None  # nothing ran
