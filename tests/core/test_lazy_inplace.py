@@ -283,3 +283,17 @@ def test_update_at_writes_a_ragged_stack_member_by_member(stack_dim: int) -> Non
     dest.update_at_(src, index)
     for member in dest.tensordicts:
         assert member["x"][1:3].eq(1).all() and member["x"][[0, 3]].eq(0).all()
+
+
+def test_select_in_place_keeps_nested_keys_in_every_member() -> None:
+    def member() -> TensorDict:
+        nested = TensorDict(inner=torch.zeros(3, 2), other=torch.zeros(3), batch_size=[3])
+        return TensorDict(a=torch.zeros(3), b=torch.zeros(3), n=nested, batch_size=[3])
+
+    stack = LazyStackedTensorDict(member(), member(), stack_dim=0)
+    assert stack.select("a", ("n", "inner"), inplace=True) is stack
+    assert set(stack.keys(True, True)) == {"a", ("n", "inner")}  # (the nested key was dropped)
+    assert all(set(m.keys(True, True)) == {"a", ("n", "inner")} for m in stack.tensordicts)
+    with pytest.raises(KeyError):
+        stack.select("a", "missing", inplace=True)
+    assert set(stack.keys(True, True)) == {"a", ("n", "inner")}  # (nothing changed)

@@ -538,9 +538,11 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
     def select(
         self, *keys: Any, inplace: bool = False, strict: bool = True, as_tensordict: bool = False
     ) -> Any:
-        if inplace:
-            return super().select(*keys, inplace=True, strict=strict)
-        members = [m.select(*keys, strict=strict) for m in self.tensordicts]
+        members = [m.select(*keys, strict=strict) for m in self.tensordicts]  # (raises first)
+        if inplace:  # each member keeps the selected entries, nested ones included
+            for member in self.tensordicts:
+                member.select(*keys, inplace=True, strict=strict)
+            return self
         return LazyStackedTensorDict(*members, stack_dim=self.stack_dim)
 
     def filter_non_tensor_data(self) -> Any:
