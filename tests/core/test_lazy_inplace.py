@@ -297,3 +297,14 @@ def test_select_in_place_keeps_nested_keys_in_every_member() -> None:
     with pytest.raises(KeyError):
         stack.select("a", "missing", inplace=True)
     assert set(stack.keys(True, True)) == {"a", ("n", "inner")}  # (nothing changed)
+
+
+def test_to_in_place_casts_every_member_and_batch_size_is_refused() -> None:
+    members = [TensorDict(a=torch.zeros(3, dtype=torch.int64), batch_size=[3]) for _ in range(2)]
+    stack = LazyStackedTensorDict(*members, stack_dim=1)
+    assert stack.to(torch.float32, inplace=True) is stack
+    assert stack["a"].dtype == torch.float32
+    assert all(m["a"].dtype == torch.float32 for m in members)  # the members themselves
+    with pytest.raises(TypeError, match="Cannot pass batch-size"):
+        stack.to(torch.int32, batch_size=[])
+    assert stack["a"].dtype == torch.float32

@@ -12,6 +12,7 @@ import torch
 from tensordict.core.collection import TensorCollection
 from tensordict.core.consolidate import move_consolidated
 from tensordict.core.ops import keep_lock_of
+from tensordict.errors import ViewArgumentError
 
 __all__ = ["DeviceMixin", "DeviceTransferRecorder", "device_recorder"]
 
@@ -67,6 +68,11 @@ class DeviceMixin(TensorCollection):
                 raise TypeError(f"to() got an unsupported argument {arg!r}")
         if kwargs:
             raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        if batch_size is not None and hasattr(self, "stack_dim"):
+            raise ViewArgumentError(
+                f"Cannot pass batch-size to a {type(self).__name__}: its batch size follows its "
+                "members. Call to() without batch_size, or on td.to_tensordict()."
+            )
         out: Any = self
         plain_move = device is not None and dtype is None and batch_size is None and not inplace
         if plain_move and self.device == torch.device(device):  # already there: itself (upstream)

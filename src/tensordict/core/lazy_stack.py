@@ -361,6 +361,20 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
 
         return TensorDict._new_unsafe(source, batch_size, self.device, names)
 
+    def _assume(self, other: Any) -> Any:
+        """Take ``other``'s entries member by member (the ``inplace=True`` form of ``to``):
+        ``other`` is this stack transformed member-wise (same members, same stack dim)."""
+        theirs: list[Any] = getattr(other, "tensordicts", None) or []
+        same = len(theirs) == len(self.tensordicts) and hasattr(other, "stack_dim")
+        if not same or other.stack_dim != self.stack_dim:
+            raise InplaceNotSupportedError(
+                "this in-place operation changes how the lazy stack is built: use the "
+                "out-of-place form and keep the result."
+            )
+        for member, new in zip(self.tensordicts, theirs):
+            member._inplace_result(new, True, "to")
+        return self
+
     def is_memmap(self) -> bool:
         return all(m.is_memmap() for m in self.tensordicts)
 
