@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from tensordict import TensorDict
+from tensordict import LazyStackedTensorDict, NonTensorData, NonTensorStack, TensorDict
 from tensordict.errors import DimNamesError
 
 
@@ -110,3 +110,17 @@ def test_a_nested_tensordict_shares_names_with_its_parent() -> None:
     unnamed = TensorDict({}, [3])
     unnamed["m"] = TensorDict({}, [3, 4], names=["x", "y"])
     assert unnamed.names == ["x"] and unnamed["m"].names == ["x", "y"]
+
+
+def test_names_reach_non_tensor_entries_and_nested_lazy_stacks() -> None:
+    stack = NonTensorStack.from_list([["a"] * 3] * 4)
+    lazy = LazyStackedTensorDict(*[TensorDict(x=torch.zeros(3), batch_size=[3])] * 4)
+    td = TensorDict(
+        data=NonTensorData("x", batch_size=[4, 3]), n={"s": stack}, lazy=lazy, batch_size=[4, 3]
+    )
+    td.names = ["i", "j"]
+    assert td.get("data").names == ["i", "j"] and td.get(("n", "s")).names == ["i", "j"]
+    assert td.get("lazy").names == ["i", "j"]
+    td.lock_()
+    td.names = ["u", "v"]  # (renaming a locked tensordict renames its entries too)
+    assert td.get("data").names == ["u", "v"] and td.get(("n", "s")).names == ["u", "v"]

@@ -498,11 +498,13 @@ class TensorDict(TensorDictBase):
         self._rename_nested(value)
 
     def _rename_nested(self, prefix: list[str | None]) -> None:
-        # nested tensordicts share the leading batch dims, and so their names (as upstream)
+        # nested tensordicts, lazy stacks and non-tensor entries share the leading batch dims,
+        # and so their names (as upstream)
         for child in self._tensordict.values():
             if getattr(type(child), "_is_tensorclass", False):
                 child = child._tensordict
-            if isinstance(child, TensorDict):
+            named = isinstance(child, (TensorDictBase, NonTensorData, NonTensorStack))
+            if named and len(child.batch_size) >= len(prefix):
                 child.names = prefix + child.names[len(prefix) :]
 
     @property
