@@ -307,3 +307,12 @@ def test_names_reach_nested_tensordicts() -> None:
 def test_refine_names_with_ellipsis() -> None:
     td = TensorDict({}, [3, 4, 5]).refine_names(..., "z")
     assert td.names == [None, None, "z"]
+
+
+def test_auto_batch_size_counts_batched_non_tensor_entries_as_upstream() -> None:
+    td = TensorDict(a=torch.zeros(3, 2), b=NonTensorData("x", batch_size=[3]))
+    assert td.auto_batch_size_().batch_size == (3,)
+    td = TensorDict(a=torch.zeros(3, 2), b="x")  # (an unbatched one does not restrict)
+    assert td.auto_batch_size_().batch_size == (3, 2)
+    only = TensorDict(n={"s": NonTensorData("x", batch_size=[4, 3])}, batch_size=[])
+    assert only.auto_batch_size_().batch_size == (4, 3)  # (it was [])

@@ -252,8 +252,8 @@ class TensorDictBase(
             if isinstance(value, TensorDictBase):
                 value.auto_batch_size_(batch_dims)  # (as upstream: nested ones get batch_dims too)
                 shape = list(value.batch_size)
-            elif isinstance(value, NonTensorStack):
-                shape = list(value.batch_size)  # one value per element: it has a shape
+            elif is_non_tensor(value) and value.batch_size:
+                shape = list(value.batch_size)  # (as upstream: a batched one has a shape)
             elif is_non_tensor(value) or is_unbatched(value):
                 continue
             else:
