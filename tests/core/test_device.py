@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from tensordict import TensorDict
+from tensordict.errors import LockedError
 
 
 def test_to_the_device_a_tensordict_already_has_returns_it() -> None:
@@ -77,3 +78,14 @@ def test_grad_and_data_of_a_locked_tensordict_are_locked() -> None:
     td.lock_()
     assert td.grad.is_locked and td.data.is_locked
     assert torch.equal(td.grad["b", "c"], torch.ones(3))
+
+
+def test_to_in_place_refuses_a_locked_tensordict_and_changes_nothing() -> None:
+    td = TensorDict(a=torch.zeros(3, dtype=torch.int64), batch_size=[3]).lock_()
+    before = td["a"]
+    with pytest.raises(LockedError, match="Cannot modify locked TensorDict"):
+        td.to(torch.float32, inplace=True)
+    assert td["a"] is before and td["a"].dtype == torch.int64
+    with td.unlock_():
+        td.to(torch.float32, inplace=True)
+    assert td["a"].dtype == torch.float32

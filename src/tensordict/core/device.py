@@ -11,8 +11,9 @@ import torch
 
 from tensordict.core.collection import TensorCollection
 from tensordict.core.consolidate import move_consolidated
+from tensordict.core.entries import locked_message
 from tensordict.core.ops import keep_lock_of
-from tensordict.errors import ViewArgumentError
+from tensordict.errors import LockedError, ViewArgumentError
 
 __all__ = ["DeviceMixin", "DeviceTransferRecorder", "device_recorder"]
 
@@ -94,6 +95,8 @@ class DeviceMixin(TensorCollection):
             return self
         if inplace:  # (the shape mixin's helper: this tensordict takes the moved leaves)
             td_: Any = self
+            if td_.is_locked:  # (as upstream: its leaves would be replaced)
+                raise LockedError(locked_message("cast or move it in place (to(inplace=True))"))
             return td_._inplace_result(out, True, "to")  # type: ignore[no-any-return]
         moved: Any = keep_lock_of(self, out)
         source_ref = weakref.ref(self)  # (the result must not keep its source alive)
