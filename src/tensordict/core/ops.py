@@ -53,6 +53,20 @@ def _other_value(other: Any, key: str, default: Any, path: tuple[str, ...]) -> A
     return value
 
 
+def _others_of(
+    others: Sequence[Any], key: str, default: Any, path: tuple[str, ...], value: Any
+) -> list[Any]:
+    """The others' entries at ``key``; a nested tensordict holding no tensor that the others
+    lack stands in for itself (its non-tensor entries pass through, as upstream's where)."""
+    try:
+        return [_other_value(o, key, default, path) for o in others]
+    except ShapeMismatchError:
+        inner = value._tensordict if getattr(type(value), "_is_tensorclass", False) else value
+        if not isinstance(inner, TensorCollection) or inner._tensor_leaves():  # type: ignore[attr-defined]
+            raise
+        return [value for _ in others]
+
+
 def _rebatch_non_tensor(
     path: tuple[str, ...], value: NonTensorData | NonTensorStack, batch_size: torch.Size
 ) -> NonTensorData:
@@ -129,7 +143,10 @@ class OpsMixin(TensorCollection):
         new_bs = self.batch_size if batch_size is None else torch.Size(batch_size)
         out: dict[str, Any] = {}
         for key, value in self._own_items():
-            theirs = [_other_value(o, key, default, prefix) for o in others]
+            passed_through = non_tensor_fn is None and isinstance(
+                value, (NonTensorData, NonTensorStack)
+            )  # (the others' entry is not read: it may be missing, as upstream's where(pad=))
+            theirs = [] if passed_through else _others_of(others, key, default, prefix, value)
             if isinstance(value, torch.Tensor):
                 if named:
                     name = prefix + (key,) if nested_keys and prefix else key

@@ -16,6 +16,8 @@ import torch
 
 from tensordict.core.arithmetic import pad_missing
 from tensordict.core.collection import TensorCollection
+from tensordict.core.keys import leaf_or_non_tensor
+from tensordict.core.non_tensor import is_non_tensor
 from tensordict.core.ops import _is_collection, keep_lock_of
 from tensordict.core.shape import normalize_dim
 from tensordict.errors import BatchSizeError, DTypeCastError
@@ -105,6 +107,13 @@ def _size_arg(size: tuple[Any, ...]) -> torch.Size:
     if len(size) == 1 and not isinstance(size[0], int):
         return torch.Size(size[0])
     return torch.Size(size)
+
+
+def _add_missing_non_tensor(result: Any, other: Any) -> None:
+    other_td = other._tensordict if getattr(type(other), "_is_tensorclass", False) else other
+    for key, value in other_td.items(True, True, is_leaf=leaf_or_non_tensor):
+        if is_non_tensor(value) and result.get(key, None) is None:
+            result.set(key, value)
 
 
 class TensorMethodsMixin(TensorCollection):
@@ -206,6 +215,8 @@ class TensorMethodsMixin(TensorCollection):
         )
         if not others:  # (as upstream: a tensordict `other` gives an unlocked result)
             result = keep_lock_of(self, result)
+        else:  # non-tensor entries only ``other`` holds come along, as upstream
+            _add_missing_non_tensor(result, other)
         if out is not None:
             return out.update(result, inplace=True)  # type: ignore[no-any-return]
         return result  # type: ignore[no-any-return]

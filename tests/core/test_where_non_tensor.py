@@ -1,0 +1,37 @@
+"""``where(..., pad=)`` with non-tensor entries, as upstream: they pass through (from either
+side), and a nested tensordict holding only non-tensor data needs no counterpart."""
+
+from __future__ import annotations
+
+import torch
+
+from tensordict import NonTensorData, TensorDict
+
+
+def _td() -> TensorDict:
+    return TensorDict(
+        a=torch.zeros(4, 3),
+        data=NonTensorData("txt", batch_size=[4]),
+        n={"s": NonTensorData("y", batch_size=[4])},
+        batch_size=[4],
+    )
+
+
+MASK = torch.tensor([True, False, True, False])
+
+
+def test_where_pad_keeps_non_tensor_entries_of_either_side() -> None:
+    td = _td()
+    left = td.where(MASK, td.empty(), pad=1)
+    assert left.get("data").data == "txt" and left.get(("n", "s")).data == "y"
+    assert (left["a"][~MASK] == 1).all() and (left["a"][MASK] == 0).all()
+    right = td.empty().where(~MASK, td, pad=1)
+    assert right.get("data").data == "txt" and right.get(("n", "s")).data == "y"
+    assert (right["a"][~MASK] == 1).all()
+
+
+def test_where_pad_with_out_fills_it() -> None:
+    td = _td()
+    out = td.empty()
+    assert td.where(MASK, td.empty(), pad=1, out=out) is out
+    assert out.get("data").data == "txt" and (out["a"][~MASK] == 1).all()
