@@ -120,3 +120,12 @@ def test_memmap_refuses_it_and_writes_nothing(tmp_path) -> None:  # type: ignore
         _td().memmap_(tmp_path / "out")
     assert not (tmp_path / "out").exists()
     assert issubclass(UnbatchedMemmapError, NotImplementedError)  # as upstream
+
+
+def test_clone_and_to_tensordict_keep_the_unbatched_batch_size() -> None:
+    td = TensorDict(a=torch.zeros(4, 3), u=UnbatchedTensor(torch.randn(7, 11)), batch_size=[4, 3])
+    copy = td.get("u").clone()
+    assert isinstance(copy, UnbatchedTensor) and copy.batch_size == (4, 3)
+    assert copy.data_ptr() != td.get("u").data_ptr()
+    dense = td.to_tensordict()
+    assert dense.get("u").batch_size == (4, 3)  # (it was [])

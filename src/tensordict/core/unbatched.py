@@ -98,6 +98,13 @@ class UnbatchedTensor(torch.Tensor):
         out._batch_size = self.batch_size
         return out  # type: ignore[no-any-return]
 
+    def clone(self, *args: Any, **kwargs: Any) -> UnbatchedTensor:  # type: ignore[override]
+        """A copy of the data with the same batch size (``to_tensordict`` and ``copy.copy``
+        paths clone the entry on its own: the batch size must survive)."""
+        out = self._plain().clone(*args, **kwargs).as_subclass(type(self))
+        out._batch_size = self.batch_size
+        return out  # type: ignore[no-any-return]
+
     # python conversions answer as the plain tensor would (never an UnbatchedTensor)
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
         return f"{type(self).__name__}({self._plain()!r})"
