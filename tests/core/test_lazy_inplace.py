@@ -308,3 +308,10 @@ def test_to_in_place_casts_every_member_and_batch_size_is_refused() -> None:
     with pytest.raises(TypeError, match="Cannot pass batch-size"):
         stack.to(torch.int32, batch_size=[])
     assert stack["a"].dtype == torch.float32
+
+
+def test_in_place_ops_that_reshape_a_lazy_stack_still_refuse() -> None:
+    stack = LazyStackedTensorDict(*[TensorDict(x=torch.zeros(4), batch_size=[4])] * 2)
+    with pytest.raises(NotImplementedError, match="repeat_interleave"):
+        stack.repeat_interleave(2, dim=1, inplace=True)
+    assert stack.batch_size == (2, 4)

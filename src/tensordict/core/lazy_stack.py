@@ -366,9 +366,9 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
         ``other`` is this stack transformed member-wise (same members, same stack dim)."""
         theirs: list[Any] = getattr(other, "tensordicts", None) or []
         same = len(theirs) == len(self.tensordicts) and hasattr(other, "stack_dim")
-        if not same or other.stack_dim != self.stack_dim:
+        if not same or other.stack_dim != self.stack_dim or other.batch_size != self.batch_size:
             raise InplaceNotSupportedError(
-                "this in-place operation changes how the lazy stack is built: use the "
+                "it changes how the lazy stack is built (its members or batch size). Use the "
                 "out-of-place form and keep the result."
             )
         for member, new in zip(self.tensordicts, theirs):

@@ -18,7 +18,7 @@ from tensordict.core.collection import TensorCollection
 from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack
 from tensordict.core.options import lazy_legacy
 from tensordict.core.unbatched import is_unbatched, rebatch
-from tensordict.errors import BatchSizeError, DimIndexError
+from tensordict.errors import BatchSizeError, DimIndexError, InplaceNotSupportedError
 
 __all__ = ["ShapeMixin", "nested_names", "normalize_dim"]
 
@@ -200,7 +200,12 @@ class ShapeMixin(TensorCollection):
                 f"{what}(inplace=True) is not supported on a {type(self).__name__}: its entries "
                 f"live in its members. Use the out-of-place {what}() and keep the result."
             )
-        return assume(result)
+        try:
+            return assume(result)
+        except InplaceNotSupportedError as err:  # (a lazy stack: only member-wise results)
+            raise InplaceNotSupportedError(
+                f"{what}(inplace=True) is not supported on a {type(self).__name__}: {err}"
+            ) from None
 
     def view(self, *shape: Any, batch_size: Sequence[int] | None = None) -> Any:
         """View the batch dimensions with a new shape (never copies; raises where torch would),
