@@ -35,12 +35,16 @@ __all__ = ["BATCH_TAG", "FULL", "HELD", "Coalescer", "unpack_groups"]
 
 #: the tag of a message holding several results: ``(BATCH_TAG, ks, groups)``
 BATCH_TAG = "ok:batch"
-#: at most this many results per message
-MAX_HELD = 32
+#: at most this many results per message (also the length of the runs of chunks the parent
+#: sends, ``engine.TINY_RUN``). 64 rather than 32 halves the messages, and with them the wake-ups
+#: of the parent, which on 2 cores preempt a worker: ~0.52 -> ~0.60 of the bare processes' speed
+#: on the tiny workload (``benchmarks/cpu_bound.py``); more gains little
+MAX_HELD = 64
 #: at most this many bytes of result elements per message
 MAX_BYTES = 32 * 1024
-#: a held result is sent once it is this old, whatever else is held
-MAX_AGE_SECONDS = 1e-3
+#: a held result is sent once it is this old, whatever else is held (a full batch of chunks of
+#: ~20 us stays under it)
+MAX_AGE_SECONDS = 2e-3
 #: a chunk that took longer than this is not held (nor are the ones held before it)
 FAST_SECONDS = 200e-6
 _ALIGN = 16

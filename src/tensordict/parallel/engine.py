@@ -6,7 +6,7 @@ Data flow (pool created by the call)::
     plan: chunk k -> index (slice | int | perm)   start: ignore SIGINT, close inherited parent ends,
     window: <= 2N chunks sent and not yet yielded        set threads, seed (base + id), set info
       (16N while results are small and fast,
-       64N while they travel several per message)
+       256N while they travel several per message)
        send [(k, index)] --- socketpair (Channel) -->  chunk = source[index] (source inherited
          or ("tiny", run of chunks)                     by fork, or mapped once from its files)
        select(channels + process sentinels) <------    ("ok", k, fn(chunk)) small inline,
@@ -73,10 +73,11 @@ TINY_CHUNK_SECONDS = 200e-6
 #: most 16 x 64 KiB of results per worker, and one slow result (a slow consumer) shrinks it back.
 TINY_DEPTH = 16
 #: chunks queued per worker while tiny chunks' results are under 4 KiB and travel several per
-#: message (``coalesce``): at most 64 x 4 KiB of results per worker. Deep enough that a worker
-#: still holds two runs when it sends one, so it need not wait for the parent to wake up (which
-#: takes ~1 ms on a loaded machine) before it runs the next chunk.
-TINY_BATCH_DEPTH = 64
+#: message (``coalesce``): at most 256 x 4 KiB of results per worker. Deep enough that a worker
+#: holds several runs when it sends one, so it need not wait for the parent to wake up (which
+#: takes ~1 ms on a loaded machine, and longer while results wait for an earlier chunk to be
+#: yielded in order) before it runs the next chunk.
+TINY_BATCH_DEPTH = 256
 #: results at least this large are queued one per worker instead of two, so that results
 #: waiting for a slow consumer stay bounded in bytes (chunks that big take milliseconds, so the
 #: shorter queue costs no throughput)
