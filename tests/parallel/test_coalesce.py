@@ -51,6 +51,23 @@ def test_held_results_of_several_layouts_come_back_in_order():
             assert got[key].dtype == want[key].dtype and torch.equal(got[key], want[key])
 
 
+def test_views_non_contiguous_and_empty_leaves_come_back_with_their_values():
+    base = torch.arange(24.0).view(2, 12)
+    results = [
+        TensorDict({"t": base.view(2, 3, 4).transpose(1, 2)}, [2]),  # not contiguous
+        TensorDict({"o": base[1, 4:8]}, [4]),  # a view at an offset of a larger storage
+        TensorDict({"e": torch.zeros(2, 0), "i": torch.arange(2)}, [2]),  # an empty leaf
+    ]
+    held = Coalescer()
+    for k, r in enumerate(results):
+        assert held.hold(k, r, 1e-6, 0.0) == HELD
+    base.zero_()  # after holding: what was held is kept
+    _, back = round_trip(held)
+    assert torch.equal(back[0]["t"], torch.arange(24.0).view(2, 3, 4).transpose(1, 2))
+    assert torch.equal(back[1]["o"], torch.arange(16.0, 20.0))
+    assert back[2]["e"].shape == (2, 0) and torch.equal(back[2]["i"], torch.arange(2))
+
+
 def test_results_sharing_a_buffer_do_not_alias_each_other():
     held = Coalescer()
     for k in range(3):

@@ -170,20 +170,37 @@ def drive(
             taken = backend.submit(range(next_k, next_k + room), payload)
             next_k += taken
             in_flight += taken
-        if ordered:
-            result = pending.pop(yielded, _NOTHING)
+        # Yield the results that are ready, until the window has room to send more: after each
+        # result for large chunks, once a whole batch fits (or all that is left) for tiny ones.
+        if next_k >= stop_at:
+            refill_at = -1  # nothing left to send
+        elif tiny:
+            refill_at = max(limit - batch, limit - (stop_at - next_k))
         else:
-            result = ready.popleft() if ready else _NOTHING
-        if result is not _NOTHING:
-            if isinstance(result, _Failed):
+            refill_at = limit - 1
+        streak = 0
+        while True:
+            if ordered:
+                result = pending.pop(yielded, _NOTHING)
+            elif ready:
+                result = ready.popleft()
+            else:
+                break
+            if result is _NOTHING:
+                break
+            if result.__class__ is _Failed:
                 raise result.error
             now = time.perf_counter()
             pace, last = 0.9 * pace + 0.1 * (now - last), now
             yielded += 1
             in_flight -= 1
+            streak += 1
             if on_yield is not None:
                 on_yield()
             yield result
+            if in_flight <= refill_at:
+                break
+        if streak or yielded >= count:
             continue
         for event in backend.wait():
             if event[0] == "oks":  # several results at once (tiny chunks)

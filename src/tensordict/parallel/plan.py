@@ -115,7 +115,9 @@ def take(source: Any, dim: int, index: Any) -> Any:
     return source[(slice(None),) * dim + (index,)]
 
 
-def take_run(source: Any, dim: int, plan: ChunkPlan, ks: range) -> list[Any] | None:
+def take_run(
+    source: Any, dim: int, plan: ChunkPlan, ks: range, lock: bool = False
+) -> list[Any] | None:
     """Chunks ``ks`` (consecutive) of ``plan``, as :func:`take` gives them, cut from one slice.
 
     For tiny chunks, indexing the source costs more than ``fn``: the run is sliced once, and
@@ -123,6 +125,7 @@ def take_run(source: Any, dim: int, plan: ChunkPlan, ks: range) -> list[Any] | N
     names, lock and memory-mapped flag (what indexing the source would have given each chunk).
     None where that does not apply (shuffled or unbound plans, a source other than a flat
     :class:`~tensordict.TensorDict` of plain or memory-mapped tensors): use :func:`take`.
+    ``lock=True`` locks every chunk (as ``chunk.lock_()`` would, at no extra cost).
 
     Examples:
         >>> from tensordict import TensorDict
@@ -147,7 +150,8 @@ def take_run(source: Any, dim: int, plan: ChunkPlan, ks: range) -> list[Any] | N
         if size not in batch_sizes:
             shape[dim] = size
             batch_sizes[size] = torch.Size(shape)
-    names, device, lock, memmap = run._names, run._device, run._is_locked, run._is_memmap
+    names, device, memmap = run._names, run._device, run._is_memmap
+    lock = lock or run._is_locked
     new = TensorDict._new_unsafe
     return [
         new(

@@ -256,7 +256,7 @@ class _Runner:
         None: each chunk is then taken on its own."""
         if self.plan is None or self.source is None:
             return None
-        return take_run(self.source, self.dim, self.plan, ks)
+        return take_run(self.source, self.dim, self.plan, ks, lock=self.lock)
 
     def __call__(self, k: int, payload: Any, chunk: Any = None) -> Any:
         """``fn`` on chunk ``k`` (taken from the source unless ``chunk`` is given)."""
@@ -270,7 +270,7 @@ class _Runner:
             chunk = take(self.source, self.dim, self.plan.index(k))  # type: ignore[union-attr]
         else:
             chunk = _chunk_from_payload(self.job, payload)
-        if self.lock and hasattr(chunk, "lock_"):
+        if self.lock and hasattr(chunk, "lock_") and not chunk.is_locked:
             chunk.lock_()
         result = self.fn(chunk)
         if self.out is None:
