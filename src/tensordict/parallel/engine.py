@@ -66,6 +66,10 @@ SHUTDOWN_SECONDS = 1.5
 KILLED_SECONDS = 5.0
 #: results arriving faster than this are "tiny chunks": the window is refilled in batches
 TINY_CHUNK_SECONDS = 200e-6
+#: the pace (seconds between results) assumed before the second result: slow chunks (one task
+#: per message), but close enough to TINY_CHUNK_SECONDS that tiny chunks are recognised after
+#: ~10 results (from 1 s it took ~90, each a round trip of its own: ~10-20 ms per call)
+FIRST_PACE_SECONDS = 2 * TINY_CHUNK_SECONDS
 #: chunks queued per worker while chunks are tiny and their results small (inline, < 64 KiB):
 #: with 2 per worker, every few chunks a process blocks and must be woken, and on a loaded
 #: machine each wake-up waits for the scheduler (~1 ms): 2,600 chunks/s where the bare processes
@@ -155,8 +159,10 @@ def drive(
     # backend.tiny_depth() chunks per worker. Large chunks: refill after every result, so no
     # worker's queue runs dry.
     shallow_batch = max(1, min(backend.num_workers, window // 2))
-    pace = 1.0  # moving average of the seconds between results
-    last = time.perf_counter()
+    # moving average of the seconds between results, from the second result on (the first waits
+    # for the workers to start)
+    pace = FIRST_PACE_SECONDS
+    last = 0.0
     while yielded < count:
         tiny = backend.tiny = pace <= TINY_CHUNK_SECONDS
         limit, batch = window, shallow_batch
@@ -191,7 +197,9 @@ def drive(
             if result.__class__ is _Failed:
                 raise result.error
             now = time.perf_counter()
-            pace, last = 0.9 * pace + 0.1 * (now - last), now
+            if yielded:
+                pace = 0.9 * pace + 0.1 * (now - last)
+            last = now
             yielded += 1
             in_flight -= 1
             streak += 1
