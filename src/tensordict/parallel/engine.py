@@ -101,6 +101,9 @@ class Backend:
     #: set by :func:`drive` while chunks are tiny: a backend may then queue more chunks per
     #: worker (see :meth:`tiny_depth`)
     tiny: bool = False
+    #: set by :func:`drive` before each :meth:`submit`: the chunks not sent yet (a backend that
+    #: hands out runs of chunks shortens them near the end, so that the workers finish together)
+    left: int = 0
 
     def tiny_depth(self) -> int:
         """Chunks per worker the backend queues now while chunks are tiny (2: no deeper)."""
@@ -173,6 +176,7 @@ def drive(
                 batch = max(1, min(max(backend.num_workers * 4, TINY_RUN), limit // 2))
         room = min(limit - in_flight, stop_at - next_k)
         if room > 0 and (not tiny or room >= batch or next_k + room == stop_at or not in_flight):
+            backend.left = stop_at - next_k
             taken = backend.submit(range(next_k, next_k + room), payload)
             next_k += taken
             in_flight += taken
@@ -407,6 +411,8 @@ class OwnPool(Backend):
         # home together (see ``coalesce``)
         tiny = self.tiny and self.small_results
         run = TINY_RUN if tiny else 1
+        if tiny and self.left > 0:  # near the end, runs share what is left between the workers
+            run = min(run, -(-self.left // self.num_workers))
         depth = self._depth()
         worker: _Worker | None = None
         streak = 0
