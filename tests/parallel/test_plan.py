@@ -98,6 +98,7 @@ def _same_chunk(got, want):
         assert a.storage_offset() == b.storage_offset() and a.stride() == b.stride()
         if hasattr(b, "filename"):
             assert a.filename == b.filename and a._parent_shape == b._parent_shape
+            assert a._handler is b._handler
 
 
 def _sources(tmp_path):
@@ -107,11 +108,12 @@ def _sources(tmp_path):
         "plain": plain,
         "named": named,
         "memmap": plain.clone().memmap_(tmp_path / "m"),
+        "shared memmap": plain.clone().memmap_(),  # no files: a shared-memory handler
         "empty": TensorDict({}, [10]),
     }
 
 
-@pytest.mark.parametrize("name", ["plain", "named", "memmap", "empty"])
+@pytest.mark.parametrize("name", ["plain", "named", "memmap", "shared memmap", "empty"])
 @pytest.mark.parametrize("plan_kw", [{"chunksize": 1}, {"chunksize": 3}, {"num_chunks": 4}])
 def test_a_run_cut_from_one_slice_gives_the_chunks_take_gives(tmp_path, name, plan_kw):
     td = _sources(tmp_path)[name]
