@@ -65,3 +65,19 @@ def test_squeeze_of_all_unit_dims_written_back() -> None:
         v["b"] = torch.ones(3)
     assert td["b"].shape == (1, 3, 1)
     assert (td["b"] == 1).all()
+
+
+def test_a_shape_op_result_is_freed_without_the_garbage_collector() -> None:
+    import gc
+    import weakref
+
+    td = _dense()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for op in OPS.values():
+            ref = weakref.ref(op(td))  # (no reference cycle through its write-back hook)
+            assert ref() is None
+    finally:
+        if was_enabled:
+            gc.enable()

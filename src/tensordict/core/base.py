@@ -10,6 +10,7 @@ stack/cat/split from ``combine``, locking from ``locking``; storage (shared memo
 from __future__ import annotations
 
 import builtins
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any, TypeVar
 
@@ -466,9 +467,14 @@ class TensorDictBase(
         """``with td.flatten_keys(",") as flat:``: the entries the block sets in ``flat`` reach
         this tensordict on exit (as upstream); leaves are shared, so in-place writes already do."""
 
+        # (``out`` holds this closure: a weak reference to it avoids a reference cycle that would
+        # keep ``out``, and the tensors only it holds, alive until the next garbage collection)
+        out_ref = weakref.ref(out)
+
         def write_back() -> None:
-            if not self.is_locked:
-                self.update(inverse(out))
+            result = out_ref()
+            if result is not None and not self.is_locked:
+                self.update(inverse(result))
 
         out._last_op = ("restore", write_back)
         return out
