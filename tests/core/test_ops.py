@@ -511,3 +511,17 @@ def test_reduce_over_a_batch_dim_joins_the_leaves_along_it() -> None:
     td = TensorDict({"a": torch.ones(3, 4, 5), "n": {"c": torch.ones(3, 4, 5)}}, [3, 4])
     out = td.sum(dim=1, reduce=True)
     assert out.shape == (3, 5) and (out == 8).all()
+
+
+def test_filter_empty_drops_a_tensorclass_left_with_only_non_tensor_fields() -> None:
+    from tensordict import tensorclass
+
+    @tensorclass
+    class Pair:
+        x: torch.Tensor
+        label: str
+
+    td = TensorDict(p=Pair(x=torch.zeros(3), label="a", batch_size=[3]), batch_size=[3])
+    assert td.apply(lambda t: None, filter_empty=True) is None  # (as upstream)
+    kept = td.apply(lambda t: t + 1, filter_empty=True)
+    assert kept.get("p").label == "a" and (kept.get("p").x == 1).all()

@@ -458,6 +458,11 @@ def _own_keys(td: Any) -> list[str]:
 
 
 def _is_empty(td: Any) -> bool:
+    if getattr(type(td), "_is_tensorclass", False):
+        # (as upstream, whose tensorclasses keep non-tensor fields apart: a tensorclass left
+        # with only those is empty)
+        leaves = td._tensordict.values(True, True, is_leaf=leaf_or_non_tensor)
+        return not any(isinstance(v, torch.Tensor) for v in leaves)
     return not any(
         True for _ in td.keys(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor)
     )
