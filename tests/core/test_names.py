@@ -124,3 +124,14 @@ def test_names_reach_non_tensor_entries_and_nested_lazy_stacks() -> None:
     td.lock_()
     td.names = ["u", "v"]  # (renaming a locked tensordict renames its entries too)
     assert td.get("data").names == ["u", "v"] and td.get(("n", "s")).names == ["u", "v"]
+
+
+def test_lazy_stack_of_members_naming_dims_differently_has_no_names_as_upstream() -> None:
+    named_one = TensorDict(x=torch.zeros(2, 3), batch_size=[2, 3], names=["a", "b"])
+    unnamed = TensorDict(x=torch.zeros(2, 3), batch_size=[2, 3])
+    stack = LazyStackedTensorDict(named_one, unnamed)
+    with pytest.raises(DimNamesError, match="Not all dim names match"):
+        stack.names  # (it answered the first member's names)  # noqa: B018
+    assert stack.unsqueeze(0).batch_size == (1, 2, 2, 3)  # (other operations still work)
+    stack.names = ["s", "a", "b"]  # renaming them all makes them agree
+    assert stack.names == ["s", "a", "b"] and unnamed.names == ["a", "b"]

@@ -15,6 +15,7 @@ import torch
 from tensordict.core.base import TensorDictBase
 from tensordict.core.dim_names import checked_names
 from tensordict.core.indexing import plan_index
+from tensordict.errors import DimNamesError
 
 __all__ = ["LazyStackNamesMixin"]
 
@@ -28,6 +29,14 @@ class LazyStackNamesMixin:
     _stack_name: str | None
     batch_size: torch.Size
 
+    def _stack_names(self) -> list[str | None]:
+        """The names, read from the first member (unchecked: for internal use)."""
+        if not self.tensordicts:
+            return [None] * len(self.batch_size)
+        names = list(self.tensordicts[0].names)
+        names.insert(self.stack_dim, getattr(self, "_stack_name", None))
+        return names
+
     @property
     def names(self) -> list[str | None]:
         """Names of the batch dimensions: the members' names, with the stack dimension's own.
@@ -39,11 +48,15 @@ class LazyStackNamesMixin:
             >>> s.names, s.tensordicts[0].names
             (['n', 't'], ['t'])
         """
-        if not self.tensordicts:
-            return [None] * len(self.batch_size)
-        names = list(self.tensordicts[0].names)
-        names.insert(self.stack_dim, getattr(self, "_stack_name", None))
-        return names
+        first = list(self.tensordicts[0].names) if self.tensordicts else None
+        for member in self.tensordicts[1:]:
+            if list(member.names) != first:  # (as upstream: no single answer)
+                raise DimNamesError(
+                    f"Not all dim names match, got {first} and {list(member.names)}: the members "
+                    "of this lazy stack name their dims differently. Set stack.names = [...] to "
+                    "rename them all."
+                )
+        return self._stack_names()
 
     @names.setter
     def names(self, value: Sequence[str | None] | None) -> None:
@@ -73,7 +86,7 @@ class LazyStackNamesMixin:
                     )
 
     def _names_or_none(self) -> list[str | None] | None:
-        names = self.names
+        names = self._stack_names()
         return names if any(n is not None for n in names) else None
 
     def _carry_stack_name(self, index: Any, out: Any) -> None:
