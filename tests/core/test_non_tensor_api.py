@@ -200,3 +200,18 @@ def test_non_tensor_entries_list_no_entries_as_upstream() -> None:
         assert list(entry.keys()) == [] and list(entry.values()) == []
         assert list(entry.items()) == [] and list(entry.keys(True, True)) == []
     assert stack.tolist() == ["a", "b"]  # (the objects themselves are still there)
+
+
+def test_filter_non_tensor_data_clears_tensorclass_non_tensor_fields_as_upstream() -> None:
+    from tensordict import tensorclass
+
+    @tensorclass
+    class Pair:
+        x: torch.Tensor
+        label: str
+
+    td = TensorDict(p=Pair(x=torch.zeros(3), label="a", batch_size=[3]), batch_size=[3])
+    filtered = td.filter_non_tensor_data()
+    assert filtered.get("p").label is None and torch.equal(filtered.get("p").x, torch.zeros(3))
+    assert td.get("p").label == "a"  # (the source keeps it)
+    assert set((filtered != filtered.clone()).keys(True, True)) == {("p", "x")}

@@ -724,6 +724,8 @@ class TensorDictBase(
                 continue
             if isinstance(value, TensorDictBase):
                 value = value.filter_non_tensor_data()
+            elif getattr(type(value), "_is_tensorclass", False):  # its non-tensor fields: None
+                value = type(value)._from_tensordict(value._tensordict.filter_non_tensor_data())
             source[key] = value
         return self._new_dense(source, self.batch_size, self._names_or_none())  # type: ignore[no-any-return]
 
