@@ -252,3 +252,31 @@ def test_multiprocessing_receives_one_shared_storage() -> None:
     finally:
         q_in.put(None)
         proc.join(timeout=60)
+
+
+def _address(data: bytes) -> int:
+    import numpy as np
+
+    return np.frombuffer(data, dtype=np.uint8).ctypes.data
+
+
+@pytest.mark.parametrize("protocol", [3, 4])
+def test_a_large_consolidated_storage_is_pickled_from_the_bytes_it_lives_in(protocol) -> None:
+    td = TensorDict(a=torch.arange(40_000, dtype=torch.float32), b={"c": torch.ones(3)})
+    tdc = td.consolidate()
+    storage = tdc._consolidated["storage"]
+    _, (_, carried) = tdc.__reduce_ex__(protocol)
+    data = carried.args[0].data  # torch.from_numpy(<uint8 array of these bytes>)
+    assert isinstance(data, bytes) and _address(data) == storage.data_ptr()  # no copy made
+    tdc["a"][:2] = -1  # in-place writes go to those bytes, and travel
+    again = pickle.loads(pickle.dumps(tdc, protocol=protocol))
+    assert again.is_consolidated() and torch.equal(again["a"][:3], torch.tensor([-1.0, -1, 2]))
+    assert torch.equal(again["b", "c"], torch.ones(3))
+
+
+def test_a_consolidated_storage_moved_to_shared_memory_is_pickled_from_there() -> None:
+    tdc = TensorDict(a=torch.arange(40_000, dtype=torch.float32)).consolidate()
+    tdc._consolidated["storage"].share_memory_()  # (what a multiprocessing queue does)
+    tdc["a"][0] = 7
+    again = pickle.loads(pickle.dumps(tdc, protocol=4))
+    assert again["a"][0] == 7 and torch.equal(again["a"][1:], tdc["a"][1:])

@@ -207,7 +207,10 @@ def test_our_pickles_and_torch_save_files_load_in_upstream(exchange):
 
 #: what ``torch.load(weights_only=True)`` reads: tensordicts, not user classes nor memmaps
 #: (as upstream)
-SAFE = sorted(f"{n}.pt" for n in ("td", "locked", "lazy", "non_tensor", "stack", "consolidated"))
+SAFE = sorted(
+    f"{n}.pt"
+    for n in ("td", "locked", "lazy", "non_tensor", "stack", "consolidated", "consolidated_large")
+)
 
 
 def test_torch_load_weights_only_reads_saved_tensordicts(tmp_path):

@@ -20,6 +20,8 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import warnings
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -207,18 +209,44 @@ def _copy_leaves(storage: torch.Tensor, plan: _Plan, num_threads: int) -> None:
             copy(i)
 
 
-def _new_storage(size: int, filename: Any, device: Any, share: bool, pin: bool) -> torch.Tensor:
+#: in-memory CPU storages of at least this many bytes live in a ``bytes`` object (see
+#: :func:`_bytes_storage`)
+BYTES_BACKED = 64 * 1024
+
+
+def _bytes_storage(size: int) -> tuple[torch.Tensor, Any]:
+    """A ``uint8`` tensor over the memory of a new ``bytes`` object, and a weak reference to
+    the memoryview of it that the tensor's storage holds.
+
+    Pickling (protocols 3 and 4) then writes the storage as that very object: pickle's own
+    copy is the only one (a tensor's bytes would first be copied into a new ``bytes``, a second
+    buffer of the storage's size to allocate and fault in). The object never leaves this
+    package's hands unpickled, so writing through the tensor is safe (numpy's unpickled arrays
+    alias ``bytes`` the same way). The reference is weak so that the memory goes as soon as
+    torch moves the storage elsewhere (``share_memory_()``, a ``multiprocessing`` queue).
+    """
+    view = memoryview(bytes(size))  # (zeroed: the padding bytes are zeros)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "the given buffer is not writable": it is ours
+        return torch.frombuffer(view, dtype=torch.uint8), weakref.ref(view)
+
+
+def _new_storage(
+    size: int, filename: Any, device: Any, share: bool, pin: bool
+) -> tuple[torch.Tensor, Any]:
     if filename is not None:
         path = Path(filename)
         if path.exists():
             os.remove(path)
-        return torch.from_file(str(path), shared=True, size=size, dtype=torch.uint8)
+        return torch.from_file(str(path), shared=True, size=size, dtype=torch.uint8), None
+    if size >= BYTES_BACKED and torch.device(device).type == "cpu" and not (share or pin):
+        return _bytes_storage(size)
     storage = torch.empty(size, dtype=torch.uint8, device=device)  # (_copy_leaves zeroes pads)
     if share:
         storage.share_memory_()
     if pin:
         storage = storage.pin_memory()
-    return storage
+    return storage, None
 
 
 def _json_default(obj: Any) -> Any:
@@ -249,7 +277,7 @@ def _consolidate(
     if device is None:
         device = td.device if filename is None else torch.device("cpu")
     device = "cpu" if device is None else device
-    full = _new_storage(plan.size + len(payload), filename, device, share_memory, pin_memory)
+    full, data = _new_storage(plan.size + len(payload), filename, device, share_memory, pin_memory)
     _copy_leaves(full, plan, num_threads)
     if payload:
         full[plan.size :].copy_(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
@@ -260,6 +288,8 @@ def _consolidate(
     _attach(out, storage, meta)
     if filename is not None:
         out._consolidated["filename"] = str(filename)
+    if data is not None:  # (checked against the storage's address when pickled: see pickling)
+        out._consolidated["bytes"] = (data, storage.data_ptr())
     return out.lock_()
 
 

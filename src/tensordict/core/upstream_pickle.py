@@ -111,6 +111,30 @@ class _Call:
         return (self.func, self.args)
 
 
+_RECONSTRUCT = np.empty(0, np.uint8).__reduce__()[0]  # numpy's own unpickling entry point
+_UINT8 = np.dtype(np.uint8)
+
+
+class _BytesArray:
+    """A ``bytes`` object pickled as numpy pickles a ``uint8`` array of those bytes (protocols
+    3 and 4; numpy's unpickling aliases the bytes): the pickler writes the object itself, where
+    a tensor's or an array's reduction would first copy its memory into a new ``bytes``."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        state = (1, (len(self.data),), _UINT8, False, self.data)
+        return (_RECONSTRUCT, (np.ndarray, (0,), b"b"), state)
+
+
+def bytes_tensor(data: bytes) -> _Call:
+    """What pickles as ``torch.from_numpy(uint8 array of data)`` without copying ``data``."""
+    return _Call(torch.from_numpy, (_BytesArray(data),))
+
+
 #: a tensordict whose leaves are plain CPU tensors of fewer bytes than this in all pickles them
 #: as one buffer (protocols 3+); larger ones travel leaf by leaf (:class:`_NumpyLeaf`), so a
 #: leaf of 64 KiB or more still presents its own buffer (the map_iter channel sends those
