@@ -301,3 +301,16 @@ def test_leaves_of_64_kib_or_more_travel_one_by_one():
     assert b"bytearray" not in data and b"from_numpy" in data
     again = pickle.loads(pickle.dumps(td, protocol=5))
     assert torch.equal(again["a"], td["a"]) and torch.equal(again["b"], td["b"])
+
+
+def test_small_leaves_numpy_cannot_view_still_round_trip():
+    refused = {
+        "grad": torch.ones(2, requires_grad=True),
+        "conj": torch.tensor([1 + 2j, 3 - 1j]).conj(),  # (a conjugate bit numpy refuses)
+        "bf16": torch.ones(2, dtype=torch.bfloat16),
+    }
+    for key, value in refused.items():
+        td = TensorDict({key: value, "plain": torch.arange(2)}, batch_size=[2])
+        again = pickle.loads(pickle.dumps(td, protocol=4))[key]
+        assert again.dtype == value.dtype and torch.equal(again.detach(), value.detach()), key
+        assert again.requires_grad == value.requires_grad, key

@@ -153,14 +153,17 @@ def _blob(leaves: dict[str, Any]) -> _Call | None:
     shapes, dtypes, offsets, chunks = [], [], [], []
     end = 0
     for value in leaves.values():
-        if value.__class__ is not torch.Tensor or not _numpy_ok(value):
+        if value.__class__ is not torch.Tensor or value.dtype not in _NUMPY_OK:
             return None
-        array = value.numpy()
+        try:  # (refuses what numpy cannot view: autograd, other devices, conj/neg bits...)
+            array = value.numpy()
+        except (TypeError, RuntimeError):
+            return None
         size = array.nbytes
         if end + size >= BLOB_BYTES:
             return None
         shapes.append(array.shape)
-        dtypes.append(array.dtype)
+        dtypes.append(array.dtype.str)  # ("<f4": a string pickles and loads faster than a dtype)
         offsets.append(end)
         chunks.append(array.tobytes())
         pad = -size % _BLOB_ALIGN
