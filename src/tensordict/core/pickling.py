@@ -106,9 +106,11 @@ def unpack_tensor(dtype_name: str, shape: tuple[int, ...], payload: Any) -> torc
 def reduce_consolidated(td: Any, protocol: Any, plain: int | None = None) -> tuple[Any, ...]:
     """``(rebuild, (metadata, storage))``: a consolidated tensordict pickled as one storage.
 
-    As upstream, the storage travels as a tensor (torch's reduction), so pickles of any protocol
-    load with either package; under a ``multiprocessing`` pickler torch's reduction shares its
-    memory.
+    Pickles of any protocol load with either package. The storage travels as a tensor (torch's
+    reduction) under protocol 2 (``torch.save``'s) and under a ``multiprocessing`` pickler
+    (``plain`` None: torch's reduction shares its memory). Plain pickle with protocol ``plain``
+    3+ writes it as ``torch.from_numpy(uint8 array)``: from the ``bytes`` object it lives in
+    (protocols 3-4, see :func:`_plain_storage`) or as one buffer numpy presents (protocol 5).
 
     Examples:
         >>> import pickle
