@@ -280,3 +280,18 @@ def test_a_consolidated_storage_moved_to_shared_memory_is_pickled_from_there() -
     tdc["a"][0] = 7
     again = pickle.loads(pickle.dumps(tdc, protocol=4))
     assert again["a"][0] == 7 and torch.equal(again["a"][1:], tdc["a"][1:])
+
+
+def test_a_bytes_backed_consolidation_warns_nothing() -> None:
+    import warnings
+
+    td = TensorDict(a=torch.arange(40_000, dtype=torch.float32))
+    before = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)  # (torch would say "the given buffer is not writable" each time)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for _ in range(2):
+                assert td.consolidate()._consolidated["bytes"][0]() is not None
+    finally:
+        torch.set_warn_always(before)

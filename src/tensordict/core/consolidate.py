@@ -226,9 +226,17 @@ def _bytes_storage(size: int) -> tuple[torch.Tensor, Any]:
     torch moves the storage elsewhere (``share_memory_()``, a ``multiprocessing`` queue).
     """
     view = memoryview(bytes(size))  # (zeroed: the padding bytes are zeros)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "the given buffer is not writable": it is ours
+    if _WARNED and not torch.is_warn_always_enabled():  # (torch says "the given buffer is
+        # not writable" once per process, unless told to warn always: said)
         return torch.frombuffer(view, dtype=torch.uint8), weakref.ref(view)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (it is writable: it is ours)
+        tensor = torch.frombuffer(view, dtype=torch.uint8)
+    _WARNED.append(True)
+    return tensor, weakref.ref(view)
+
+
+_WARNED: list[bool] = []
 
 
 def _new_storage(
