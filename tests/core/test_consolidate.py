@@ -292,6 +292,7 @@ def test_a_bytes_backed_consolidation_warns_nothing() -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             for _ in range(2):
-                assert td.consolidate()._consolidated["bytes"][0]() is not None
+                tdc = td.consolidate()
+                assert tdc._consolidated["bytes"][0]() is not None
     finally:
         torch.set_warn_always(before)
