@@ -296,3 +296,35 @@ def test_a_bytes_backed_consolidation_warns_nothing() -> None:
                 assert tdc._consolidated["bytes"][0]() is not None
     finally:
         torch.set_warn_always(before)
+
+
+def test_consolidated_leaves_of_every_shape_and_dtype_are_exact_contiguous_views() -> None:
+    leaves = {
+        "empty": torch.zeros(3, 0),
+        "scalar": torch.tensor(5.0),
+        "flags": torch.tensor([True, False, True]),  # 3 bytes: the next leaf starts 8 bytes on
+        "c128": torch.arange(3.0).to(torch.complex128),  # (not always 16-byte aligned)
+        "strided": torch.arange(6).reshape(3, 2).t().contiguous().t(),
+        "half": torch.ones(3, 2, dtype=torch.float16),
+        "none": torch.zeros(0),
+    }
+    td = TensorDict(leaves, batch_size=[])
+    for again in (td.consolidate(), pickle.loads(pickle.dumps(td.consolidate(), protocol=4))):
+        storage = again._consolidated["storage"]
+        for key, value in leaves.items():
+            got = again[key]
+            assert got.dtype == value.dtype and got.shape == value.shape, key
+            assert torch.equal(got, value) and got.is_contiguous(), key
+            assert got.stride() == torch.empty(value.shape).stride(), key
+            if got.numel():
+                assert got.untyped_storage().data_ptr() == storage.untyped_storage().data_ptr()
+
+
+def test_metadata_whose_leaf_overflows_its_byte_range_is_refused() -> None:
+    from tensordict._reductions import _rebuild_tensordict_files_consolidated as rebuild
+
+    tdc = TensorDict(a=torch.arange(4), b=torch.arange(4)).consolidate()
+    meta = json.loads(json.dumps(tdc._consolidated["metadata"]))
+    meta["leaves"]["a"][1] = [5]  # 5 elements in the 4 elements' bytes [start, end)
+    with pytest.raises(RuntimeError):
+        rebuild(meta, tdc._consolidated["storage"])
