@@ -14,7 +14,7 @@ import torch
 
 from tensordict import TensorDict
 from tensordict.errors import WorkerDiedError
-from tensordict.parallel import WorkerPool, coalesce, engine
+from tensordict.parallel import WorkerPool, coalesce, engine, worker
 from tensordict.parallel.coalesce import FULL, HELD, MAX_HELD, Coalescer, unpack_groups
 from tests.parallel import helpers
 
@@ -49,6 +49,23 @@ def test_held_results_of_several_layouts_come_back_in_order():
         assert list(got.keys()) == keys
         for key in keys:
             assert got[key].dtype == want[key].dtype and torch.equal(got[key], want[key])
+
+
+def test_views_non_contiguous_and_empty_leaves_come_back_with_their_values():
+    base = torch.arange(24.0).view(2, 12)
+    results = [
+        TensorDict({"t": base.view(2, 3, 4).transpose(1, 2)}, [2]),  # not contiguous
+        TensorDict({"o": base[1, 4:8]}, [4]),  # a view at an offset of a larger storage
+        TensorDict({"e": torch.zeros(2, 0), "i": torch.arange(2)}, [2]),  # an empty leaf
+    ]
+    held = Coalescer()
+    for k, r in enumerate(results):
+        assert held.hold(k, r, 1e-6, 0.0) == HELD
+    base.zero_()  # after holding: what was held is kept
+    _, back = round_trip(held)
+    assert torch.equal(back[0]["t"], torch.arange(24.0).view(2, 3, 4).transpose(1, 2))
+    assert torch.equal(back[1]["o"], torch.arange(16.0, 20.0))
+    assert back[2]["e"].shape == (2, 0) and torch.equal(back[2]["i"], torch.arange(2))
 
 
 def test_results_sharing_a_buffer_do_not_alias_each_other():
@@ -127,6 +144,25 @@ def test_tiny_chunks_come_back_in_order_several_per_message(always_tiny):
     assert torch.equal(got, torch.arange(float(N)) + 1)
     assert max(always_tiny) > 1  # results did travel together
     assert sum(always_tiny) > N // 2
+
+
+def test_tiny_chunks_of_a_memmap_source_are_cut_from_runs_and_stay_memory_mapped_and_locked(
+    always_tiny, tmp_path, monkeypatch
+):
+    taken_alone = torch.zeros(1, dtype=torch.int64).share_memory_()  # seen by forked workers
+    take = worker.take
+
+    def counting_take(*args):
+        taken_alone.add_(1)
+        return take(*args)
+
+    monkeypatch.setattr(worker, "take", counting_take)
+    td = source().memmap_(tmp_path / "src")
+    flags = torch.cat([r["flags"] for r in run(helpers.describe_chunk, td=td)])
+    assert len(flags) == N and flags[:, :3].all() and (flags[:, 3] == 1).all()
+    assert int(taken_alone) < N // 4  # most chunks came from one slice of their run
+    got = torch.cat([r["y"] for r in run(helpers.add_one, td=td)])
+    assert torch.equal(got, td["x"] + 1)
 
 
 def test_mixed_layouts_none_and_large_results_keep_their_order(always_tiny):

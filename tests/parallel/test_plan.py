@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tensordict import TensorDict
-from tensordict.parallel.plan import ChunkPlan, take
+from tensordict.parallel.plan import ChunkPlan, take, take_run
 
 
 def sizes(plan: ChunkPlan) -> list[int]:
@@ -82,3 +82,70 @@ def test_take_indexes_along_dim():
     td = TensorDict({"x": torch.arange(12).reshape(3, 4)}, [3, 4])
     assert torch.equal(take(td, 1, slice(1, 3))["x"], td["x"][:, 1:3])
     assert torch.equal(take(td, 0, 2)["x"], td["x"][2])
+
+
+# ---------------------------------------------------------------------- runs of tiny chunks
+def _same_chunk(got, want):
+    assert type(got) is type(want)
+    assert got.batch_size == want.batch_size and got.device == want.device
+    assert got.names == want.names if want._names is not None else got._names is None
+    assert got.is_locked == want.is_locked and got.is_memmap() == want.is_memmap()
+    assert list(got.keys()) == list(want.keys())
+    for key in list(want.keys()):
+        a, b = got[key], want[key]
+        assert type(a) is type(b) and torch.equal(a, b)
+        assert a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()  # a view
+        assert a.storage_offset() == b.storage_offset() and a.stride() == b.stride()
+        if hasattr(b, "filename"):
+            assert a.filename == b.filename and a._parent_shape == b._parent_shape
+            assert a._handler is b._handler
+
+
+def _sources(tmp_path):
+    plain = TensorDict({"x": torch.arange(40.0).view(10, 4), "i": torch.arange(10)}, [10])
+    named = TensorDict({"x": torch.zeros(10, 3)}, [10, 3], names=["rows", "cols"])
+    return {
+        "plain": plain,
+        "named": named,
+        "memmap": plain.clone().memmap_(tmp_path / "m"),
+        "shared memmap": plain.clone().memmap_(),  # no files: a shared-memory handler
+        "empty": TensorDict({}, [10]),
+    }
+
+
+@pytest.mark.parametrize("name", ["plain", "named", "memmap", "shared memmap", "empty"])
+@pytest.mark.parametrize("plan_kw", [{"chunksize": 1}, {"chunksize": 3}, {"num_chunks": 4}])
+def test_a_run_cut_from_one_slice_gives_the_chunks_take_gives(tmp_path, name, plan_kw):
+    td = _sources(tmp_path)[name]
+    plan = ChunkPlan(10, 0, **plan_kw)
+    ks = range(1, len(plan))  # the last chunk may be shorter
+    got = take_run(td, 0, plan, ks)
+    assert len(got) == len(ks)
+    for k, chunk in zip(ks, got):
+        _same_chunk(chunk, take(td, 0, plan.index(k)))
+
+
+def test_a_run_along_dim_one_gives_the_chunks_take_gives():
+    td = TensorDict({"x": torch.arange(30).view(3, 10)}, [3, 10])
+    plan = ChunkPlan(10, 1, chunksize=4)
+    for k, chunk in zip(range(3), take_run(td, 1, plan, range(3))):
+        _same_chunk(chunk, take(td, 1, plan.index(k)))
+
+
+def test_chunks_of_a_run_do_not_share_their_structure():
+    td = TensorDict({"x": torch.zeros(4)}, [4])
+    a, b = take_run(td, 0, ChunkPlan(4, 0, chunksize=1), range(2))
+    a["y"] = torch.ones(1)
+    assert "y" not in list(b.keys()) and "y" not in list(td.keys())
+    a["x"] += 1  # views: writes reach the source, as they do through take
+    assert td["x"].tolist() == [1.0, 0.0, 0.0, 0.0]
+
+
+def test_runs_that_cannot_be_cut_at_once_give_none():
+    td = TensorDict({"x": torch.zeros(6)}, [6])
+    nested = TensorDict({"n": TensorDict({"x": torch.zeros(6)}, [6])}, [6])
+    perm = torch.randperm(6)
+    assert take_run(td, 0, ChunkPlan(6, 0, chunksize=1, perm=perm), range(2)) is None
+    assert take_run(td, 0, ChunkPlan(6, 0, chunksize=0), range(2)) is None
+    assert take_run(nested, 0, ChunkPlan(6, 0, chunksize=1), range(2)) is None
+    assert take_run(td, 0, ChunkPlan(6, 0, chunksize=1), range(1)) is None

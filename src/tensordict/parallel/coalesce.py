@@ -22,6 +22,7 @@ the parent builds one tensor per key for the whole group and cuts it into the re
 
 from __future__ import annotations
 
+import ctypes
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -35,12 +36,16 @@ __all__ = ["BATCH_TAG", "FULL", "HELD", "Coalescer", "unpack_groups"]
 
 #: the tag of a message holding several results: ``(BATCH_TAG, ks, groups)``
 BATCH_TAG = "ok:batch"
-#: at most this many results per message
-MAX_HELD = 32
+#: at most this many results per message (also the length of the runs of chunks the parent
+#: sends, ``engine.TINY_RUN``). 64 rather than 32 halves the messages, and with them the wake-ups
+#: of the parent, which on 2 cores preempt a worker: ~0.52 -> ~0.60 of the bare processes' speed
+#: on the tiny workload (``benchmarks/cpu_bound.py``); more gains little
+MAX_HELD = 64
 #: at most this many bytes of result elements per message
 MAX_BYTES = 32 * 1024
-#: a held result is sent once it is this old, whatever else is held
-MAX_AGE_SECONDS = 1e-3
+#: a held result is sent once it is this old, whatever else is held (a full batch of chunks of
+#: ~20 us stays under it)
+MAX_AGE_SECONDS = 2e-3
 #: a chunk that took longer than this is not held (nor are the ones held before it)
 FAST_SECONDS = 200e-6
 _ALIGN = 16
@@ -52,6 +57,7 @@ _DENSE, _TENSOR, _STRIDED = TensorDict, torch.Tensor, torch.strided
 _COMPLEX = frozenset((torch.complex64, torch.complex128))
 #: the layout of a ``None`` result
 _NONE: Layout = ()
+_string_at = ctypes.string_at
 
 
 def small_layout(result: Any) -> tuple[Layout, int] | None:
@@ -68,15 +74,21 @@ def small_layout(result: Any) -> tuple[Layout, int] | None:
     """
     if result is None:
         return _NONE, 0
-    if result.__class__ is not _DENSE:
+    found = _small_copy(result)
+    return None if found is None else (found[0], found[2])
+
+
+def _small_copy(result: Any) -> tuple[Layout, list[bytes], int] | None:
+    """``(layout, bytes of each leaf, their total)`` of a small flat result, else None: the
+    checks and the copy in one pass over the leaves (this runs once per tiny chunk)."""
+    if result.__class__ is not _DENSE or result._names is not None or result._is_memmap:
         return None
     device = result._device
-    if result._names is not None or result._is_memmap:
-        return None
     if device is not None and device.type != "cpu":
         return None
     leaves = result._tensordict
-    dtypes, shapes = [], []
+    signature: list[Any] = []  # dtype, shape of each leaf
+    data = []
     total = 0
     for t in leaves.values():
         if t.__class__ is not _TENSOR:
@@ -86,20 +98,17 @@ def small_layout(result: Any) -> tuple[Layout, int] | None:
             return None
         if dtype in _COMPLEX and (t.is_conj() or t.is_neg()):  # lazy views numpy cannot read
             return None
-        dtypes.append(dtype)
-        shapes.append(t.shape)
-        total += t.nbytes
-    if total > SMALL_BYTES or not dtypes:
+        n = t.nbytes
+        total += n
+        if total > SMALL_BYTES:
+            return None
+        signature += (dtype, t.shape)
+        # the bytes now, as a result sent at once would be: fn may reuse its output buffers
+        data.append(_string_at(t.data_ptr(), n) if n and t.is_contiguous() else t.numpy().tobytes())
+    if not data:
         return None
-    layout = (
-        result._batch_size,
-        result._is_locked,
-        device,
-        tuple(leaves),
-        tuple(dtypes),
-        tuple(shapes),
-    )
-    return layout, total
+    layout = (result._batch_size, result._is_locked, device, tuple(leaves), tuple(signature))
+    return layout, data, total
 
 
 class Coalescer:
@@ -123,17 +132,20 @@ class Coalescer:
         (send what is held now). 0: not held (send what is held, then this result, now)."""
         if seconds > FAST_SECONDS:
             return 0
-        found = small_layout(result)
-        if found is None:
-            return 0
+        data: list[bytes] = []
+        if result is None:
+            layout, size = _NONE, 0
+        else:
+            found = _small_copy(result)
+            if found is None:
+                return 0
+            layout, data, size = found
         if not self.ks:
             self.since = now
         self.ks.append(k)
-        # the bytes now, as a result sent at once would be: fn may reuse its output buffers
-        leaves = () if result is None else result._tensordict.values()
-        self.held.append([t.numpy().tobytes() for t in leaves])
-        self.layouts.append(found[0])
-        self.nbytes += found[1]
+        self.held.append(data)
+        self.layouts.append(layout)
+        self.nbytes += size
         if (
             len(self.ks) >= MAX_HELD
             or self.nbytes >= MAX_BYTES
@@ -161,7 +173,8 @@ def _pack_group(results: list[list[bytes]], layout: Layout) -> tuple[int, Layout
     (the layout with builtins only: sizes as tuples, dtypes and device by name)."""
     if layout == _NONE:
         return len(results), layout, b""
-    batch_size, locked, device, keys, dtypes, shapes = layout
+    batch_size, locked, device, keys, signature = layout
+    dtypes, shapes = signature[0::2], signature[1::2]
     wire = (
         tuple(batch_size),
         locked,

@@ -6,7 +6,7 @@ Data flow (pool created by the call)::
     plan: chunk k -> index (slice | int | perm)   start: ignore SIGINT, close inherited parent ends,
     window: <= 2N chunks sent and not yet yielded        set threads, seed (base + id), set info
       (16N while results are small and fast,
-       64N while they travel several per message)
+       256N while they travel several per message)
        send [(k, index)] --- socketpair (Channel) -->  chunk = source[index] (source inherited
          or ("tiny", run of chunks)                     by fork, or mapped once from its files)
        select(channels + process sentinels) <------    ("ok", k, fn(chunk)) small inline,
@@ -66,6 +66,10 @@ SHUTDOWN_SECONDS = 1.5
 KILLED_SECONDS = 5.0
 #: results arriving faster than this are "tiny chunks": the window is refilled in batches
 TINY_CHUNK_SECONDS = 200e-6
+#: the pace (seconds between results) assumed before the second result: slow chunks (one task
+#: per message), but close enough to TINY_CHUNK_SECONDS that tiny chunks are recognised after
+#: ~10 results (from 1 s it took ~90, each a round trip of its own: ~10-20 ms per call)
+FIRST_PACE_SECONDS = 2 * TINY_CHUNK_SECONDS
 #: chunks queued per worker while chunks are tiny and their results small (inline, < 64 KiB):
 #: with 2 per worker, every few chunks a process blocks and must be woken, and on a loaded
 #: machine each wake-up waits for the scheduler (~1 ms): 2,600 chunks/s where the bare processes
@@ -73,10 +77,11 @@ TINY_CHUNK_SECONDS = 200e-6
 #: most 16 x 64 KiB of results per worker, and one slow result (a slow consumer) shrinks it back.
 TINY_DEPTH = 16
 #: chunks queued per worker while tiny chunks' results are under 4 KiB and travel several per
-#: message (``coalesce``): at most 64 x 4 KiB of results per worker. Deep enough that a worker
-#: still holds two runs when it sends one, so it need not wait for the parent to wake up (which
-#: takes ~1 ms on a loaded machine) before it runs the next chunk.
-TINY_BATCH_DEPTH = 64
+#: message (``coalesce``): at most 256 x 4 KiB of results per worker. Deep enough that a worker
+#: holds several runs when it sends one, so it need not wait for the parent to wake up (which
+#: takes ~1 ms on a loaded machine, and longer while results wait for an earlier chunk to be
+#: yielded in order) before it runs the next chunk.
+TINY_BATCH_DEPTH = 256
 #: results at least this large are queued one per worker instead of two, so that results
 #: waiting for a slow consumer stay bounded in bytes (chunks that big take milliseconds, so the
 #: shorter queue costs no throughput)
@@ -96,6 +101,9 @@ class Backend:
     #: set by :func:`drive` while chunks are tiny: a backend may then queue more chunks per
     #: worker (see :meth:`tiny_depth`)
     tiny: bool = False
+    #: set by :func:`drive` before each :meth:`submit`: the chunks not sent yet (a backend that
+    #: hands out runs of chunks shortens them near the end, so that the workers finish together)
+    left: int = 0
 
     def tiny_depth(self) -> int:
         """Chunks per worker the backend queues now while chunks are tiny (2: no deeper)."""
@@ -154,8 +162,10 @@ def drive(
     # backend.tiny_depth() chunks per worker. Large chunks: refill after every result, so no
     # worker's queue runs dry.
     shallow_batch = max(1, min(backend.num_workers, window // 2))
-    pace = 1.0  # moving average of the seconds between results
-    last = time.perf_counter()
+    # moving average of the seconds between results, from the second result on (the first waits
+    # for the workers to start)
+    pace = FIRST_PACE_SECONDS
+    last = 0.0
     while yielded < count:
         tiny = backend.tiny = pace <= TINY_CHUNK_SECONDS
         limit, batch = window, shallow_batch
@@ -166,23 +176,43 @@ def drive(
                 batch = max(1, min(max(backend.num_workers * 4, TINY_RUN), limit // 2))
         room = min(limit - in_flight, stop_at - next_k)
         if room > 0 and (not tiny or room >= batch or next_k + room == stop_at or not in_flight):
+            backend.left = stop_at - next_k
             taken = backend.submit(range(next_k, next_k + room), payload)
             next_k += taken
             in_flight += taken
-        if ordered:
-            result = pending.pop(yielded, _NOTHING)
+        # Yield the results that are ready, until the window has room to send more: after each
+        # result for large chunks, once a whole batch fits (or all that is left) for tiny ones.
+        if next_k >= stop_at:
+            refill_at = -1  # nothing left to send
+        elif tiny:
+            refill_at = max(limit - batch, limit - (stop_at - next_k))
         else:
-            result = ready.popleft() if ready else _NOTHING
-        if result is not _NOTHING:
-            if isinstance(result, _Failed):
+            refill_at = limit - 1
+        streak = 0
+        while True:
+            if ordered:
+                result = pending.pop(yielded, _NOTHING)
+            elif ready:
+                result = ready.popleft()
+            else:
+                break
+            if result is _NOTHING:
+                break
+            if result.__class__ is _Failed:
                 raise result.error
             now = time.perf_counter()
-            pace, last = 0.9 * pace + 0.1 * (now - last), now
+            if yielded:
+                pace = 0.9 * pace + 0.1 * (now - last)
+            last = now
             yielded += 1
             in_flight -= 1
+            streak += 1
             if on_yield is not None:
                 on_yield()
             yield result
+            if in_flight <= refill_at:
+                break
+        if streak or yielded >= count:
             continue
         for event in backend.wait():
             if event[0] == "oks":  # several results at once (tiny chunks)
@@ -381,6 +411,8 @@ class OwnPool(Backend):
         # home together (see ``coalesce``)
         tiny = self.tiny and self.small_results
         run = TINY_RUN if tiny else 1
+        if tiny and self.left > 0:  # near the end, runs share what is left between the workers
+            run = min(run, -(-self.left // self.num_workers))
         depth = self._depth()
         worker: _Worker | None = None
         streak = 0

@@ -38,7 +38,7 @@ class WorkerPool:
     Workers start on the first call (one at a time, so the first chunk is not delayed) and run
     until :meth:`close` (or the end of a ``with`` block, or interpreter exit; they also die with
     this process however it dies). A call keeps every guarantee of the pool ``map_iter`` creates:
-    at most ``2 * num_workers`` chunks in flight (``16 *`` or ``64 *`` for tiny chunks), results
+    at most ``2 * num_workers`` chunks in flight (``16 *`` or ``256 *`` for tiny chunks), results
     in order, an error in ``fn`` re-raised at its place with the worker's traceback, and
     :class:`~tensordict.errors.WorkerDiedError` the moment a worker dies holding a chunk. Ending
     a call early (``break``, an error, a dead worker) leaves the pool usable: the next call
@@ -199,6 +199,7 @@ class _Call(Backend):
 
     def submit(self, ks: range, payload: Callable[[int], Any]) -> int:
         self._check_open()
+        self.pool.left = self.left
         return self.pool.submit(ks, payload)
 
     def wait(self) -> list[Event]:

@@ -32,7 +32,7 @@ from tensordict.parallel.channel import IDLE_SECONDS
 from tensordict.parallel.coalesce import FULL, Coalescer
 from tensordict.parallel.lifeline import Lifeline
 from tensordict.parallel.out import write_result
-from tensordict.parallel.plan import take
+from tensordict.parallel.plan import take, take_run
 
 __all__ = ["WorkerInfo", "get_worker_info"]
 
@@ -251,16 +251,26 @@ class _Runner:
         self.lock = bool(job.get("lock"))
         self.out = job.get("out")
 
-    def __call__(self, k: int, payload: Any) -> Any:
+    def run_chunks(self, ks: range) -> list[Any] | None:
+        """Chunks ``ks`` of the plan cut from one slice of the source (``plan.take_run``), or
+        None: each chunk is then taken on its own."""
+        if self.plan is None or self.source is None:
+            return None
+        return take_run(self.source, self.dim, self.plan, ks, lock=self.lock)
+
+    def __call__(self, k: int, payload: Any, chunk: Any = None) -> Any:
+        """``fn`` on chunk ``k`` (taken from the source unless ``chunk`` is given)."""
         global _chunk
         _chunk = k
         if self.base is not None:
             seed_worker(chunk_seed(self.base, k), 0)
-        if payload is None:
+        if chunk is not None:
+            pass  # cut from a run (``run_chunks``)
+        elif payload is None:
             chunk = take(self.source, self.dim, self.plan.index(k))  # type: ignore[union-attr]
         else:
             chunk = _chunk_from_payload(self.job, payload)
-        if self.lock and hasattr(chunk, "lock_"):
+        if self.lock and hasattr(chunk, "lock_") and not chunk.is_locked:
             chunk.lock_()
         result = self.fn(chunk)
         if self.out is None:
@@ -358,13 +368,25 @@ def _run_tiny(chan: Any, run: Any, tasks: Any, held: Coalescer) -> int:
     """Run a run of tiny chunks (a ``range`` of chunk numbers, or ``[(k, payload)]``), holding
     the small results of fast chunks back (see ``coalesce``); returns the chunks run."""
     clock = time.perf_counter
-    items = zip(tasks, itertools.repeat(None)) if tasks.__class__ is range else tasks
+    chunks: Any = None
+    if tasks.__class__ is range:
+        items: Any = zip(tasks, itertools.repeat(None))
+        if run.__class__ is _Runner:
+            try:
+                chunks = run.run_chunks(tasks)
+            except Exception:  # taken one by one instead: each chunk reports its own error
+                chunks = None
+    else:
+        items = tasks
+    if chunks is not None:
+        chunks.reverse()  # popped in order: each chunk is released once its fn has run
     last = clock()
     for k, payload in items:
+        chunk = chunks.pop() if chunks else None
         try:
             if isinstance(run, BaseException):
                 raise run
-            result = run(k, payload)
+            result = run(k, payload, chunk)
         except BaseException as err:  # everything fn raises goes home, even SystemExit
             answer: tuple[Any, ...] = ("err", k, *encode_error(err))
         else:
