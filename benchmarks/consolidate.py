@@ -12,6 +12,15 @@ with this interpreter and once with upstream's (``$TD_UPSTREAM_PYTHON``, default
 both alike; each prints its medians as JSON. The measuring part imports only torch and the
 ``tensordict`` of the interpreter running it. A ratio is ours over upstream's median time
 (below 1: faster here).
+
+Both measuring processes run with glibc's mmap threshold fixed at its default, 128 KiB
+(``GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072``, unless ``GLIBC_TUNABLES`` is set):
+every buffer of 128 KiB or more is fresh memory, each of its 4 KiB pages faulted in on first
+touch (~1.5 µs each here: most of a 4 MiB ``dumps``). Left dynamic, the threshold rises with
+the frees a process happened to make, and whether pickle's output buffer reused memory an
+earlier operation had freed decided the figure: upstream's protocol-5 ``dumps`` of 4 MiB took
+0.34 ms right after its ``loads`` (whose ``torch.load`` frees fresh storages) and 2.3-2.9 ms
+timed alone, so a row measured the previous row's leftovers rather than its operation.
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ UPSTREAM_PYTHON = Path(
     os.environ.get("TD_UPSTREAM_PYTHON", "~/.cache/td-upstream-venv/bin/python")
 ).expanduser()
 SIZES_MIB = (4, 64)
+#: the same allocator policy for both packages, whatever ran before (see the module's doc)
+FIXED_MMAP_THRESHOLD = "glibc.malloc.mmap_threshold=131072"
 OPS = ("consolidate", "dumps", "loads", "dumps (protocol 5)", "loads (protocol 5)")
 
 
@@ -85,6 +96,7 @@ def _measure_size(size: int, repeat: int) -> dict[str, float]:
 def _measure_in(python: Path | str, repeat: int) -> dict[str, dict[str, float]]:
     script = str(Path(__file__).resolve())
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    env.setdefault("GLIBC_TUNABLES", FIXED_MMAP_THRESHOLD)  # (see the module's doc)
     cmd = [str(python), script, "--measure", "--repeat", str(repeat)]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:

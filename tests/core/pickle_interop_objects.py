@@ -38,6 +38,8 @@ def build(folder: str) -> dict[str, Any]:
     non_tensor = TensorDict(a=torch.zeros(2), s=NonTensorData("hi", batch_size=[2]), batch_size=[2])
     stack = TensorDict(a=torch.zeros(2), s=NonTensorStack("x", "y"), batch_size=[2])
     consolidated = TensorDict(a=torch.arange(3), b={"c": torch.ones(3, 2)}, batch_size=[3])
+    # 64 KiB and more: the storage lives in a bytes object here, which protocols 3-4 write as is
+    large = TensorDict(a=torch.arange(16384, dtype=torch.int32), b={"c": torch.ones(4)})
     point = Point(x=torch.arange(4.0).reshape(2, 2), label="p", batch_size=[2])
     memmapped = TensorDict(a=torch.arange(3), b={"c": torch.ones(3)}, batch_size=[3])
     return {
@@ -47,6 +49,7 @@ def build(folder: str) -> dict[str, Any]:
         "non_tensor": non_tensor,
         "stack": stack,
         "consolidated": consolidated.consolidate(),
+        "consolidated_large": large.consolidate(),
         "point": point,
         "memmap": memmapped.memmap(folder),
         "mmt": MemoryMappedTensor.from_tensor(torch.arange(4), filename=f"{folder}/t.memmap"),

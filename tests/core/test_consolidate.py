@@ -252,3 +252,79 @@ def test_multiprocessing_receives_one_shared_storage() -> None:
     finally:
         q_in.put(None)
         proc.join(timeout=60)
+
+
+def _address(data: bytes) -> int:
+    import numpy as np
+
+    return np.frombuffer(data, dtype=np.uint8).ctypes.data
+
+
+@pytest.mark.parametrize("protocol", [3, 4])
+def test_a_large_consolidated_storage_is_pickled_from_the_bytes_it_lives_in(protocol) -> None:
+    td = TensorDict(a=torch.arange(40_000, dtype=torch.float32), b={"c": torch.ones(3)})
+    tdc = td.consolidate()
+    storage = tdc._consolidated["storage"]
+    _, (_, carried) = tdc.__reduce_ex__(protocol)
+    data = carried.args[0].data  # torch.from_numpy(<uint8 array of these bytes>)
+    assert isinstance(data, bytes) and _address(data) == storage.data_ptr()  # no copy made
+    tdc["a"][:2] = -1  # in-place writes go to those bytes, and travel
+    again = pickle.loads(pickle.dumps(tdc, protocol=protocol))
+    assert again.is_consolidated() and torch.equal(again["a"][:3], torch.tensor([-1.0, -1, 2]))
+    assert torch.equal(again["b", "c"], torch.ones(3))
+
+
+def test_a_consolidated_storage_moved_to_shared_memory_is_pickled_from_there() -> None:
+    tdc = TensorDict(a=torch.arange(40_000, dtype=torch.float32)).consolidate()
+    tdc._consolidated["storage"].share_memory_()  # (what a multiprocessing queue does)
+    tdc["a"][0] = 7
+    again = pickle.loads(pickle.dumps(tdc, protocol=4))
+    assert again["a"][0] == 7 and torch.equal(again["a"][1:], tdc["a"][1:])
+
+
+def test_a_bytes_backed_consolidation_warns_nothing() -> None:
+    import warnings
+
+    td = TensorDict(a=torch.arange(40_000, dtype=torch.float32))
+    before = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)  # (torch would say "the given buffer is not writable" each time)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for _ in range(2):
+                tdc = td.consolidate()
+                assert tdc._consolidated["bytes"][0]() is not None
+    finally:
+        torch.set_warn_always(before)
+
+
+def test_consolidated_leaves_of_every_shape_and_dtype_are_exact_contiguous_views() -> None:
+    leaves = {
+        "empty": torch.zeros(3, 0),
+        "scalar": torch.tensor(5.0),
+        "flags": torch.tensor([True, False, True]),  # 3 bytes: the next leaf starts 8 bytes on
+        "c128": torch.arange(3.0).to(torch.complex128),  # (not always 16-byte aligned)
+        "strided": torch.arange(6).reshape(3, 2).t().contiguous().t(),
+        "half": torch.ones(3, 2, dtype=torch.float16),
+        "none": torch.zeros(0),
+    }
+    td = TensorDict(leaves, batch_size=[])
+    for again in (td.consolidate(), pickle.loads(pickle.dumps(td.consolidate(), protocol=4))):
+        storage = again._consolidated["storage"]
+        for key, value in leaves.items():
+            got = again[key]
+            assert got.dtype == value.dtype and got.shape == value.shape, key
+            assert torch.equal(got, value) and got.is_contiguous(), key
+            assert got.stride() == torch.empty(value.shape).stride(), key
+            if got.numel():
+                assert got.untyped_storage().data_ptr() == storage.untyped_storage().data_ptr()
+
+
+def test_metadata_whose_leaf_overflows_its_byte_range_is_refused() -> None:
+    from tensordict._reductions import _rebuild_tensordict_files_consolidated as rebuild
+
+    tdc = TensorDict(a=torch.arange(4), b=torch.arange(4)).consolidate()
+    meta = json.loads(json.dumps(tdc._consolidated["metadata"]))
+    meta["leaves"]["a"][1] = [5]  # 5 elements in the 4 elements' bytes [start, end)
+    with pytest.raises(RuntimeError):
+        rebuild(meta, tdc._consolidated["storage"])

@@ -207,7 +207,10 @@ def test_our_pickles_and_torch_save_files_load_in_upstream(exchange):
 
 #: what ``torch.load(weights_only=True)`` reads: tensordicts, not user classes nor memmaps
 #: (as upstream)
-SAFE = sorted(f"{n}.pt" for n in ("td", "locked", "lazy", "non_tensor", "stack", "consolidated"))
+SAFE = sorted(
+    f"{n}.pt"
+    for n in ("td", "locked", "lazy", "non_tensor", "stack", "consolidated", "consolidated_large")
+)
 
 
 def test_torch_load_weights_only_reads_saved_tensordicts(tmp_path):
@@ -266,3 +269,48 @@ def test_classes_pickle_by_reference_with_cloudpickle_in_a_fresh_interpreter() -
     pytest.importorskip("cloudpickle")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("protocol", [3, 4, 5])
+def test_small_leaves_travel_as_one_buffer_and_load_as_independent_tensors(protocol):
+    leaves = {
+        "f": torch.arange(6, dtype=torch.float32).reshape(3, 2),
+        "b": torch.tensor([True, False, True]),  # 3 bytes: the next leaf starts aligned anyway
+        "d": torch.arange(3, dtype=torch.float64),
+        "e": torch.zeros(3, 0),
+        "i": torch.arange(9)[::3],  # a strided view: only its own elements travel
+    }
+    td = TensorDict(leaves, batch_size=[3])
+    data = pickle.dumps(td, protocol=protocol)
+    assert b"bytearray" in data and b"ndarray" in data
+    assert b"_reconstruct" not in data  # no pickled numpy array per leaf
+    again = pickle.loads(data)
+    assert list(again.keys()) == list(leaves)
+    for key, value in leaves.items():
+        got = again[key]
+        assert got.dtype == value.dtype and got.shape == value.shape and torch.equal(got, value)
+        assert got.data_ptr() % got.element_size() == 0
+    again["f"] += 100  # writable, and no leaf overlaps another
+    assert torch.equal(again["d"], leaves["d"]) and torch.equal(again["b"], leaves["b"])
+    assert torch.equal(again["f"], leaves["f"] + 100) and torch.equal(td["f"], leaves["f"])
+
+
+def test_leaves_of_64_kib_or_more_travel_one_by_one():
+    td = TensorDict(a=torch.zeros(16 * 1024), b=torch.ones(2), batch_size=[])
+    data = pickle.dumps(td, protocol=5)
+    assert b"bytearray" not in data and b"from_numpy" in data
+    again = pickle.loads(pickle.dumps(td, protocol=5))
+    assert torch.equal(again["a"], td["a"]) and torch.equal(again["b"], td["b"])
+
+
+def test_small_leaves_numpy_cannot_view_still_round_trip():
+    refused = {
+        "grad": torch.ones(2, requires_grad=True),
+        "conj": torch.tensor([1 + 2j, 3 - 1j]).conj(),  # (a conjugate bit numpy refuses)
+        "bf16": torch.ones(2, dtype=torch.bfloat16),
+    }
+    for key, value in refused.items():
+        td = TensorDict({key: value, "plain": torch.arange(2)}, batch_size=[2])
+        again = pickle.loads(pickle.dumps(td, protocol=4))[key]
+        assert again.dtype == value.dtype and torch.equal(again.detach(), value.detach()), key
+        assert again.requires_grad == value.requires_grad, key

@@ -103,12 +103,14 @@ def unpack_tensor(dtype_name: str, shape: tuple[int, ...], payload: Any) -> torc
     return out.view(shape)
 
 
-def reduce_consolidated(td: Any, protocol: Any) -> tuple[Any, ...]:
+def reduce_consolidated(td: Any, protocol: Any, plain: int | None = None) -> tuple[Any, ...]:
     """``(rebuild, (metadata, storage))``: a consolidated tensordict pickled as one storage.
 
-    As upstream, the storage travels as a tensor (torch's reduction), so pickles of any protocol
-    load with either package; under a ``multiprocessing`` pickler torch's reduction shares its
-    memory.
+    Pickles of any protocol load with either package. The storage travels as a tensor (torch's
+    reduction) under protocol 2 (``torch.save``'s) and under a ``multiprocessing`` pickler
+    (``plain`` None: torch's reduction shares its memory). Plain pickle with protocol ``plain``
+    3+ writes it as ``torch.from_numpy(uint8 array)``: from the ``bytes`` object it lives in
+    (protocols 3-4, see :func:`_plain_storage`) or as one buffer numpy presents (protocol 5).
 
     Examples:
         >>> import pickle
@@ -123,14 +125,26 @@ def reduce_consolidated(td: Any, protocol: Any) -> tuple[Any, ...]:
 
     cons = (td._tensordict if getattr(type(td), "_is_tensorclass", False) else td)._consolidated
     storage = cons["storage"]
-    if protocol == "plain" and storage.__class__ is torch.Tensor:
+    if plain is not None and plain >= 3 and storage.__class__ is torch.Tensor:
         # plain pickle of a dense tensordict with protocol 3+ (multiprocessing, whose pickler has
-        # its own reducer, shares the storage instead): the bytes travel as a numpy array, one
-        # copy instead of torch.save's, and either package loads it (torch.from_numpy)
-        from tensordict.core.upstream_pickle import _leaf
-
-        storage = _leaf(storage, 3)
+        # its own reducer, shares the storage instead): the bytes travel as a numpy array, which
+        # either package loads (torch.from_numpy)
+        storage = _plain_storage(cons, storage, plain)
     return (rebuild_consolidated, (cons["metadata"], storage))
+
+
+def _plain_storage(cons: dict[str, Any], storage: torch.Tensor, protocol: int) -> Any:
+    """How a consolidated storage travels under plain pickle, protocol 3+: the ``bytes`` object
+    that holds it where there is one (protocols 3-4: pickle copies it once, into its output),
+    else a numpy array (protocol 5 writes it as one buffer, in band or out of band)."""
+    from tensordict.core.upstream_pickle import _leaf, bytes_tensor
+
+    held = cons.get("bytes")  # (a weak reference to the memoryview the storage holds, address)
+    if protocol < 5 and held is not None and held[1] == storage.data_ptr():
+        view = held[0]()
+        if view is not None:  # the storage still lives there (not moved to shared memory)
+            return bytes_tensor(view.obj)
+    return _leaf(storage, 3)
 
 
 def _consolidated_fast_path(td: Any) -> bool:
@@ -145,7 +159,7 @@ def reduce_tensordict(td: Any, protocol: Any) -> tuple[Any, ...]:
     package; a consolidated one pickles as its storage and metadata."""
     proto = protocol if isinstance(protocol, int) else pickle.DEFAULT_PROTOCOL
     if _consolidated_fast_path(td):
-        return reduce_consolidated(td, "plain" if proto >= 3 else proto)
+        return reduce_consolidated(td, proto, plain=proto)
     from tensordict.core.upstream_pickle import reduce_tensordict_upstream
 
     return reduce_tensordict_upstream(td, proto)
@@ -291,5 +305,6 @@ def reduce_td(data: Any) -> tuple[Any, Any]:
         >>> (rebuild(*args) == td).all()
         True
     """
-    rebuild, args = data.__reduce_ex__(pickle.DEFAULT_PROTOCOL)[:2]
+    # (protocol 2: the leaves stay tensors; under 3+ they are objects only a pickler resolves)
+    rebuild, args = data.__reduce_ex__(2)[:2]
     return rebuild, args
