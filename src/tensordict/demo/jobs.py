@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -23,6 +24,7 @@ __all__ = [
     "chunk_moments",
     "load_minibatch",
     "mean_std",
+    "pass_through",
     "normalise_chunk",
     "row_features",
 ]
@@ -95,6 +97,20 @@ def load_minibatch(batch: TensorDictBase) -> TensorDict:
         {"obs": batch["obs"], "label": batch["label"], "id": batch["id"]},
         batch.batch_size,
     )
+
+
+def pass_through(sample: Any) -> Any:
+    """DataLoader ``collate_fn`` that hands a sample over as it is.
+
+    A tensordict is a ``Mapping`` (as upstream), so DataLoader's default ``batch_size=None``
+    conversion would rebuild it key by key and fail; this keeps the sample whole.
+
+    Examples:
+        >>> td = TensorDict({"x": torch.zeros(2)}, [2])
+        >>> pass_through(td) is td
+        True
+    """
+    return sample
 
 
 class _ChunkDataset(torch.utils.data.Dataset):

@@ -27,6 +27,7 @@ from tensordict.demo.jobs import (
     chunk_moments,
     load_minibatch,
     normalise_chunk,
+    pass_through,
     row_features,
 )
 from tensordict.parallel import WorkerPool
@@ -125,7 +126,12 @@ def reduce_loop(data: TensorDict, chunksize: int) -> TensorDict:
 
 def reduce_dataloader(data: TensorDict, workers: int, chunksize: int) -> TensorDict:
     """The same reduce with ``torch.utils.data.DataLoader`` over a dataset of chunks."""
-    loader = DataLoader(ChunkMoments(data, chunksize), batch_size=None, num_workers=workers)
+    loader = DataLoader(
+        ChunkMoments(data, chunksize),
+        batch_size=None,
+        num_workers=workers,
+        collate_fn=pass_through,
+    )
     total = None
     for part in loader:
         total = add_moments(total, part)
@@ -227,5 +233,10 @@ def features_loop(data: TensorDict, chunksize: int) -> torch.Tensor:
 
 def features_dataloader(data: TensorDict, workers: int, chunksize: int) -> torch.Tensor:
     """The same features with ``torch.utils.data.DataLoader`` over a dataset of chunks."""
-    loader = DataLoader(ChunkFeatures(data, chunksize), batch_size=None, num_workers=workers)
+    loader = DataLoader(
+        ChunkFeatures(data, chunksize),
+        batch_size=None,
+        num_workers=workers,
+        collate_fn=pass_through,
+    )
     return _ordered_features(list(loader))
