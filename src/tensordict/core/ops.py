@@ -143,10 +143,12 @@ class OpsMixin(TensorCollection):
         new_bs = self.batch_size if batch_size is None else torch.Size(batch_size)
         out: dict[str, Any] = {}
         for key, value in self._own_items():
-            passed_through = non_tensor_fn is None and isinstance(
-                value, (NonTensorData, NonTensorStack)
-            )  # (the others' entry is not read: it may be missing, as upstream's where(pad=))
-            theirs = [] if passed_through else _others_of(others, key, default, prefix, value)
+            theirs: Sequence[Any] = ()
+            if others and not (
+                non_tensor_fn is None and isinstance(value, (NonTensorData, NonTensorStack))
+            ):  # (a passed-through entry's counterpart is not read: it may be missing, as
+                # upstream's where(pad=))
+                theirs = _others_of(others, key, default, prefix, value)
             if isinstance(value, torch.Tensor):
                 if named:
                     name = prefix + (key,) if nested_keys and prefix else key
