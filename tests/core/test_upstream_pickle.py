@@ -314,3 +314,42 @@ def test_small_leaves_numpy_cannot_view_still_round_trip():
         again = pickle.loads(pickle.dumps(td, protocol=4))[key]
         assert again.dtype == value.dtype and torch.equal(again.detach(), value.detach()), key
         assert again.requires_grad == value.requires_grad, key
+
+
+def _samples_with_out_of_band_buffers():
+    big = torch.arange(32 * 1024, dtype=torch.float32)
+    return {
+        "leaf by leaf": TensorDict(a=big.clone(), n={"b": torch.ones(3)}, batch_size=[]),
+        "nested small": TensorDict(a=torch.ones(3, 2), n={"b": torch.ones(3)}, batch_size=[3]),
+        "consolidated": TensorDict(
+            a=big.clone(), n={"b": torch.ones(3)}, batch_size=[]
+        ).consolidate(),
+    }
+
+
+@pytest.mark.parametrize("name", ["leaf by leaf", "nested small", "consolidated"])
+def test_out_of_band_read_only_buffers_are_copied_not_aliased(name):
+    # Ray's object store (or any zero-copy transport) hands protocol-5 buffers back read-only:
+    # a loaded leaf that aliased one wrote into the stored object (or crashed on a read-only
+    # mapping) on an in-place op
+    td = _samples_with_out_of_band_buffers()[name]
+    buffers = []
+    data = pickle.dumps(td, protocol=5, buffer_callback=buffers.append)
+    assert buffers, "the sample must present out-of-band buffers"
+    stored = [bytearray(b.raw()) for b in buffers]
+    snapshot = [bytes(s) for s in stored]
+    again = pickle.loads(data, buffers=[memoryview(s).toreadonly() for s in stored])
+    again.apply_(lambda x: x.add_(1))
+    assert [bytes(s) for s in stored] == snapshot
+    assert (again == td + 1).all()
+
+
+def test_out_of_band_writable_buffers_are_used_in_place():
+    # a writable buffer (the map_iter channel's shared memory, a bytearray) is not copied
+    td = TensorDict(a=torch.arange(32 * 1024, dtype=torch.float32), batch_size=[])
+    buffers = []
+    data = pickle.dumps(td, protocol=5, buffer_callback=buffers.append)
+    stored = [bytearray(b.raw()) for b in buffers]
+    again = pickle.loads(data, buffers=stored)
+    again["a"].add_(1)
+    assert torch.frombuffer(stored[0], dtype=torch.float32)[1].item() == 2.0

@@ -63,3 +63,15 @@ def test_window_is_sized_from_the_actor_count(pool):
 
 def test_window_falls_back_to_cluster_cpus_without_ray_private_attributes(ray_cluster):
     assert ray_pool_size(types.SimpleNamespace()) == 2  # num_cpus=2
+
+
+@pytest.mark.parametrize("consolidated", [False, True])
+def test_writing_a_fetched_tensordict_leaves_the_stored_object_alone(ray_cluster, consolidated):
+    # Ray hands protocol-5 buffers back from its object store, read-only: a fetched tensordict
+    # that aliased them wrote into the stored object (the next ray.get saw the write)
+    td = TensorDict(a=torch.zeros(32 * 1024), n={"b": torch.zeros(3)}, batch_size=[])
+    ref = ray.put(td.consolidate() if consolidated else td)
+    fetched = ray.get(ref)
+    fetched.apply_(lambda x: x.add_(1))
+    assert (fetched == 1).all()
+    assert (ray.get(ref) == 0).all()

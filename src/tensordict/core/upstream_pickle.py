@@ -62,7 +62,14 @@ class _NumpyLeaf:
         self.tensor = tensor
 
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
-        return (torch.from_numpy, (self.tensor.numpy(),))
+        array = self.tensor.numpy()
+        if isinstance(protocol, int) and protocol >= 5:
+            # protocol 5 may hand the array's memory out of band, and the loader may give it
+            # back read-only (Ray's object store, a read-only mapping): numpy.require(..., "W")
+            # copies it then (and only then), so the tensor never aliases memory it may not
+            # write (writing there crashed the process or changed the stored object)
+            return (torch.from_numpy, (_Call(np.require, (array, None, "W")),))
+        return (torch.from_numpy, (array,))
 
 
 _STRIDED = torch.strided
