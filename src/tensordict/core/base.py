@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import torch
 
 from tensordict.core.arithmetic import ArithmeticMixin
-from tensordict.core.combine import CombineMixin, stack
+from tensordict.core.combine import CombineMixin
 from tensordict.core.consolidate import ConsolidateMixin
 from tensordict.core.conversion import ConversionMixin
 from tensordict.core.device import DeviceMixin
@@ -638,26 +638,18 @@ class TensorDictBase(
             >>> td.batch_size, td["a"]
             (torch.Size([2]), tensor([1, 2]))
         """
-        element_bs = None if batch_size is None else list(batch_size)[1:]
-        items = [
-            x
-            if is_tensor_collection(x)
-            else cls.from_dict(
-                x,
-                batch_size=element_bs,
-                device=device,
-                batch_dims=batch_dims,
-                auto_batch_size=auto_batch_size,
-            )
-            for x in input
-        ]
-        if lazy:
-            out = cls.lazy_stack(items, 0)
-        else:
-            out = stack(items, 0)
-        if names is not None:
-            out.names = names
-        return out
+        from tensordict.core.convert import from_list  # conversions build on the base
+
+        return from_list(
+            cls,
+            input,
+            auto_batch_size=auto_batch_size,
+            batch_size=batch_size,
+            device=device,
+            batch_dims=batch_dims,
+            names=names,
+            lazy=lazy,
+        )
 
     @classmethod
     def from_namedtuple(cls, named_tuple: Any, **kwargs: Any) -> Any:

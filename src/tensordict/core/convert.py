@@ -17,12 +17,14 @@ import numpy as np
 import torch
 
 from tensordict.core.base import is_tensor_collection
+from tensordict.core.combine import stack
 from tensordict.core.conversion import from_format_object
 from tensordict.core.dense import TensorDict
 from tensordict.core.non_tensor import NonTensorStack, is_non_tensor
 
 __all__ = [
     "from_any",
+    "from_list",
     "from_namedtuple",
     "from_pytree",
     "from_tuple",
@@ -110,6 +112,44 @@ def from_namedtuple(
     if not _is_namedtuple(named_tuple):
         raise TypeError(f"expected a namedtuple, got {type(named_tuple).__name__}.")
     return _finish(_convert(named_tuple), auto_batch_size, batch_dims, device, batch_size)
+
+
+def from_list(
+    cls: Any,
+    input: Sequence[Any],
+    *,
+    auto_batch_size: bool | None = None,
+    batch_size: Sequence[int] | None = None,
+    device: Any = None,
+    batch_dims: int | None = None,
+    names: Sequence[str | None] | None = None,
+    lazy: bool | None = None,
+) -> Any:
+    """``cls.from_list``: the elements (dicts built with ``cls.from_dict``, or tensor
+    collections) stacked along a new first dimension, lazily with ``lazy=True``.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> from_list(TensorDict, [{"a": 1}, {"a": 2}], lazy=True)["a"]
+        tensor([1, 2])
+    """
+    element_bs = None if batch_size is None else list(batch_size)[1:]
+    items = [
+        x
+        if is_tensor_collection(x)
+        else cls.from_dict(
+            x,
+            batch_size=element_bs,
+            device=device,
+            batch_dims=batch_dims,
+            auto_batch_size=auto_batch_size,
+        )
+        for x in input
+    ]
+    out = cls.lazy_stack(items, 0) if lazy else stack(items, 0)
+    if names is not None:
+        out.names = names
+    return out
 
 
 def from_tuple(
