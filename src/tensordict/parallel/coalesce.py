@@ -60,27 +60,17 @@ _NONE: Layout = ()
 _string_at = ctypes.string_at
 
 
-def small_layout(result: Any) -> tuple[Layout, int] | None:
-    """``(layout, bytes of elements)`` of a result that may be held, else None.
+def _small_copy(result: Any) -> tuple[Layout, list[bytes], int] | None:
+    """``(layout, bytes of each leaf, their total)`` of a small flat result that may be held,
+    else None: the checks and the copy in one pass over the leaves (once per tiny chunk).
 
     Examples:
         >>> from tensordict import TensorDict
-        >>> small_layout(TensorDict({"y": torch.zeros(2)}, [2]))[1]
-        8
-        >>> small_layout(None)
-        ((), 0)
-        >>> small_layout(torch.zeros(2)) is None  # bare tensors travel on their own
+        >>> _small_copy(TensorDict({"y": torch.zeros(2)}, [2]))[1:]
+        ([b'\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00'], 8)
+        >>> _small_copy(torch.zeros(2)) is None  # bare tensors travel on their own
         True
     """
-    if result is None:
-        return _NONE, 0
-    found = _small_copy(result)
-    return None if found is None else (found[0], found[2])
-
-
-def _small_copy(result: Any) -> tuple[Layout, list[bytes], int] | None:
-    """``(layout, bytes of each leaf, their total)`` of a small flat result, else None: the
-    checks and the copy in one pass over the leaves (this runs once per tiny chunk)."""
     if result.__class__ is not _DENSE or result._names is not None or result._is_memmap:
         return None
     device = result._device
