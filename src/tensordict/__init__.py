@@ -19,13 +19,12 @@ from tensordict import (
     typedtensordict,
     utils,
 )
-from tensordict.core.base import TensorDictBase, is_tensor_collection
+from tensordict.core.behaviour.base import TensorDictBase, is_tensor_collection
+from tensordict.core.behaviour.combine import cat, stack
+from tensordict.core.behaviour.consolidate import from_consolidated
 from tensordict.core.checks import assert_close
 from tensordict.core.checks import assert_close as assert_allclose_td
 from tensordict.core.collection import TensorCollection
-from tensordict.core.combine import cat, stack
-from tensordict.core.consolidate import from_consolidated
-from tensordict.core.convert import from_any, from_namedtuple, from_pytree, from_tuple
 from tensordict.core.dense import TensorDict
 from tensordict.core.functional import (
     dense_stack_tds,
@@ -50,8 +49,8 @@ from tensordict.core.keys import (
     unravel_key_to_tuple,
 )
 from tensordict.core.keys import public_unravel_key as unravel_key
-from tensordict.core.lazy_stack import LazyStackedTensorDict
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack, is_non_tensor
+from tensordict.core.lazy.stack import LazyStackedTensorDict
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack, is_non_tensor
 from tensordict.core.options import (
     capture_non_tensor_stack,
     get_defaults_to_none,
@@ -64,9 +63,10 @@ from tensordict.core.options import (
     set_list_to_stack,
     set_printoptions,
 )
-from tensordict.core.pack import PackLayout
 from tensordict.core.padding import collate, pad, pad_sequence, unpad_sequence
-from tensordict.core.parse_repr import parse_tensor_dict_string
+from tensordict.core.serial.convert import from_any, from_namedtuple, from_pytree, from_tuple
+from tensordict.core.serial.pack import PackLayout
+from tensordict.core.serial.parse_repr import parse_tensor_dict_string
 from tensordict.core.typed import TypedTensorDict
 from tensordict.core.unbatched import UnbatchedTensor
 from tensordict.formats import (

@@ -1,6 +1,6 @@
 """``tensordict._archive``: upstream's path of memmap archives; re-exports only."""
 
-from tensordict.core.pack import PackLayout
+from tensordict.core.serial.pack import PackLayout
 from tensordict.memmap.append import append_memmap
 from tensordict.memmap.archive import (
     ARCHIVE_SUFFIX as TENSORDICT_ARCHIVE_SUFFIX,

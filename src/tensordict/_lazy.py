@@ -1,7 +1,7 @@
 """``tensordict._lazy``: upstream's module of lazy stacks; re-exports only, each from its home."""
 
-from tensordict.core.lazy_stack import LazyStackedTensorDict
-from tensordict.core.lazy_views import (  # noqa: F401
+from tensordict.core.lazy.stack import LazyStackedTensorDict
+from tensordict.core.lazy.views import (  # noqa: F401
     _CustomOpTensorDict,
     _PermutedTensorDict,
     _SqueezedTensorDict,

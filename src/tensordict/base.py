@@ -3,11 +3,10 @@ only, each from its home."""
 
 import torch
 
-from tensordict.core.base import TensorDictBase, is_tensor_collection
-from tensordict.core.base import is_tensor_collection as _is_tensor_collection  # noqa: F401
-from tensordict.core.convert import from_any, from_namedtuple, from_tuple
-from tensordict.core.device import device_recorder as _device_recorder  # noqa: F401
-from tensordict.core.entries import NO_DEFAULT
+from tensordict.core.behaviour.base import TensorDictBase, is_tensor_collection
+from tensordict.core.behaviour.base import is_tensor_collection as _is_tensor_collection  # noqa: F401
+from tensordict.core.behaviour.device import device_recorder as _device_recorder  # noqa: F401
+from tensordict.core.behaviour.entries import NO_DEFAULT
 from tensordict.core.functional import from_dict
 from tensordict.core.keys import GENERIC_NESTED_ERR as _GENERIC_NESTED_ERR  # noqa: F401
 from tensordict.core.keys import NESTED_TENSORS_AS_LISTS as _NESTED_TENSORS_AS_LISTS  # noqa: F401
@@ -17,8 +16,9 @@ from tensordict.core.keys import (
 from tensordict.core.keys import default_is_leaf, is_leaf_nontensor
 from tensordict.core.keys import default_is_leaf as _default_is_leaf  # noqa: F401
 from tensordict.core.keys import is_leaf_nontensor as _is_leaf_nontensor  # noqa: F401
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.core.options import get_defaults_to_none, set_get_defaults_to_none
+from tensordict.core.serial.convert import from_any, from_namedtuple, from_tuple
 from tensordict.formats import (
     from_arrow,
     from_csv,

@@ -3,19 +3,18 @@
 from pyvers import implement_for
 from torch.nn import Buffer
 
-from tensordict.core.base import is_tensor_collection
 from tensordict.core.batch_shape import convert_ellipsis_to_idx, expand_as_right, expand_right
 from tensordict.core.batch_shape import getitem_batch_size as _getitem_batch_size  # noqa: F401
 from tensordict.core.batch_shape import leaf_shape as _shape  # noqa: F401
 from tensordict.core.batch_shape import maybe_correct_neg_dim as _maybe_correct_neg_dim  # noqa: F401
-from tensordict.core.cache import make_cache_key as _make_cache_key  # noqa: F401
+from tensordict.core.behaviour.base import is_tensor_collection
+from tensordict.core.behaviour.consolidate import TensorDictFuture
+from tensordict.core.behaviour.entries import LOCK_ERROR as _LOCK_ERROR  # noqa: F401
 from tensordict.core.checks import assert_close
 from tensordict.core.checks import assert_close as assert_allclose_td
 from tensordict.core.checks import check_recursive_properties as _check_recursive_properties  # noqa: F401
-from tensordict.core.consolidate import TensorDictFuture
-from tensordict.core.dtypes import NUMPY_TO_TORCH_DTYPE_DICT
-from tensordict.core.entries import LOCK_ERROR as _LOCK_ERROR  # noqa: F401
 from tensordict.core.functional import (
+    NUMPY_TO_TORCH_DTYPE_DICT,
     is_bool,
     is_floating,
     is_inexact,
@@ -23,6 +22,7 @@ from tensordict.core.functional import (
     isin,
     remove_duplicates,
 )
+from tensordict.core.functional import make_cache_key as _make_cache_key  # noqa: F401
 from tensordict.core.functional import zip_strict as _zip_strict  # noqa: F401
 from tensordict.core.keys import (
     KEY_SEPARATOR,
@@ -37,21 +37,21 @@ from tensordict.core.keys import is_tensorclass_class as _is_tensorclass  # noqa
 from tensordict.core.keys import pass_through as _pass_through  # noqa: F401
 from tensordict.core.keys import public_unravel_key as unravel_key
 from tensordict.core.keys import unravel_key_to_tuple as _unravel_key_to_tuple  # noqa: F401
-from tensordict.core.log import logger
-from tensordict.core.non_tensor import LinkedList, is_non_tensor
+from tensordict.core.nontensor.data import LinkedList, is_non_tensor
 from tensordict.core.options import (
     capture_non_tensor_stack,
     get_printoptions,
     lazy_legacy,
     list_to_stack,
+    logger,
     set_capture_non_tensor_stack,
     set_lazy_legacy,
     set_list_to_stack,
     set_printoptions,
     strtobool,
 )
-from tensordict.core.parse_repr import parse_tensor_dict_string
-from tensordict.core.upstream_pickle import LockedSchema as _LockedSchema  # noqa: F401
+from tensordict.core.serial.parse_repr import parse_tensor_dict_string
+from tensordict.core.serial.upstream_pickle import LockedSchema as _LockedSchema  # noqa: F401
 from tensordict.errors import TensorDictPropertyError as _TensorDictPropertyError  # noqa: F401
 from tensordict.memmap.executor import shared_executor as _get_shared_executor  # noqa: F401
 from tensordict.memmap.tree import decode_key as _decode_key_from_filesystem  # noqa: F401

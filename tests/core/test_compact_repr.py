@@ -3,7 +3,7 @@
 import torch
 
 from tensordict import LazyStackedTensorDict, TensorDict, set_printoptions
-from tensordict.core.compact_repr import dtype_code
+from tensordict.core.serial.compact_repr import dtype_code
 
 
 def test_one_line_when_it_fits() -> None:

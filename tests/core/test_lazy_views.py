@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tensordict import TensorDict
-from tensordict.core.lazy_views import (
+from tensordict.core.lazy.views import (
     _CustomOpTensorDict,
     _PermutedTensorDict,
     _str_to_index,

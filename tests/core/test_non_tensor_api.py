@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tensordict import MetaData, NonTensorData, NonTensorStack, TensorDict
-from tensordict.core.non_tensor import LinkedList
+from tensordict.core.nontensor.data import LinkedList
 from tensordict.errors import LockedError
 
 # ---------------------------------------------------------------------- constructors

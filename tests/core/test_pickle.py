@@ -135,7 +135,7 @@ def test_deepcopy_copies_tensors() -> None:
 
 # ---------------------------------------------------------------------- pack_small (map_iter)
 def test_pack_small_round_trips_flat_small_tensordicts() -> None:
-    from tensordict.core.pickling import pack_small, unpack_small
+    from tensordict.core.serial.pickling import pack_small, unpack_small
 
     td = TensorDict(
         {
@@ -162,7 +162,7 @@ def test_pack_small_round_trips_flat_small_tensordicts() -> None:
 
 
 def test_pack_small_declines_what_it_cannot_carry_exactly(tmp_path) -> None:
-    from tensordict.core.pickling import SMALL_BYTES, pack_small
+    from tensordict.core.serial.pickling import SMALL_BYTES, pack_small
 
     plain = {"x": torch.zeros(2)}
     assert pack_small(TensorDict(plain, [2], names=["n"])) is None
@@ -176,7 +176,7 @@ def test_pack_small_declines_what_it_cannot_carry_exactly(tmp_path) -> None:
 
 
 def test_pack_small_keeps_the_device_index_and_aligns_every_entry() -> None:
-    from tensordict.core.pickling import pack_small, unpack_small
+    from tensordict.core.serial.pickling import pack_small, unpack_small
 
     td = TensorDict(
         {"flag": torch.tensor([True, False]), "x": torch.tensor([1.0, 2.0], dtype=torch.float64)},

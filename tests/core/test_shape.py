@@ -230,7 +230,7 @@ def test_shape_op_on_0d_raises_naming_dim() -> None:
     ],
 )
 def test_broadcasts_to_agrees_with_torch(shape, target):
-    from tensordict.core.shape import broadcasts_to
+    from tensordict.core.behaviour.shape import broadcasts_to
 
     try:
         expected = torch.broadcast_shapes(shape, target) == torch.Size(target)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tensordict import TensorDict, lazy_stack, tensorclass
-from tensordict.core.update_resize import batch_sizes_conflict
+from tensordict.core.behaviour.update_resize import batch_sizes_conflict
 from tensordict.errors import KeyMismatchError, LockedError
 
 

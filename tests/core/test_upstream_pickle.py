@@ -240,8 +240,8 @@ class _Reduced:
 
 
 def test_pickles_of_the_earlier_layout_still_load():
-    from tensordict.core.lazy_stack import _rebuild_lazy
-    from tensordict.core.pickling import pack_tensor, rebuild_tensordict
+    from tensordict.core.lazy.stack import _rebuild_lazy
+    from tensordict.core.serial.pickling import pack_tensor, rebuild_tensordict
 
     packed = {"a": pack_tensor(torch.arange(3), 2)}
     old = (rebuild_tensordict, (TensorDict, packed, (3,), None, ["n"], True, False, None))

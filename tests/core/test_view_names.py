@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tensordict import LazyStackedTensorDict, TensorDict, lazy_stack
-from tensordict.core.lazy_views import (
+from tensordict.core.lazy.views import (
     _PermutedTensorDict,
     _SqueezedTensorDict,
     _TransposedTensorDict,

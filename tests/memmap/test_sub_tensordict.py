@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tensordict import TensorDict
-from tensordict.core.lazy_views import _SubTensorDict
+from tensordict.core.lazy.views import _SubTensorDict
 from tensordict.errors import LazyViewError, MemmapFormatError
 
 

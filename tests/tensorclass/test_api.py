@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
-from tensordict.core.combine import cat, stack
+from tensordict.core.behaviour.combine import cat, stack
 from tensordict.errors import ShapeMismatchError
 from tensordict.tensorclass.builder import API_NAMES
 from tests.tensorclass.classes import Pair, Sample

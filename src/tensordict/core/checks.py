@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from tensordict.core.keys import NestedKey, is_collection_class, key_path, pass_through
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.core.unbatched import is_unbatched
 from tensordict.errors import ShapeMismatchError, TensorDictPropertyError
 

@@ -12,15 +12,15 @@ from typing import Any
 
 import torch
 
-from tensordict.core.base import TensorDictBase, as_size
-from tensordict.core.dim_names import checked_names
-from tensordict.core.entries import _UNSET, locked_message
+from tensordict.core.behaviour.base import TensorDictBase, as_size
+from tensordict.core.behaviour.entries import _UNSET, locked_message
+from tensordict.core.behaviour.names import checked_names
 from tensordict.core.indexing import IndexPlan, index_jagged, plan_index
 from tensordict.core.keys import is_key_index, leaf_or_non_tensor
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
-from tensordict.core.non_tensor_api import register_shell
+from tensordict.core.nontensor.api import register_shell
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
+from tensordict.core.serial.upstream_pickle import examples_of
 from tensordict.core.unbatched import is_unbatched, rebatch
-from tensordict.core.upstream_pickle import examples_of
 from tensordict.errors import BatchSizeError, LockedError
 
 __all__ = ["TensorDict"]
@@ -532,7 +532,7 @@ class TensorDict(TensorDictBase):
         return self._memmap_prefix
 
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
-        from tensordict.core.pickling import reduce_tensordict
+        from tensordict.core.serial.pickling import reduce_tensordict
 
         return reduce_tensordict(self, protocol)
 
@@ -596,7 +596,7 @@ def _register_forking_reducer() -> None:
     """``multiprocessing`` pickles a TensorDict with its leaves as tensors (shared memory)."""
     from multiprocessing.reduction import ForkingPickler
 
-    from tensordict.core.pickling import reduce_for_multiprocessing
+    from tensordict.core.serial.pickling import reduce_for_multiprocessing
 
     ForkingPickler.register(TensorDict, reduce_for_multiprocessing)
 

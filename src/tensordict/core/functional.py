@@ -3,7 +3,9 @@
 ``lazy_stack`` / ``maybe_dense_stack`` / ``dense_stack_tds`` choose how members are stacked;
 ``make_tensordict`` / ``from_dict`` / ``fromkeys`` build; ``merge_tensordicts`` merges;
 ``group_by`` splits by the value of an entry; ``is_floating`` and friends are dtype predicates
-usable as filters (``fn(value)`` or ``fn(key, value)``). Padding lives in ``core.padding``.
+usable as filters (``fn(value)`` or ``fn(key, value)``), next to the numpy -> torch dtype table;
+``make_cache_key`` keys memoised calls (upstream's ``tensordict.utils`` offers both). Padding
+lives in ``core.padding``.
 """
 
 from __future__ import annotations
@@ -12,17 +14,20 @@ import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
-from tensordict.core.base import is_tensor_collection
-from tensordict.core.combine import stack
+from tensordict.core.behaviour.base import is_tensor_collection
+from tensordict.core.behaviour.combine import stack
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, leaf_or_non_tensor, unravel_key
-from tensordict.core.lazy_shape import maybe_dense_stack as best_intention_stack
-from tensordict.core.lazy_stack import LazyStackedTensorDict
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.lazy.shape import maybe_dense_stack as best_intention_stack
+from tensordict.core.lazy.stack import LazyStackedTensorDict
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 
 __all__ = [
+    "NUMPY_TO_TORCH_DTYPE_DICT",
+    "make_cache_key",
     "dense_stack_tds",
     "from_dict",
     "fromkeys",
@@ -484,3 +489,49 @@ def remove_duplicates(
     first = first.scatter_reduce(0, inverse, positions, reduce="amin")
     out = input[(slice(None),) * d + (first,)]
     return (out, inverse) if return_indices else out
+
+
+#: numpy dtype -> torch dtype, for every dtype both libraries have
+NUMPY_TO_TORCH_DTYPE_DICT: dict[np.dtype, torch.dtype] = {
+    np.dtype(name): getattr(torch, name)
+    for name in (
+        "bool",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "float16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+    )
+    if hasattr(torch, name)
+}
+
+
+def _key_of(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return id(value)
+    if isinstance(value, tuple):
+        return tuple(_key_of(v) for v in value)
+    if isinstance(value, list):
+        return tuple(_key_of(v) for v in value)
+    return value
+
+
+def make_cache_key(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Any, Any]:
+    """A hashable key for a call: ``(args, sorted keyword items)``, tensors replaced by their id.
+
+    Examples:
+        >>> make_cache_key((1, (2, 3)), {"b": "c", "a": 0})
+        ((1, (2, 3)), (('a', 0), ('b', 'c')))
+    """
+    return (
+        tuple(_key_of(a) for a in args),
+        tuple((k, _key_of(kwargs[k])) for k in sorted(kwargs)),
+    )

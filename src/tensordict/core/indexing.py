@@ -10,6 +10,10 @@ tuple of these) is turned once into an :class:`IndexPlan`:
 
 The common cases (an int, a slice, a tuple of ints and slices) are planned with plain arithmetic;
 advanced indices are planned by indexing a zero-stride dummy of the batch shape.
+
+An index saved in memory-mapped metadata (a sub-tensordict's ``index``) is decoded by
+:func:`_str_to_index`: upstream writes tagged lists (``["tuple", [["slice", {...}], 1]]``),
+older versions untagged tuples.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import torch
 
 from tensordict.errors import IndexingError, IndexTypeError, MultipleEllipsisError
 
-__all__ = ["index_jagged", "IndexPlan", "plan_index", "to_numpy_index"]
+__all__ = ["_str_to_index", "index_jagged", "IndexPlan", "plan_index", "to_numpy_index"]
 
 
 class IndexPlan(NamedTuple):
@@ -311,3 +315,30 @@ def index_jagged(value: torch.Tensor, index: Any) -> torch.Tensor:
     if any(not (isinstance(r, slice) and r == slice(None)) for r in rest):
         return out[(slice(None),) + tuple(rest)]
     return out
+
+
+def _str_to_index(index: Any) -> Any:
+    """Decode an index saved in memmap metadata (tagged lists) back to a python index.
+
+    Examples:
+        >>> _str_to_index(["tuple", [["slice", {"start": 0, "stop": 2, "step": None}], 1]])
+        (slice(0, 2, None), 1)
+    """
+    if not isinstance(index, (tuple, list)):
+        return index
+    if not index:
+        return ()
+    tag = index[0]
+    if tag == "tuple":
+        return tuple(_str_to_index(item) for item in index[1])
+    if tag == "list":
+        return [_str_to_index(item) for item in index[1]]
+    if tag in ("slice", "range"):
+        spec = index[1]
+        make = slice if tag == "slice" else range
+        return make(spec["start"], spec["stop"], spec["step"])
+    if tag == "tensor":
+        return torch.tensor(index[1], device=index[2] if len(index) > 2 else None)
+    if tag == "ellipsis":
+        return Ellipsis
+    return tuple(_str_to_index(item) for item in index)  # older, untagged tuples

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any, Union
 import torch
 
 from tensordict.core.collection import TensorCollection
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.errors import KeyTypeError, ShapeMismatchError, TensorDictKeyError
 
 if TYPE_CHECKING:
-    from tensordict.core.base import TensorDictBase
+    from tensordict.core.behaviour.base import TensorDictBase
 
     NestedKey = Union[str, tuple[Any, ...]]  # noqa: UP007 (a runtime alias, also on 3.10)
 else:
@@ -252,7 +252,7 @@ def is_leaf_default(value: Any) -> bool:
         >>> is_leaf_default(torch.zeros(2)), is_leaf_default(NonTensorData("x"))
         (True, False)
     """
-    from tensordict.core.base import TensorDictBase
+    from tensordict.core.behaviour.base import TensorDictBase
 
     cls = type(value)
     if isinstance(value, TensorDictBase) or getattr(cls, "_is_tensorclass", False):
@@ -332,7 +332,7 @@ def leaf_or_non_tensor(cls: type) -> bool:
         >>> leaf_or_non_tensor(NonTensorData), leaf_or_non_tensor(torch.Tensor)
         (True, True)
     """
-    from tensordict.core.base import TensorDictBase
+    from tensordict.core.behaviour.base import TensorDictBase
 
     return not issubclass(cls, TensorDictBase) and not getattr(cls, "_is_tensorclass", False)
 
@@ -502,7 +502,7 @@ def _walk_items(
 ) -> Iterator[tuple[NestedKey, Any]]:
     """Walk the entries; ``keys_only`` lets lazy stacks yield a stand-in instead of stacking;
     ``post_order`` yields a nested tensordict after its entries."""
-    from tensordict.core.base import TensorDictBase
+    from tensordict.core.behaviour.base import TensorDictBase
 
     leaf_test = is_leaf_default if is_leaf is None else _class_leaf_test(is_leaf)
     if not keys_only and isinstance(is_leaf, _LeavesAsLists) and hasattr(td, "tensordicts"):

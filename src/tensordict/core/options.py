@@ -18,11 +18,14 @@ switch                         environment variable         default   meaning
                                                                       returns None
 ============================  ==========================  ========  ===========================
 
-The print options (:class:`set_printoptions` / :func:`get_printoptions`) live here too.
+The print options (:class:`set_printoptions` / :func:`get_printoptions`) live here too, and the
+library's logger (``tensordict.utils.logger``, ``logging.getLogger("tensordict")``), whose level
+the ``TD_LOGGING_LEVEL`` environment variable sets (default ``INFO``).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
 from typing import Any
@@ -30,6 +33,7 @@ from typing import Any
 from torch.utils._contextlib import _DecoratorContextManager
 
 __all__ = [
+    "logger",
     "capture_non_tensor_stack",
     "get_defaults_to_none",
     "get_printoptions",
@@ -368,3 +372,7 @@ def get_printoptions() -> dict[str, Any]:
         'alphabetical'
     """
     return dict(_PRINT_OPTIONS)
+
+
+logger = logging.getLogger("tensordict")
+logger.setLevel(os.environ.get("TD_LOGGING_LEVEL", "INFO").upper())

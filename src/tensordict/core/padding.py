@@ -10,12 +10,12 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from tensordict.core.base import TensorDictBase, is_tensor_collection
+from tensordict.core.behaviour.base import TensorDictBase, is_tensor_collection
 from tensordict.core.dense import TensorDict
 from tensordict.core.functional import maybe_dense_stack
 from tensordict.core.keys import NestedKey, leaf_or_non_tensor, unravel_key
-from tensordict.core.lazy_stack import LazyStackedTensorDict
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.lazy.stack import LazyStackedTensorDict
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import BatchSizeError, LockedError
 
@@ -120,7 +120,7 @@ def pad(
         return _pad_non_tensor(tensordict, widths, inplace)
     ndim = tensordict.batch_dims
     if isinstance(tensordict, LazyStackedTensorDict):  # members padded, filled members added
-        from tensordict.core.lazy_shape import pad_lazy
+        from tensordict.core.lazy.shape import pad_lazy
 
         def pad_member(member: Any, member_pad: list[int], in_place: bool) -> Any:
             return pad(member, member_pad, value, inplace=in_place, safe=safe)

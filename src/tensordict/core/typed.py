@@ -28,9 +28,9 @@ from typing import Any, ClassVar
 
 import torch
 
-from tensordict.core.base import TensorDictBase
+from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.dense import TensorDict
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.errors import TypedFieldError
 
 if sys.version_info >= (3, 11):

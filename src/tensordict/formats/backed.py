@@ -18,11 +18,11 @@ from typing import Any
 
 import torch
 
-from tensordict.core.base import TensorDictBase
+from tensordict.core.behaviour.base import TensorDictBase
+from tensordict.core.behaviour.entries import locked_message
 from tensordict.core.dense import TensorDict
-from tensordict.core.entries import locked_message
 from tensordict.core.keys import key_path
-from tensordict.core.printing import field_lines
+from tensordict.core.serial.printing import field_lines
 from tensordict.errors import LockedError, ShapeMismatchError, TensorDictKeyError
 
 __all__ = ["BackedTensorDict", "LeafInfo"]
@@ -300,7 +300,7 @@ class BackedTensorDict(TensorDictBase):
     def _apply_leaves(self, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> Any:
         if not kwargs.get("inplace"):
             return super()._apply_leaves(fn, *others, **kwargs)
-        from tensordict.core.ops import _other_value
+        from tensordict.core.behaviour.ops import _other_value
 
         default = kwargs.get("default", _MISSING)
         named, prefix = kwargs.get("named", False), kwargs.get("prefix", ())
@@ -333,7 +333,7 @@ class BackedTensorDict(TensorDictBase):
 
 def check_fits(key: str, value: torch.Tensor, shape: Sequence[int]) -> None:
     """Raise before writing if ``value`` does not broadcast to the selected ``shape``."""
-    from tensordict.core.shape import broadcasts_to
+    from tensordict.core.behaviour.shape import broadcasts_to
 
     if not broadcasts_to(value.shape, torch.Size(shape)):
         raise ShapeMismatchError(

@@ -20,12 +20,12 @@ from typing import Any
 
 import torch
 
-from tensordict.core.base import TensorDictBase, as_size
+from tensordict.core.behaviour.base import TensorDictBase, as_size
+from tensordict.core.behaviour.entries import locked_message
 from tensordict.core.dense import TensorDict
-from tensordict.core.entries import locked_message
 from tensordict.core.indexing import is_first_class_dim, plan_index
 from tensordict.core.keys import key_path
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.errors import BatchSizeError, FormatValueError, LockedError, TensorDictKeyError
 from tensordict.formats.backed import BackedTensorDict, check_fits
 from tensordict.formats.node import GroupNode

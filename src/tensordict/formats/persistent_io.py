@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from tensordict.core.base import TensorDictBase
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.behaviour.base import TensorDictBase
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.formats.node import GroupNode
 
 __all__ = ["infer_batch_size", "open_node", "reopen_node", "write_tensordict", "write_value"]

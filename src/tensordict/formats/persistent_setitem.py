@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from tensordict.core.base import TensorDictBase
+from tensordict.core.behaviour.base import TensorDictBase
+from tensordict.core.behaviour.shape import broadcasts_to
 from tensordict.core.indexing import plan_index
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack, same_value
-from tensordict.core.shape import broadcasts_to
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack, same_value
 from tensordict.errors import LockedError, ShapeMismatchError
 from tensordict.formats.node import GroupNode
 from tensordict.formats.rows import (

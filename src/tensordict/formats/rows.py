@@ -137,7 +137,7 @@ def fit_value(value: torch.Tensor, expected: torch.Size) -> torch.Tensor | None:
         >>> fit_value(torch.ones(2, 3), torch.Size([3])) is None
         True
     """
-    from tensordict.core.shape import broadcasts_to
+    from tensordict.core.behaviour.shape import broadcasts_to
 
     while value.dim() > len(expected) and value.shape[0] == 1:
         value = value[0]

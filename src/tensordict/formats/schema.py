@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from tensordict.core.base import as_size
+from tensordict.core.behaviour.base import as_size
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import leaf_or_non_tensor
 

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from tensordict.core.dense import TensorDict
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.errors import FormatValueError
 
 __all__ = ["from_struct_array", "to_struct_array"]
@@ -114,7 +114,7 @@ def to_struct_array(td: Any) -> np.ndarray:
 
 
 def _dtype(td: Any, bs: tuple[int, ...]) -> np.dtype:
-    from tensordict.core.base import TensorDictBase
+    from tensordict.core.behaviour.base import TensorDictBase
     from tensordict.formats.node import to_numpy
 
     fields: list[Any] = []
@@ -132,7 +132,7 @@ def _dtype(td: Any, bs: tuple[int, ...]) -> np.dtype:
 
 
 def _fill(out: np.ndarray, td: Any, bs: tuple[int, ...]) -> None:
-    from tensordict.core.base import TensorDictBase
+    from tensordict.core.behaviour.base import TensorDictBase
 
     for key, value in td._own_items():
         if getattr(type(value), "_is_tensorclass", False):

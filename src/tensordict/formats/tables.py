@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from tensordict.core.base import TensorDictBase
+from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import leaf_or_non_tensor
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.errors import FormatValueError
 from tensordict.formats.deps import require
 

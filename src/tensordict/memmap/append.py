@@ -18,10 +18,10 @@ from typing import Any
 
 import torch
 
-from tensordict.core.base import TensorDictBase
+from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.dense import TensorDict
-from tensordict.core.lazy_stack import LazyStackedTensorDict
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.lazy.stack import LazyStackedTensorDict
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.errors import MemmapAppendError
 from tensordict.memmap import format as fmt
 from tensordict.memmap import transaction as tx

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from tensordict.core.keys import leaf_or_non_tensor
-from tensordict.core.lazy_views import _SubTensorDict
+from tensordict.core.lazy.views import _SubTensorDict
 from tensordict.errors import MemmapArchiveError, MemmapArchiveWriteError
 from tensordict.memmap import format as fmt
 from tensordict.memmap import transaction as tx

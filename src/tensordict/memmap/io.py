@@ -25,11 +25,11 @@ from typing import Any
 
 import torch
 
-from tensordict.core.base import TensorDictBase
+from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.dense import TensorDict
-from tensordict.core.lazy_stack import LazyStackedTensorDict
-from tensordict.core.lazy_views import _SubTensorDict
-from tensordict.core.non_tensor import register_save_hook
+from tensordict.core.lazy.stack import LazyStackedTensorDict
+from tensordict.core.lazy.views import _SubTensorDict
+from tensordict.core.nontensor.data import register_save_hook
 from tensordict.errors import (
     AlreadyMemmappedError,
     ArchiveReturnEarlyError,

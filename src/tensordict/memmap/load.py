@@ -26,10 +26,10 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from tensordict.core.dense import TensorDict
-from tensordict.core.lazy_stack import LazyStackedTensorDict
-from tensordict.core.lazy_views import _str_to_index, _SubTensorDict
-from tensordict.core.log import logger
-from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack, _object_array
+from tensordict.core.lazy.stack import LazyStackedTensorDict
+from tensordict.core.lazy.views import _str_to_index, _SubTensorDict
+from tensordict.core.nontensor.data import MetaData, NonTensorData, NonTensorStack, _object_array
+from tensordict.core.options import logger
 from tensordict.errors import (
     BatchSizeError,
     IncompleteMemmapError,

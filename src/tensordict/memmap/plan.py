@@ -18,12 +18,12 @@ from typing import Any
 
 import torch
 
-from tensordict.core.base import TensorDictBase
+from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.dense import TensorDict
-from tensordict.core.lazy_stack import LazyStackedTensorDict
-from tensordict.core.lazy_views import _SubTensorDict
-from tensordict.core.non_tensor import MetaData, NonTensorData, NonTensorStack
-from tensordict.core.pickling import _DTYPES
+from tensordict.core.lazy.stack import LazyStackedTensorDict
+from tensordict.core.lazy.views import _SubTensorDict
+from tensordict.core.nontensor.data import MetaData, NonTensorData, NonTensorStack
+from tensordict.core.serial.pickling import _DTYPES
 from tensordict.core.unbatched import is_unbatched
 from tensordict.errors import (
     FileNameTooLongError,

@@ -30,8 +30,8 @@ from typing import Any
 import torch
 
 from tensordict.core.indexing import is_first_class_dim
-from tensordict.core.pickling import _DTYPES
-from tensordict.core.upstream_pickle import examples_of
+from tensordict.core.serial.pickling import _DTYPES
+from tensordict.core.serial.upstream_pickle import examples_of
 from tensordict.errors import (
     AlreadyMemmappedError,
     FirstClassDimMemmapError,

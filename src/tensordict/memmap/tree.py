@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from tensordict.core.log import logger
+from tensordict.core.options import logger
 from tensordict.memmap.format import encode_key
 from tensordict.sizes import format_bytes
 

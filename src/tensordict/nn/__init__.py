@@ -9,7 +9,7 @@
   ``torch.vmap`` over tensordicts, installed on import).
 """
 
-from tensordict.core.pytree import register_pytree_nodes
+from tensordict.core.serial.pytree import register_pytree_nodes
 from tensordict.nn.vmap import install_vmap_support
 
 register_pytree_nodes()

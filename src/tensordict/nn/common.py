@@ -24,10 +24,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from tensordict.core.base import TensorDictBase
+from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, unravel_key_list
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.nn.keyword_dispatch import dispatch
 from tensordict.nn.select_out_keys import OutKeyNotFoundError, OutKeysSelect
 from tensordict.nn.utils import _set_skip_existing_None

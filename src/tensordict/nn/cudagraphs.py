@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from tensordict.core.base import TensorDictBase, is_tensor_collection
+from tensordict.core.behaviour.base import TensorDictBase, is_tensor_collection
 from tensordict.core.keys import NestedKey, leaf_or_non_tensor
 from tensordict.nn.keyword_dispatch import dispatch
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from tensordict.core.base import TensorDictBase
+from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.dense import TensorDict
-from tensordict.core.lazy_stack import LazyStackedTensorDict
+from tensordict.core.lazy.stack import LazyStackedTensorDict
 from tensordict.nn.common import TensorDictModuleBase
 from tensordict.nn.params import TensorDictParams
 

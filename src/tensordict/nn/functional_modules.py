@@ -31,10 +31,10 @@ from torch import nn
 from torch._C._functorch import is_batchedtensor
 from torch.nn.parameter import UninitializedTensorMixin  # type: ignore[attr-defined]
 
-from tensordict.core.base import TensorDictBase
+from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import leaf_or_non_tensor
-from tensordict.core.pytree import _exclude_td_from_pytree
+from tensordict.core.serial.pytree import _exclude_td_from_pytree
 from tensordict.errors import FromModulesError
 from tensordict.memmap import MemoryMappedTensor
 
@@ -163,7 +163,7 @@ def from_modules(
         _check_lazy_stack_allowed(modules, as_module)
     tds = [from_module(m, lock=False, use_state_dict=use_state_dict) for m in modules]
     if lazy_stack:
-        from tensordict.core.lazy_stack import LazyStackedTensorDict
+        from tensordict.core.lazy.stack import LazyStackedTensorDict
 
         out: Any = LazyStackedTensorDict(*tds, stack_dim=0)
     else:

@@ -15,7 +15,7 @@ from typing import Any
 
 from torch import fx, nn
 
-from tensordict.core.base import TensorDictBase
+from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.keys import NestedKey, unravel_key_to_tuple
 from tensordict.nn.common import TensorDictModule, TensorDictModuleBase
 from tensordict.nn.sequence import TensorDictSequential

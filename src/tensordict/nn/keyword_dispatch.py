@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tensordict.core.base import is_tensor_collection
+from tensordict.core.behaviour.base import is_tensor_collection
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey
 from tensordict.nn.utils import _dispatch_td_nn_modules

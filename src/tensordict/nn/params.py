@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from tensordict.core.base import TensorDictBase
+from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, leaf_or_non_tensor
 from tensordict.errors import MemmapParamsError, ParamsWriteError

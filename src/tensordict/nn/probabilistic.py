@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import distributions as D
 
-from tensordict.core.base import TensorDictBase, is_tensor_collection
+from tensordict.core.behaviour.base import TensorDictBase, is_tensor_collection
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.nn.common import dispatch

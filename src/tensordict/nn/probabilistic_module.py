@@ -23,9 +23,9 @@ from typing import Any
 import torch
 from torch import distributions as D
 
-from tensordict.core.base import TensorDictBase, is_tensor_collection
+from tensordict.core.behaviour.base import TensorDictBase, is_tensor_collection
 from tensordict.core.keys import NestedKey, unravel_key
-from tensordict.core.non_tensor import NonTensorData, is_non_tensor
+from tensordict.core.nontensor.data import NonTensorData, is_non_tensor
 from tensordict.nn.common import TensorDictModuleBase, dispatch
 from tensordict.nn.distributions.composite import (
     CompositeDistribution,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensordict.core.base import TensorDictBase, is_tensor_collection
+from tensordict.core.behaviour.base import TensorDictBase, is_tensor_collection
 from tensordict.core.keys import NestedKey
 from tensordict.errors import OutKeyNotFoundError
 

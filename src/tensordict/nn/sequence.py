@@ -15,10 +15,10 @@ from typing import Any
 
 from torch import nn
 
-from tensordict.core.base import TensorDictBase
+from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, leaf_or_non_tensor, unravel_key_list
-from tensordict.core.lazy_stack import LazyStackedTensorDict
+from tensordict.core.lazy.stack import LazyStackedTensorDict
 from tensordict.nn.common import (
     TensorDictModule,
     TensorDictModuleBase,

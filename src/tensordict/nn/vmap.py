@@ -25,11 +25,11 @@ import torch
 import torch._functorch.vmap as _vmap_impl
 from torch.utils._pytree import _broadcast_to_and_flatten, tree_flatten, tree_unflatten
 
-from tensordict.core.base import TensorDictBase, is_tensor_collection
+from tensordict.core.behaviour.base import TensorDictBase, is_tensor_collection
 from tensordict.core.dense import TensorDict
-from tensordict.core.lazy_stack import LazyStackedTensorDict
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
-from tensordict.core.pytree import _exclude_td_from_pytree
+from tensordict.core.lazy.stack import LazyStackedTensorDict
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
+from tensordict.core.serial.pytree import _exclude_td_from_pytree
 
 __all__ = ["install_vmap_support"]
 

@@ -17,8 +17,8 @@ from typing import Any
 import numpy.random  # noqa: F401  (imported here so that forked workers inherit it: ~10 ms each)
 import torch
 
+from tensordict.core.behaviour.combine import stack
 from tensordict.core.collection import TensorCollection
-from tensordict.core.combine import stack
 from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.errors import BatchSizeError, NotPicklableError, WorkerCountWarning
 from tensordict.parallel.engine import OwnPool, drive, start_method_context, usable_cpus

@@ -28,8 +28,14 @@ from typing import Any
 
 import torch
 
-from tensordict.core.pickling import _packable, pack_small, pack_tensor, unpack_small, unpack_tensor
-from tensordict.core.upstream_pickle import _NumpyLeaf
+from tensordict.core.serial.pickling import (
+    _packable,
+    pack_small,
+    pack_tensor,
+    unpack_small,
+    unpack_tensor,
+)
+from tensordict.core.serial.upstream_pickle import _NumpyLeaf
 from tensordict.parallel.coalesce import BATCH_TAG, unpack_groups
 from tensordict.parallel.shm import DATA_OFFSET, SegmentCache, SegmentPool, _Segment
 

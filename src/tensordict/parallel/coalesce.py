@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from tensordict.core.dense import TensorDict
-from tensordict.core.pickling import _DEVICES, _DTYPES, _NAMES, _NUMPY_OK, SMALL_BYTES
+from tensordict.core.serial.pickling import _DEVICES, _DTYPES, _NAMES, _NUMPY_OK, SMALL_BYTES
 
 __all__ = ["BATCH_TAG", "FULL", "HELD", "Coalescer", "unpack_groups"]
 

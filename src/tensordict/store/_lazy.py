@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from tensordict.core.combine import stack
+from tensordict.core.behaviour.combine import stack
 from tensordict.core.dense import TensorDict
 from tensordict.core.indexing import plan_index
 from tensordict.core.keys import leaf_or_non_tensor

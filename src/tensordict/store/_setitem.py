@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from tensordict.core.base import TensorDictBase
+from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.indexing import plan_index
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.errors import LockedError, ShapeMismatchError
 from tensordict.formats.rows import fit_value, select
 from tensordict.store._connection import KEY_SEP, decode_meta, tensor_meta

@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from tensordict.core.base import TensorDictBase, as_size
+from tensordict.core.behaviour.base import TensorDictBase, as_size
 from tensordict.core.dense import TensorDict
 from tensordict.core.indexing import plan_index
 from tensordict.core.keys import key_path
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.errors import BatchSizeError, StoreKeyError
 from tensordict.formats.backed import ARRAY, GROUP, NON_TENSOR, BackedTensorDict, check_fits
 from tensordict.formats.rows import select
@@ -484,7 +484,7 @@ class TensorDictStore(BackedTensorDict):
     def rename_key_(self, old_key: Any, new_key: Any, safe: bool = False) -> TensorDictStore:
         """Rename an entry on the server (``RENAME``, no download)."""
         if self._is_locked:
-            from tensordict.core.entries import locked_message
+            from tensordict.core.behaviour.entries import locked_message
             from tensordict.errors import LockedError
 
             raise LockedError(locked_message(f"rename {old_key!r}"))

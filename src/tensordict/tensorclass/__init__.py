@@ -7,7 +7,7 @@ instances and converts them; ``forwarding`` declares the forwarded TensorDict AP
 ``TensorClass``. ``tensordict.tensorclass`` is also upstream's import path of these names.
 """
 
-from tensordict.core.non_tensor import (
+from tensordict.core.nontensor.data import (
     LinkedList,
     MetaData,
     NonTensorData,

@@ -16,10 +16,10 @@ from typing import Any
 
 import torch
 
+from tensordict.core.behaviour.shape import broadcasts_to
 from tensordict.core.indexing import plan_index
 from tensordict.core.keys import key_path, leaf_or_non_tensor
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
-from tensordict.core.shape import broadcasts_to
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.errors import (
     BatchSizeError,
     FrozenTensorclassError,

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from tensordict.core.dense import TensorDict
-from tensordict.core.non_tensor import NonTensorData
+from tensordict.core.nontensor.data import NonTensorData
 from tensordict.errors import TensorclassDefinitionError
 from tensordict.memmap.format import register_class
 from tensordict.tensorclass import access, construct, forwarding, state

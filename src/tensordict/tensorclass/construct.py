@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from tensordict.core.base import TensorDictBase
+from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.errors import (
     MemmapFormatError,

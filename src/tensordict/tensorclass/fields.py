@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from tensordict.core.base import TensorDictBase
+from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.dense import TensorDict
-from tensordict.core.non_tensor import NonTensorData, NonTensorStack
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.errors import FieldTypeError
 
 __all__ = ["ClassSpec", "classes_of", "store_value"]

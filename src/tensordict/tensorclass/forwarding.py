@@ -27,10 +27,10 @@ from typing import Any, NamedTuple
 
 import torch
 
-from tensordict.core.base import TensorDictBase
-from tensordict.core.combine import TORCH_FUNCTIONS
+from tensordict.core.behaviour.base import TensorDictBase
+from tensordict.core.behaviour.combine import TORCH_FUNCTIONS
 from tensordict.core.dense import TensorDict
-from tensordict.core.lazy_stack import LazyStackedTensorDict
+from tensordict.core.lazy.stack import LazyStackedTensorDict
 from tensordict.tensorclass.construct import new_instance
 
 __all__ = ["FORWARDED", "PROPERTIES", "Kind", "forwarder", "torch_function", "wrap_result"]

@@ -23,9 +23,9 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from tensordict.core.compact_repr import compact_repr
 from tensordict.core.options import get_printoptions
-from tensordict.core.printing import field_lines, header_parts
+from tensordict.core.serial.compact_repr import compact_repr
+from tensordict.core.serial.printing import field_lines, header_parts
 
 __all__ = ["tensorclass_repr"]
 

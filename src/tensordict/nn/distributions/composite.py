@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import distributions as d
 
-from tensordict.core.base import TensorDictBase
+from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, leaf_or_non_tensor, unravel_key
 from tensordict.nn.utils import composite_lp_aggregate, set_composite_lp_aggregate

@@ -1,0 +1,1 @@
+"""(room docstring: written below)"""

@@ -1,0 +1,794 @@
+"""TensorDictBase: the tensordict behaviour, written once on the primitives of ``collection``.
+
+Entry access (get/set/update/pop/select/...), structure (keys, flatten), copies (clone, empty)
+and conversion live here. Elementwise maths comes from ``ops``, shape operations from ``shape``,
+stack/cat/split from ``combine``, locking from ``locking``; storage (shared memory, memmap) from
+``storage_api`` and the parallel map through thin methods that defer to ``tensordict.memmap`` and
+``tensordict.parallel``, which build on core.
+"""
+
+from __future__ import annotations
+
+import builtins
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from typing import Any, TypeVar
+
+import torch
+
+from tensordict.core.behaviour.arithmetic import ArithmeticMixin
+from tensordict.core.behaviour.combine import CombineMixin
+from tensordict.core.behaviour.consolidate import ConsolidateMixin
+from tensordict.core.behaviour.device import DeviceMixin
+from tensordict.core.behaviour.entries import EntriesMixin, locked_message
+from tensordict.core.behaviour.forwards import ConversionMixin
+from tensordict.core.behaviour.locking import LockingMixin
+from tensordict.core.behaviour.names import DimNamesMixin
+from tensordict.core.behaviour.ops import CastMixin, OpsMixin, keep_lock_of
+from tensordict.core.behaviour.ragged import RaggedMixin
+from tensordict.core.behaviour.reductions import ReductionsMixin
+from tensordict.core.behaviour.shape import ShapeMixin, normalize_dim
+from tensordict.core.behaviour.storage import StorageMixin
+from tensordict.core.behaviour.structure import StructureMixin
+from tensordict.core.behaviour.tensor_methods import TensorMethodsMixin
+from tensordict.core.behaviour.upstream_private import UpstreamPrivateMixin
+from tensordict.core.keys import (
+    ItemsView,
+    KeysView,
+    NestedKey,
+    ValuesView,
+    is_collection_class,
+    key_path,
+    leaf_or_non_tensor,
+    place_unflattened,
+    unravel_key,
+)
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack, is_non_tensor
+from tensordict.core.unbatched import is_unbatched
+from tensordict.errors import (
+    BatchSizeError,
+    KeyTypeError,
+    LockedError,
+    ShapeMismatchError,
+    TensorDictKeyError,
+    ZeroDimIterationError,
+)
+
+__all__ = ["TensorDictBase", "is_tensor_collection"]
+
+T = TypeVar("T", bound="TensorDictBase")
+_MISSING: Any = object()
+
+
+def is_tensor_collection(datatype: Any) -> bool:
+    """Whether ``datatype`` is a tensordict, a tensorclass or non-tensor data: an instance or a
+    class.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> is_tensor_collection(TensorDict()), is_tensor_collection(TensorDict)
+        (True, True)
+        >>> is_tensor_collection(torch.zeros(2)), is_tensor_collection(torch.Tensor)
+        (False, False)
+    """
+    return is_collection_class(datatype if isinstance(datatype, type) else type(datatype))
+
+
+def as_size(batch_size: Any) -> torch.Size:
+    """Turn an int, a sequence of ints or None into a ``torch.Size`` (``-1`` marks a dim where
+    nested tensors are ragged, as upstream)."""
+    if batch_size is None:
+        return torch.Size([])
+    if isinstance(batch_size, torch.Size):
+        return batch_size
+    if isinstance(batch_size, int) and batch_size >= 0:
+        return torch.Size([batch_size])
+    try:
+        size = torch.Size([int(b) for b in batch_size])
+    except (TypeError, ValueError):
+        size = None
+    if size is None or (size and min(size) < -1):  # (-1: a ragged dim of nested tensors)
+        raise BatchSizeError(
+            f"batch_size must be a sequence of non-negative ints (e.g. [32] or "
+            f"torch.Size([4, 5])), got {batch_size!r}."
+        )
+    return size
+
+
+class _CallableList(list):  # type: ignore[type-arg]
+    """A list that returns itself when called (``sorted_keys`` was a method here before)."""
+
+    def __call__(self) -> list[Any]:
+        return list(self)
+
+
+def _canonical(t: torch.Tensor) -> torch.Tensor:
+    """``t`` with row-major strides (a size-1 dim can make torch call other strides
+    contiguous); ``t`` itself when it has them."""
+    strides, step = [], 1
+    for n in reversed(t.shape):
+        strides.append(step)
+        step *= max(n, 1)
+    if t.layout is not torch.strided or tuple(t.stride()) == tuple(reversed(strides)):
+        return t
+    return torch.empty_like(t, memory_format=torch.contiguous_format).copy_(t)
+
+
+class TensorDictBase(
+    EntriesMixin,
+    StructureMixin,
+    ReductionsMixin,
+    ArithmeticMixin,
+    OpsMixin,
+    ShapeMixin,
+    CombineMixin,
+    DeviceMixin,
+    CastMixin,
+    TensorMethodsMixin,
+    RaggedMixin,
+    ConversionMixin,
+    ConsolidateMixin,
+    UpstreamPrivateMixin,
+    LockingMixin,
+    StorageMixin,
+    DimNamesMixin,
+):
+    """The behaviour shared by every tensordict class.
+
+    Not instantiated directly: use :class:`~tensordict.TensorDict` or
+    :class:`~tensordict.LazyStackedTensorDict`.
+    """
+
+    # weak references to the locked tensordicts holding this one (see the lock graph below)
+    # _consolidated: the storage and metadata of a consolidated tensordict (see consolidate)
+    __slots__ = ("_consolidated", "_lock_parents")
+
+    # ================================================================== size, device, names
+    @property
+    def shape(self) -> torch.Size:
+        """Alias of :attr:`batch_size`."""
+        return self.batch_size
+
+    def _has_names(self) -> bool:
+        """Whether any batch dimension is named (upstream's helper, called by client code).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict(a=torch.zeros(2, 3), batch_size=[2, 3])
+            >>> td._has_names()
+            False
+            >>> td.names = ["x", None]
+            >>> td._has_names()
+            True
+        """
+        names = self._names_or_none()
+        return names is not None and any(n is not None for n in names)
+
+    @property
+    def batch_dims(self) -> int:
+        """The number of batch dimensions."""
+        return len(self.batch_size)
+
+    @property
+    def ndim(self) -> int:
+        """Alias of :attr:`batch_dims`."""
+        return len(self.batch_size)
+
+    def ndimension(self) -> int:
+        return len(self.batch_size)
+
+    def dim(self) -> int:
+        return len(self.batch_size)
+
+    def numel(self) -> int:
+        """The number of elements in the batch (the product of the batch size)."""
+        return self.batch_size.numel()
+
+    def size(self, dim: int | None = None) -> torch.Size | int:
+        """The batch size, or its size along ``dim``."""
+        return self.batch_size if dim is None else self.batch_size[dim]
+
+    def __len__(self) -> int:
+        bs = self.batch_size
+        return bs[0] if bs else 0
+
+    def __iter__(self) -> Iterator[Any]:
+        if not self.batch_size:  # (a TypeError, as upstream: not a silently empty loop)
+            raise ZeroDimIterationError(
+                "iteration over a tensordict with no batch dimension: `for x in td` walks the "
+                "first batch dimension. Iterate over keys(), values() or items() instead."
+            )
+        return iter(self.unbind(0))
+
+    def __contains__(self, key: object) -> bool:
+        """Whether ``key`` (a str or a possibly nested tuple of str) names an entry, as upstream.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": {"b": torch.zeros(2)}}, [2])
+            >>> "a" in td, ("a", "b") in td, ("a", ("b",)) in td, ("a", "c") in td
+            (True, True, True, False)
+        """
+        if key.__class__ is str:
+            return self._get_str(key, _MISSING) is not _MISSING  # type: ignore[arg-type]
+        try:
+            path = key_path(key)
+        except KeyTypeError:
+            raise KeyTypeError(
+                f"key must be a NestedKey (a str or a possibly tuple of str), got "
+                f"{type(key).__name__} {key!r}. To look for a value, use `value in td.values()`."
+            ) from None
+        try:
+            return self._get_path(path, _MISSING) is not _MISSING
+        except ShapeMismatchError:
+            return True  # a lazy stack entry whose members differ in shape: it exists
+
+    def __bool__(self) -> bool:
+        raise RuntimeError(
+            "Converting a tensordict to boolean value is not permitted: its truth value is "
+            "ambiguous. Use td.all() or td.any() "
+            "(or td.is_empty() to test for entries)."
+        )
+
+    __hash__ = object.__hash__
+
+    def is_empty(self) -> bool:
+        """Whether the tensordict holds no leaf (nested empty tensordicts count as empty)."""
+        return not any(
+            True
+            for _ in self.keys(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor)
+        )
+
+    def auto_batch_size_(self: T, batch_dims: int | None = None) -> T:
+        """Set the batch size to the longest shape prefix shared by every leaf.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(3, 4, 5), "b": torch.zeros(3, 4)})
+            >>> td.auto_batch_size_().batch_size
+            torch.Size([3, 4])
+        """
+        prefix: list[int] | None = None
+        for _, value in self._own_items():
+            if isinstance(value, TensorDictBase):
+                value.auto_batch_size_(batch_dims)  # (as upstream: nested ones get batch_dims too)
+                shape = list(value.batch_size)
+            elif is_non_tensor(value) and value.batch_size:
+                shape = list(value.batch_size)  # (as upstream: a batched one has a shape)
+            elif is_non_tensor(value) or is_unbatched(value):
+                continue
+            else:
+                shape = list(value.shape)
+            if prefix is None:
+                prefix = shape
+            else:
+                n = 0
+                while n < min(len(prefix), len(shape)) and prefix[n] == shape[n]:
+                    n += 1
+                prefix = prefix[:n]
+        new = prefix or []
+        if batch_dims is not None:
+            new = new[:batch_dims]
+        self.batch_size = torch.Size(new)
+        return self
+
+    # ================================================================== keys
+    def keys(
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: Callable[[Any], bool] | None = None,
+        *,
+        sort: bool = False,
+    ) -> KeysView:
+        """A view of the keys (nested keys as tuples when ``include_nested``).
+
+        A nested tensordict's key comes after its own keys, as upstream lists them; ``sort``
+        orders the keys by their dotted form.
+        """
+        return KeysView(self, include_nested, leaves_only, is_leaf, sort)
+
+    def values(
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: Callable[[Any], bool] | None = None,
+        *,
+        sort: bool = False,
+    ) -> ValuesView:
+        """A view of the values (a nested tensordict before its entries, as upstream)."""
+        return ValuesView(self, include_nested, leaves_only, is_leaf, sort)
+
+    def items(
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: Callable[[Any], bool] | None = None,
+        *,
+        sort: bool = False,
+    ) -> ItemsView:
+        """A view of ``(key, value)`` pairs (a nested tensordict before its entries, as
+        upstream)."""
+        return ItemsView(self, include_nested, leaves_only, is_leaf, sort)
+
+    @property
+    def sorted_keys(self) -> list[str]:
+        """The top-level keys, sorted (a property, as upstream; calling it works too).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict(b=torch.zeros(1), a=torch.zeros(1))
+            >>> td.sorted_keys, td.sorted_keys()
+            (['a', 'b'], ['a', 'b'])
+        """
+        return _CallableList(sorted(self._own_keys()))
+
+    def select(
+        self: T,
+        *keys: NestedKey,
+        inplace: bool = False,
+        strict: bool = True,
+        as_tensordict: bool = False,
+    ) -> T:
+        """A tensordict with only the given keys (sharing the same tensors).
+
+        ``as_tensordict`` matters for tensorclasses (a plain tensordict); here it changes
+        nothing.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(2), "b": {"c": torch.ones(2)}}, [2])
+            >>> list(td.select(("b", "c")).keys(include_nested=True))
+            [('b', 'c'), 'b']
+        """
+        paths = [key_path(k) for k in keys]
+        out = self.empty()
+        for path in paths:
+            value = self._get_path(path, _MISSING)
+            if value is _MISSING:
+                if strict:
+                    raise self._missing_key(unravel_key(path))
+                continue
+            parent = out._selected_parent(self, path)
+            if parent._get_str(path[-1], None) is None:
+                parent._set_str(path[-1], value, validated=True)
+        if inplace:
+            return self._replace_contents(out)
+        return out
+
+    def _selected_parent(self, source: TensorDictBase, path: tuple[str, ...]) -> Any:
+        """The tensordict of a selection (``self``) that holds ``path``'s last part; the nested
+        ones are created with the batch size and names of ``source``'s (as upstream)."""
+        node: Any = self
+        src: Any = source
+        for part in path[:-1]:
+            src = src._get_str(part, None)
+            if getattr(type(src), "_is_tensorclass", False):
+                src = src._tensordict
+            child = node._get_str(part, None)
+            if child is None:
+                child = node._new_dense({}, src.batch_size, src._names_or_none())
+                node._set_str(part, child, validated=True)
+            elif getattr(type(child), "_is_tensorclass", False):
+                child = child._tensordict
+            node = child
+        return node
+
+    def exclude(self: T, *keys: NestedKey, inplace: bool = False) -> T:
+        """A tensordict without the given keys (sharing the same tensors)."""
+        excluded = {key_path(k) for k in keys}
+        out = self._copy_structure(excluded, ())
+        if inplace:
+            return self._replace_contents(out)
+        return out
+
+    def _copy_structure(
+        self, excluded: builtins.set[tuple[str, ...]], prefix: tuple[str, ...]
+    ) -> Any:
+        source = {}
+        for key, value in self._own_items():
+            path = prefix + (key,)
+            if path in excluded:
+                continue
+            if isinstance(value, TensorDictBase):
+                value = value._copy_structure(excluded, path)
+            elif getattr(type(value), "_is_tensorclass", False):
+                value = value.clone(False)  # a new instance over the same tensors
+            source[key] = value
+        return self._new_dense(source, self.batch_size, self._names_or_none())
+
+    def _replace_contents(self: T, other: TensorDictBase) -> T:
+        if self.is_locked:
+            raise LockedError(locked_message("select or exclude keys in place"))
+        for key in list(self._own_keys()):
+            self._del_str(key)
+        for key, value in other._own_items():
+            self._set_str(key, value, validated=True)
+        return self
+
+    @classmethod
+    def fromkeys(cls, keys: Iterable[NestedKey], value: Any = 0) -> Any:
+        """A tensordict with every key set to ``value`` (no batch dimension)."""
+        from tensordict.core.dense import TensorDict
+
+        td = TensorDict()
+        for key in keys:
+            td.set(key, value)
+        return td
+
+    def flatten_keys(self: T, separator: str = ".", inplace: bool = False) -> T:
+        """Turn nested keys into flat keys joined with ``separator``.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": {"b": torch.zeros(1)}}, [1])
+            >>> list(td.flatten_keys().keys())
+            ['a.b']
+        """
+        source: dict[str, Any] = {}
+        for key, value in self.items(
+            include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor
+        ):
+            flat = key if isinstance(key, str) else separator.join(key)
+            if flat in source:
+                raise TensorDictKeyError(
+                    f"Flattening keys in tensordict causes keys {flat!r} to collide (separator "
+                    f"{separator!r}). "
+                    "Choose a separator that no key contains."
+                )
+            source[flat] = value
+        out = self._new_dense(source, self.batch_size, self._names_or_none())
+        if inplace:
+            return self._replace_contents(out)
+        return self._written_back_on_exit(out, lambda o: o.unflatten_keys(separator))
+
+    def unflatten_keys(self: T, separator: str = ".", inplace: bool = False) -> T:
+        """Split flat keys on ``separator`` into nested tensordicts (inverse of flatten_keys).
+
+        Tensordicts that land on the same key are merged; two entries that land on the same
+        key (or an entry on a key another one passes through) raise a ``KeyError``.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a.b": torch.zeros(()), "a": {"c": torch.ones(())}})
+            >>> sorted(td.unflatten_keys().keys(include_nested=True, leaves_only=True))
+            [('a', 'b'), ('a', 'c')]
+        """
+        out = self.empty()
+        for key, value in self._own_items():
+            if isinstance(value, TensorDictBase):
+                value = value.unflatten_keys(separator)
+            place_unflattened(out, tuple(key.split(separator)), value)
+        if inplace:
+            return self._replace_contents(out)
+        return self._written_back_on_exit(out, lambda o: o.flatten_keys(separator))
+
+    def _written_back_on_exit(self, out: Any, inverse: Callable[[Any], Any]) -> Any:
+        """``with td.flatten_keys(",") as flat:``: the entries the block sets in ``flat`` reach
+        this tensordict on exit (as upstream); leaves are shared, so in-place writes already do."""
+
+        # (``out`` holds this closure: a weak reference to it avoids a reference cycle that would
+        # keep ``out``, and the tensors only it holds, alive until the next garbage collection)
+        out_ref = weakref.ref(out)
+
+        def write_back() -> None:
+            result = out_ref()
+            if result is not None and not self.is_locked:
+                self.update(inverse(result))
+
+        out._last_op = ("restore", write_back)
+        return out
+
+    # ================================================================== copies and conversion
+    def empty(
+        self: T,
+        recurse: bool = False,
+        *,
+        batch_size: Sequence[int] | None = None,
+        device: Any = _MISSING,
+        names: Sequence[str] | None = None,
+    ) -> T:
+        """A tensordict of the same batch size and device with no entries (unlocked).
+
+        With ``recurse=True`` the nested tensordicts are kept (empty), and so are the non-tensor
+        entries, as upstream (only tensors are left out).
+        """
+        source: dict[str, Any] = {}
+        if recurse:
+            for key, value in self._own_items():
+                if isinstance(value, TensorDictBase):
+                    source[key] = value.empty(recurse=True)
+                elif is_non_tensor(value):
+                    source[key] = value
+        bs = self.batch_size if batch_size is None else as_size(batch_size)
+        out = self._new_dense(source, bs, self._names_or_none() if batch_size is None else None)
+        if device is not _MISSING:
+            out._device = torch.device(device) if device is not None else None
+        return out  # type: ignore[no-any-return]
+
+    def clone(self: T, recurse: bool = True, **kwargs: Any) -> T:
+        """A copy (unlocked). ``recurse=False`` copies the structure but shares the tensors."""
+        if not recurse:
+            return self._copy_structure(set(), ())  # type: ignore[no-any-return]
+        return self._apply_leaves(lambda t: t.clone(), keep_non_tensor_copy=True)  # type: ignore[no-any-return]
+
+    def to_lazystack(self, dim: int = 0) -> Any:
+        """A :class:`~tensordict.LazyStackedTensorDict` of this tensordict's slices along
+        ``dim`` (views: writing into its members writes into this tensordict)."""
+        from tensordict.core.lazy.stack import LazyStackedTensorDict  # lazy stacks build on base
+
+        bs = self.batch_size
+        d = normalize_dim(dim, len(bs), bs, "to_lazystack")
+        return LazyStackedTensorDict(*self.unbind(d), stack_dim=d)
+
+    def _get_sub_tensordict(self, index: Any) -> Any:
+        """A view of ``self[index]`` whose writes (new keys included) go into this tensordict."""
+        from tensordict.core.lazy.views import _SubTensorDict  # views build on the base
+
+        return _SubTensorDict(self, index)
+
+    def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
+        """A regular :class:`~tensordict.TensorDict` holding copies of the data in memory.
+
+        Nested tensordicts are converted too: a nested lazy stack becomes dense (as upstream).
+        """
+        from tensordict.core.dense import TensorDict
+
+        source: dict[str, Any] = {}
+        for key, value in self._own_items():
+            if isinstance(value, TensorDictBase):
+                value = value.to_tensordict(retain_none=retain_none)
+            elif hasattr(value, "clone"):  # tensors, non-tensor data, tensorclasses
+                value = value.clone()
+            source[key] = value
+        return TensorDict._new_unsafe(source, self.batch_size, self.device, self._names_or_none())
+
+    def contiguous(self: T, *, inplace: bool = False, canonical: bool = False) -> T:
+        """A tensordict whose leaves are contiguous in memory (copies where needed;
+        ``inplace``: this tensordict holds them; ``canonical``: also copy the leaves that torch
+        calls contiguous but whose strides are not the row-major ones of their shape)."""
+        result = self._apply_leaves(_canonical if canonical else torch.Tensor.contiguous)
+        return self._inplace_result(result, inplace, "contiguous")  # type: ignore[no-any-return]
+
+    def detach(self: T) -> T:
+        return keep_lock_of(self, self._apply_leaves(lambda t: t.detach()))  # type: ignore[no-any-return]
+
+    def detach_(self: T) -> T:
+        for value in self._tensor_leaves():
+            value.detach_()
+        return self
+
+    def zero_(self: T) -> T:
+        """Fill every tensor with zeros, in place."""
+        for value in self._tensor_leaves():
+            value.zero_()
+        return self
+
+    def copy(self: T) -> T:
+        """A shallow copy (same as ``clone(recurse=False)``)."""
+        return self.clone(recurse=False)
+
+    def to_namedtuple(self, dest_cls: Any = None) -> Any:
+        """The entries as a (nested) namedtuple (see ``tensordict.core.serial.convert``).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> TensorDict(a=torch.zeros(1)).to_namedtuple()
+            GenericDict(a=tensor([0.]))
+        """
+        from tensordict.core.serial.convert import to_namedtuple  # conversions build on the base
+
+        return to_namedtuple(self, dest_cls)
+
+    def to_pytree(self) -> Any:
+        """The pytree this tensordict stands for (see :func:`~tensordict.from_pytree`); a
+        tensordict that :func:`~tensordict.from_pytree` did not make is returned as it is.
+
+        Examples:
+            >>> from tensordict import from_pytree
+            >>> from_pytree({"a": (torch.zeros(1), torch.ones(1))}).to_pytree()
+            {'a': (tensor([0.]), tensor([1.]))}
+        """
+        from tensordict.core.serial.convert import to_pytree  # conversions build on the base
+
+        return to_pytree(self)
+
+    def to_dict(self, *, retain_none: bool = True, convert_tensors: bool = False) -> dict[str, Any]:
+        """A nested ``dict`` of the entries (non-tensor data as the stored objects)."""
+        out: dict[str, Any] = {}
+        for key, value in self._own_items():
+            if isinstance(value, TensorDictBase):
+                out[key] = value.to_dict(convert_tensors=convert_tensors)
+            elif isinstance(value, NonTensorData):
+                out[key] = value.data
+            elif isinstance(value, NonTensorStack):
+                out[key] = value.tolist()
+            elif getattr(type(value), "_is_tensorclass", False):
+                out[key] = value.to_dict()
+            else:
+                out[key] = value.tolist() if convert_tensors else value
+        return out
+
+    @classmethod
+    def from_list(
+        cls,
+        input: Sequence[Any],
+        *,
+        auto_batch_size: bool | None = None,
+        batch_size: Sequence[int] | None = None,
+        device: Any = None,
+        batch_dims: int | None = None,
+        names: Sequence[str | None] | None = None,
+        lazy: bool | None = None,
+    ) -> Any:
+        """Stack a list of dicts (each built with :meth:`from_dict`) or tensor collections.
+
+        Args:
+            input: the dicts, tensordicts or tensorclass instances.
+            auto_batch_size: infer each element's batch size from its entries.
+            batch_size: the result's batch size (the length of the list first).
+            device: the device of the elements built from dicts.
+            batch_dims: with ``auto_batch_size``, at most this many dims per element.
+            names: names of the result's batch dimensions.
+            lazy: build a lazy stack (default: dense when the elements agree).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict.from_list([{"a": 1}, {"a": 2}])
+            >>> td.batch_size, td["a"]
+            (torch.Size([2]), tensor([1, 2]))
+        """
+        from tensordict.core.serial.convert import from_list  # conversions build on the base
+
+        return from_list(
+            cls,
+            input,
+            auto_batch_size=auto_batch_size,
+            batch_size=batch_size,
+            device=device,
+            batch_dims=batch_dims,
+            names=names,
+            lazy=lazy,
+        )
+
+    @classmethod
+    def from_namedtuple(cls, named_tuple: Any, **kwargs: Any) -> Any:
+        """A tensordict of a namedtuple's fields (see ``tensordict.from_namedtuple``)."""
+        from tensordict.core.serial.convert import from_namedtuple  # conversions build on the base
+
+        return from_namedtuple(named_tuple, **kwargs)
+
+    @classmethod
+    def from_tuple(cls, obj: tuple[Any, ...], **kwargs: Any) -> Any:
+        """A tensordict of a tuple's items under ``"0"``, ``"1"``, ... (see
+        ``tensordict.from_tuple``)."""
+        from tensordict.core.serial.convert import from_tuple
+
+        return from_tuple(obj, **kwargs)
+
+    @classmethod
+    def from_any(cls, obj: Any, **kwargs: Any) -> Any:
+        """A tensordict of any supported structure (see ``tensordict.from_any``)."""
+        from tensordict.core.serial.convert import from_any
+
+        return from_any(obj, **kwargs)
+
+    @classmethod
+    def from_pytree(cls, pytree: Any, **kwargs: Any) -> Any:
+        """A tensordict of a pytree (see ``tensordict.from_pytree``)."""
+        from tensordict.core.serial.convert import from_pytree
+
+        return from_pytree(pytree, **kwargs)
+
+    @classmethod
+    def from_dict(
+        cls,
+        input_dict: Mapping[str, Any],
+        batch_size: Sequence[int] | None = None,
+        device: Any = None,
+        batch_dims: int | None = None,
+        *,
+        auto_batch_size: bool | None = None,
+        names: Sequence[str] | None = None,
+    ) -> Any:
+        """Build a tensordict from a nested dict.
+
+        Without ``batch_size``, ``auto_batch_size=True`` (or ``batch_dims``) infers it from the
+        leaves; otherwise the batch size is empty.
+        """
+        from tensordict.core.dense import TensorDict
+
+        if batch_size is not None and batch_dims is not None:
+            raise ValueError("give batch_size or batch_dims, not both.")
+        td = TensorDict(dict(input_dict), batch_size=batch_size, device=device)
+        if batch_size is None and (auto_batch_size or batch_dims is not None):
+            td.auto_batch_size_(batch_dims)
+        if names is not None:
+            td.names = names
+        return td
+
+    # ================================================================== misc
+    def filter_non_tensor_data(self: T) -> T:
+        """A tensordict without the non-tensor entries (recursively)."""
+        source = {}
+        for key, value in self._own_items():
+            if is_non_tensor(value):
+                continue
+            if isinstance(value, TensorDictBase):
+                value = value.filter_non_tensor_data()
+            elif getattr(type(value), "_is_tensorclass", False):  # its non-tensor fields: None
+                value = type(value)._from_tensordict(value._tensordict.filter_non_tensor_data())
+            source[key] = value
+        return self._new_dense(source, self.batch_size, self._names_or_none())  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        from tensordict.core.serial.printing import td_repr
+
+        return td_repr(self)
+
+    # ================================================================== nn.Module parameters
+    # These are implemented by tensordict.nn.functional_modules, which builds on core.
+    @classmethod
+    def from_module(
+        cls,
+        module: Any,
+        as_module: bool = False,
+        lock: bool = False,
+        use_state_dict: bool = False,
+        filter_empty: bool = True,
+    ) -> Any:
+        """The parameters and buffers of an ``nn.Module`` as a tensordict (see
+        :func:`tensordict.nn.functional_modules.from_module`)."""
+        from tensordict.nn.functional_modules import from_module
+
+        return from_module(
+            module,
+            as_module=as_module,
+            lock=lock,
+            use_state_dict=use_state_dict,
+            filter_empty=filter_empty,
+        )
+
+    @classmethod
+    def from_modules(cls, *modules: Any, **kwargs: Any) -> Any:
+        """The parameters of several modules stacked along a new first dimension (see
+        :func:`tensordict.nn.functional_modules.from_modules`)."""
+        from tensordict.nn.functional_modules import from_modules
+
+        return from_modules(*modules, **kwargs)
+
+    def to_module(self, module: Any, **kwargs: Any) -> Any:
+        """Put these tensors into ``module``; the result puts the old ones back when used as a
+        context manager (see :func:`tensordict.nn.functional_modules.to_module`)."""
+        from tensordict.nn.functional_modules import to_module
+
+        return to_module(self, module, **kwargs)
+
+    def map_iter(
+        self, fn: Callable[..., Any], dim: int = 0, num_workers: int | None = None, **kwargs: Any
+    ) -> Iterator[Any]:
+        """Apply ``fn`` to chunks in worker processes and yield the results in chunk order.
+
+        See :func:`tensordict.parallel.api.map_iter` for the arguments and guarantees.
+        """
+        from tensordict.parallel.api import map_iter
+
+        return map_iter(self, fn, dim, num_workers, **kwargs)
+
+    def map(
+        self, fn: Callable[..., Any], dim: int = 0, num_workers: int | None = None, **kwargs: Any
+    ) -> Any:
+        """Apply ``fn`` to chunks in worker processes and concatenate the results.
+
+        See :func:`tensordict.parallel.api.map` for ``out=`` and the arguments.
+        """
+        from tensordict.parallel.api import map as _map
+
+        return _map(self, fn, dim, num_workers, **kwargs)
+
+
+# As upstream (whose TensorDictBase subclasses it), a tensordict is a MutableMapping of its keys:
+# torch's ``module.load_state_dict(td.flatten_keys("."))`` and client code that dispatches on
+# ``isinstance(x, Mapping)`` accept it. (So, as upstream, ``DataLoader(batch_size=None)`` cannot
+# pass tensordict samples through: pass ``collate_fn=lambda x: x``.)
+MutableMapping.register(TensorDictBase)
