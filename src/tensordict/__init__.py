@@ -22,10 +22,12 @@ from tensordict import (
 from tensordict.core.behaviour.base import TensorDictBase, is_tensor_collection
 from tensordict.core.behaviour.combine import cat, stack
 from tensordict.core.behaviour.consolidate import from_consolidated
+from tensordict.core.behaviour.padding import collate, pad, pad_sequence, unpad_sequence
 from tensordict.core.checks import assert_close
 from tensordict.core.checks import assert_close as assert_allclose_td
 from tensordict.core.collection import TensorCollection
 from tensordict.core.dense import TensorDict
+from tensordict.core.factory import bind_forwarded as _bind_forwarded
 from tensordict.core.functional import (
     dense_stack_tds,
     from_dict,
@@ -63,7 +65,6 @@ from tensordict.core.options import (
     set_list_to_stack,
     set_printoptions,
 )
-from tensordict.core.padding import collate, pad, pad_sequence, unpad_sequence
 from tensordict.core.serial.convert import from_any, from_namedtuple, from_pytree, from_tuple
 from tensordict.core.serial.pack import PackLayout
 from tensordict.core.serial.parse_repr import parse_tensor_dict_string
@@ -213,3 +214,6 @@ __all__ = [
     "unravel_key_to_tuple",
     "utils",
 ]
+
+# every module is loaded: bind the methods of the forwarding tables (tensordict.core.factory)
+_bind_forwarded()

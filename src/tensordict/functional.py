@@ -1,12 +1,12 @@
 """``tensordict.functional``: upstream's import path of the free functions; re-exports only."""
 
+from tensordict.core.behaviour.padding import collate, pad, pad_sequence, unpad_sequence
 from tensordict.core.functional import (
     dense_stack_tds,
     group_by,
     make_tensordict,
     merge_tensordicts,
 )
-from tensordict.core.padding import collate, pad, pad_sequence, unpad_sequence
 
 __all__ = [
     "collate",

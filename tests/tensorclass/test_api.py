@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import Any
 
 import pytest
@@ -304,27 +302,3 @@ def test_every_public_tensordict_method_is_answered() -> None:
         "data",  # a field name tensorclasses may use (as upstream allows)
     }
     assert public - API_NAMES - not_meaningful == set()
-
-
-def test_map_iter_hands_the_instance_itself_to_the_parallel_api(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    received: list[Any] = []
-    fake = types.ModuleType("tensordict.parallel.api")
-    fake.map_iter = lambda source, *args, **kwargs: received.append(source)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "tensordict.parallel.api", fake)
-    s = sample()
-    s.map_iter(lambda chunk: chunk, num_workers=1)
-    assert received[0] is s
-
-
-def test_map_hands_the_instance_itself_to_the_parallel_api(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    received: list[Any] = []
-    fake = types.ModuleType("tensordict.parallel.api")
-    fake.map = lambda source, *args, **kwargs: received.append(source)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "tensordict.parallel.api", fake)
-    s = sample()
-    s.map(lambda chunk: chunk, num_workers=1)
-    assert received[0] is s

@@ -1,9 +1,12 @@
 """The root of the tensordict class tree: the primitives every implementation provides.
 
 :class:`TensorCollection` declares the handful of primitives (read/write one entry, list entries,
-index, batch size, device, lock state) on which the behaviour in ``base``, ``ops``, ``shape`` and
-``combine`` is written once. It exists as its own module so that those modules can refer to the
-tensordict type without importing each other.
+index, batch size, device, lock state) on which the behaviour in ``behaviour/`` is written once.
+It exists as its own module so that those modules can refer to the tensordict type without
+importing each other.
+
+The classes of the tree are shown under upstream's module paths (``tensordict._td.TensorDict``):
+pickles and ``repr(type)`` name them so, and :func:`publish_as` sets that name.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["TensorCollection"]
+__all__ = ["TensorCollection", "publish_as"]
 
 
 class TensorCollection:
@@ -86,3 +89,31 @@ class TensorCollection:
     ) -> Any:
         """A dense tensordict holding already-validated ``source`` (no checks)."""
         raise NotImplementedError
+
+
+def publish_as(module: str, *classes: type) -> dict[str, Any]:
+    """Name ``classes`` by upstream's ``module`` (which re-exports them); return the methods whose
+    docstrings hold examples, for the defining module's ``__test__``.
+
+    Pickles and ``repr(type)`` then use upstream's path, so saved objects load with either
+    package. doctest collects such a class's own docstring in ``module`` but skips its methods
+    (their globals are another module's): the defining module lists them in ``__test__``.
+
+    Examples:
+        >>> class A:
+        ...     def f(self):
+        ...         pass
+        ...     def g(self):
+        ...         pass
+        >>> A.g.__doc__ = ">>> 1 + 1"
+        >>> list(publish_as("somewhere.else", A)), A.__module__
+        (['A.g'], 'somewhere.else')
+    """
+    found: dict[str, Any] = {}
+    for cls in classes:
+        cls.__module__ = module
+        for name, attr in vars(cls).items():
+            func = getattr(attr, "__func__", None) or getattr(attr, "fget", None) or attr
+            if callable(func) and ">>>" in (getattr(func, "__doc__", None) or ""):
+                found[f"{cls.__name__}.{name}"] = func
+    return found

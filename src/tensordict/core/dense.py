@@ -15,11 +15,11 @@ import torch
 from tensordict.core.behaviour.base import TensorDictBase, as_size
 from tensordict.core.behaviour.entries import _UNSET, locked_message
 from tensordict.core.behaviour.names import checked_names
+from tensordict.core.collection import publish_as
+from tensordict.core.factory import forward
 from tensordict.core.indexing import IndexPlan, index_jagged, plan_index
-from tensordict.core.keys import is_key_index, leaf_or_non_tensor
-from tensordict.core.nontensor.api import register_shell
+from tensordict.core.keys import is_key_index, key_path, leaf_or_non_tensor
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
-from tensordict.core.serial.upstream_pickle import examples_of
 from tensordict.core.unbatched import is_unbatched, rebatch
 from tensordict.errors import BatchSizeError, LockedError
 
@@ -115,8 +115,6 @@ class TensorDict(TensorDictBase):
                 if isinstance(key, tuple):
                     self.set(key, value)
                     continue
-                from tensordict.core.keys import key_path
-
                 key_path(key)  # raises a KeyTypeError naming the bad key
             if value.__class__ is torch.Tensor and (
                 self._device is None or value.device == self._device
@@ -531,10 +529,8 @@ class TensorDict(TensorDictBase):
     def saved_path(self) -> str | None:
         return self._memmap_prefix
 
-    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
-        from tensordict.core.serial.pickling import reduce_tensordict
-
-        return reduce_tensordict(self, protocol)
+    # upstream's layout under plain pickle; multiprocessing's reducer: ``tensordict._reductions``
+    __reduce_ex__ = forward("tensordict.core.serial.pickling", "reduce_tensordict")
 
     def _unlocked_check(self, what: str) -> None:
         if self._is_locked:
@@ -542,8 +538,7 @@ class TensorDict(TensorDictBase):
 
 
 # pickles and ``repr(type)`` name the class by upstream's path (which re-exports it)
-TensorDict.__module__ = "tensordict._td"
-__test__ = examples_of(TensorDict)  # its methods' examples, which doctest skips otherwise
+__test__ = publish_as("tensordict._td", TensorDict)  # methods' examples: doctest skips them
 
 
 def _fits_batch_size(value: Any, new: torch.Size) -> bool:
@@ -590,16 +585,3 @@ def _index_names(names: list[str | None] | None, plan: IndexPlan) -> list[str | 
         return None
     out = [names[d] if d is not None else None for d in plan.dim_map]
     return out if any(n is not None for n in out) else None
-
-
-def _register_forking_reducer() -> None:
-    """``multiprocessing`` pickles a TensorDict with its leaves as tensors (shared memory)."""
-    from multiprocessing.reduction import ForkingPickler
-
-    from tensordict.core.serial.pickling import reduce_for_multiprocessing
-
-    ForkingPickler.register(TensorDict, reduce_for_multiprocessing)
-
-
-register_shell(TensorDict)  # non-tensor entries run the tensordict API on a shell
-_register_forking_reducer()

@@ -5,7 +5,7 @@
 ``group_by`` splits by the value of an entry; ``is_floating`` and friends are dtype predicates
 usable as filters (``fn(value)`` or ``fn(key, value)``), next to the numpy -> torch dtype table;
 ``make_cache_key`` keys memoised calls (upstream's ``tensordict.utils`` offers both). Padding
-lives in ``core.padding``.
+lives in ``core.behaviour.padding``.
 """
 
 from __future__ import annotations

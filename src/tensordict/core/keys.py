@@ -252,10 +252,8 @@ def is_leaf_default(value: Any) -> bool:
         >>> is_leaf_default(torch.zeros(2)), is_leaf_default(NonTensorData("x"))
         (True, False)
     """
-    from tensordict.core.behaviour.base import TensorDictBase
-
     cls = type(value)
-    if isinstance(value, TensorDictBase) or getattr(cls, "_is_tensorclass", False):
+    if isinstance(value, TensorCollection) or getattr(cls, "_is_tensorclass", False):
         return False
     return not issubclass(cls, (NonTensorData, NonTensorStack))
 
@@ -332,9 +330,7 @@ def leaf_or_non_tensor(cls: type) -> bool:
         >>> leaf_or_non_tensor(NonTensorData), leaf_or_non_tensor(torch.Tensor)
         (True, True)
     """
-    from tensordict.core.behaviour.base import TensorDictBase
-
-    return not issubclass(cls, TensorDictBase) and not getattr(cls, "_is_tensorclass", False)
+    return not issubclass(cls, TensorCollection) and not getattr(cls, "_is_tensorclass", False)
 
 
 class _LeavesAsLists:
@@ -492,7 +488,7 @@ def _sort_key(key: NestedKey) -> str:
 
 
 def _walk_items(
-    td: TensorDictBase,
+    td: TensorCollection,
     prefix: tuple[str, ...],
     include_nested: bool,
     leaves_only: bool,
@@ -502,8 +498,6 @@ def _walk_items(
 ) -> Iterator[tuple[NestedKey, Any]]:
     """Walk the entries; ``keys_only`` lets lazy stacks yield a stand-in instead of stacking;
     ``post_order`` yields a nested tensordict after its entries."""
-    from tensordict.core.behaviour.base import TensorDictBase
-
     leaf_test = is_leaf_default if is_leaf is None else _class_leaf_test(is_leaf)
     if not keys_only and isinstance(is_leaf, _LeavesAsLists) and hasattr(td, "tensordicts"):
         for i, member in enumerate(td.tensordicts):
@@ -521,7 +515,7 @@ def _walk_items(
         inner = value
         if include_nested and not leaf and getattr(type(value), "_is_tensorclass", False):
             inner = value._tensordict  # walk a tensorclass's fields like a nested tensordict
-        if include_nested and not leaf and isinstance(inner, TensorDictBase):
+        if include_nested and not leaf and isinstance(inner, TensorCollection):
             yield from _walk_items(
                 inner, prefix + (key,), include_nested, leaves_only, is_leaf, keys_only, post_order
             )

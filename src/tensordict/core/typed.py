@@ -290,7 +290,7 @@ class TypedTensorDict(TensorDict):
         return out  # type: ignore[no-any-return]
 
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
-        return (_rebuild, (type(self), TensorDict.__reduce_ex__(self, protocol)))
+        return (_rebuild, (type(self), super().__reduce_ex__(protocol)))
 
 
 def _rebuild(cls: type[TypedTensorDict], plain: tuple[Any, ...]) -> TypedTensorDict:

@@ -20,6 +20,8 @@ from typing import Any, TypeGuard
 import numpy as np
 import torch
 
+from tensordict.core.collection import publish_as
+
 __all__ = ["UnbatchedTensor", "is_unbatched", "rebatch", "stack_unbatched"]
 
 
@@ -158,10 +160,16 @@ class UnbatchedTensor(torch.Tensor):
         return self._plain().tolist()
 
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
-        return (_rebuild_unbatched, (self._plain(), tuple(self.batch_size)))
+        # (rebuilt by the class, which pickles name by upstream's path ``tensordict._unbatched``)
+        return (UnbatchedTensor, (self._plain(), tuple(self.batch_size)))
+
+
+__test__ = publish_as("tensordict._unbatched", UnbatchedTensor)  # methods' examples: doctest
 
 
 def _rebuild_unbatched(data: torch.Tensor, batch_size: tuple[int, ...]) -> UnbatchedTensor:
+    """Rebuild an :class:`UnbatchedTensor` from a pickle written before the class was published
+    under ``tensordict._unbatched`` (those pickles name this function)."""
     return UnbatchedTensor(data, batch_size)
 
 

@@ -43,7 +43,15 @@ from tensordict.formats.rows import (
     write_selection,
 )
 
-__all__ = ["PersistentTensorDict", "from_h5", "from_zarr"]
+__all__ = [
+    "PersistentTensorDict",
+    "from_h5",
+    "from_zarr",
+    "open_h5",
+    "open_zarr",
+    "to_h5",
+    "to_zarr",
+]
 
 _MISSING: Any = object()
 
@@ -171,36 +179,6 @@ class PersistentTensorDict(BackedTensorDict):
         return out
 
     # ================================================================== construction
-    @classmethod
-    def from_h5(
-        cls,
-        filename: Any,
-        *,
-        mode: str = "r",
-        auto_batch_size: bool = False,
-        batch_dims: int | None = None,
-        batch_size: Sequence[int] | torch.Size | None = None,
-        non_tensor_as_stack: bool = False,
-    ) -> PersistentTensorDict:
-        """Open a HDF5 file (see the class for the arguments; ``batch_dims`` keeps that many of
-        the inferred batch dimensions)."""
-        return cls._open(filename, "h5", mode, batch_dims, batch_size)
-
-    @classmethod
-    def from_zarr(
-        cls,
-        filename: Any,
-        *,
-        mode: str = "r",
-        auto_batch_size: bool = False,
-        batch_dims: int | None = None,
-        batch_size: Sequence[int] | torch.Size | None = None,
-        non_tensor_as_stack: bool = False,
-        allow_pickle: bool | None = None,
-    ) -> PersistentTensorDict:
-        """Open a Zarr store (a path or a ``zarr.storage`` store)."""
-        return cls._open(filename, "zarr", mode, batch_dims, batch_size, allow_pickle)
-
     @classmethod
     def _open(
         cls,
@@ -548,7 +526,7 @@ class PersistentTensorDict(BackedTensorDict):
         )
 
     def _stage_setitem_index(self, index: Any, value: Any) -> list[Callable[[], None]]:
-        """The validated writes of ``self[index] = value`` (see ``core.setitem``)."""
+        """The validated writes of ``self[index] = value`` (see ``core.behaviour.setitem``)."""
         self._check_writable("write rows")
         return stage_setitem_persistent(self, index, value)
 
@@ -606,6 +584,73 @@ def _rebuild(cls: type, state: tuple[Any, ...]) -> PersistentTensorDict:
     return out
 
 
+def to_h5(td: Any, filename: Any, **kwargs: Any) -> PersistentTensorDict:
+    """Write ``td`` to a new HDF5 file (``td.to_h5(filename)``); return the file, opened as a
+    :class:`PersistentTensorDict`.
+
+    Keyword arguments go to h5py's ``create_dataset`` for every array (``compression=``,
+    ``chunks=``, ...).
+
+    Examples:
+        >>> import tempfile, os
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(3, 2)}, [3])
+        >>> ptd = td.to_h5(os.path.join(tempfile.mkdtemp(), "td.h5"), compression="gzip")
+        >>> ptd["a"].shape
+        torch.Size([3, 2])
+    """
+    return PersistentTensorDict.from_dict(td, filename=filename, **kwargs)
+
+
+def to_zarr(
+    td: Any, filename: Any, *, allow_pickle: bool | None = None, **kwargs: Any
+) -> PersistentTensorDict:
+    """Write ``td`` to a new Zarr store (a path or a ``zarr.storage`` store; ``td.to_zarr(...)``);
+    return the store, opened as a :class:`PersistentTensorDict`.
+
+    Keyword arguments go to zarr's ``create_array`` for every array (``chunks=`` for the leading
+    dims, ``compressors=``, ...). Python objects are stored as JSON, or pickled with
+    ``allow_pickle=True``.
+    """
+    return PersistentTensorDict.from_dict(
+        td, filename=filename, backend="zarr", allow_pickle=allow_pickle, **kwargs
+    )
+
+
+def open_h5(
+    filename: Any,
+    *,
+    mode: str = "r",
+    auto_batch_size: bool = False,
+    batch_dims: int | None = None,
+    batch_size: Sequence[int] | torch.Size | None = None,
+    non_tensor_as_stack: bool = False,
+) -> PersistentTensorDict:
+    """Open a HDF5 file as a :class:`PersistentTensorDict`, read lazily (``TensorDict.from_h5``,
+    ``PersistentTensorDict.from_h5``; ``tensordict.from_h5`` names the file ``h5_file``).
+
+    See the class for the arguments; ``batch_dims`` keeps that many of the inferred batch
+    dimensions.
+    """
+    return PersistentTensorDict._open(filename, "h5", mode, batch_dims, batch_size)
+
+
+def open_zarr(
+    filename: Any,
+    *,
+    mode: str = "r",
+    auto_batch_size: bool = False,
+    batch_dims: int | None = None,
+    batch_size: Sequence[int] | torch.Size | None = None,
+    non_tensor_as_stack: bool = False,
+    allow_pickle: bool | None = None,
+) -> PersistentTensorDict:
+    """Open a Zarr store (a path or a ``zarr.storage`` store) as a :class:`PersistentTensorDict`,
+    read lazily (``TensorDict.from_zarr``, ``PersistentTensorDict.from_zarr``;
+    ``tensordict.from_zarr`` names the store ``zarr_file``)."""
+    return PersistentTensorDict._open(filename, "zarr", mode, batch_dims, batch_size, allow_pickle)
+
+
 def from_h5(
     h5_file: Any,
     *,
@@ -615,8 +660,9 @@ def from_h5(
     batch_size: Sequence[int] | torch.Size | None = None,
     non_tensor_as_stack: bool = False,
 ) -> PersistentTensorDict:
-    """Open a HDF5 file as a :class:`PersistentTensorDict` (``tensordict.from_h5``)."""
-    return PersistentTensorDict.from_h5(
+    """Open a HDF5 file as a :class:`PersistentTensorDict` (``tensordict.from_h5``; see
+    :func:`open_h5`)."""
+    return open_h5(
         h5_file,
         mode=mode,
         auto_batch_size=auto_batch_size,
@@ -636,8 +682,9 @@ def from_zarr(
     non_tensor_as_stack: bool = False,
     allow_pickle: bool | None = None,
 ) -> PersistentTensorDict:
-    """Open a Zarr store as a :class:`PersistentTensorDict` (``tensordict.from_zarr``)."""
-    return PersistentTensorDict.from_zarr(
+    """Open a Zarr store as a :class:`PersistentTensorDict` (``tensordict.from_zarr``; see
+    :func:`open_zarr`)."""
+    return open_zarr(
         zarr_file,
         mode=mode,
         auto_batch_size=auto_batch_size,

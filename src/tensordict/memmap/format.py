@@ -253,7 +253,7 @@ _KINDS = {
 
 def encode_index(index: Any) -> Any:
     """An index as JSON, tagged so that tuples and lists stay apart (upstream's encoding;
-    ``core.lazy_views._str_to_index`` decodes it).
+    ``core.indexing._str_to_index`` decodes it).
 
     Examples:
         >>> encode_index((slice(0, 2), [1, 3]))

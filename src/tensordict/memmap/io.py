@@ -26,10 +26,10 @@ from typing import Any
 import torch
 
 from tensordict.core.behaviour.base import TensorDictBase
+from tensordict.core.behaviour.consolidate import run_early
 from tensordict.core.dense import TensorDict
 from tensordict.core.lazy.stack import LazyStackedTensorDict
 from tensordict.core.lazy.views import _SubTensorDict
-from tensordict.core.nontensor.data import register_save_hook
 from tensordict.errors import (
     AlreadyMemmappedError,
     ArchiveReturnEarlyError,
@@ -487,11 +487,15 @@ def memmap(
     num_threads: int = 0,
     existsok: bool = True,
     robust_key: bool | None = None,
+    return_early: bool = False,
     **kwargs: Any,
 ) -> Any:
     """A memory-mapped copy of ``td`` under ``prefix`` (locked); ``td`` is left unchanged.
 
-    Replacing a saved tensordict is crash-safe, as for :func:`memmap_`.
+    Replacing a saved tensordict is crash-safe, as for :func:`memmap_`. ``td.save(prefix)`` and
+    ``td.dumps(prefix)`` are this method too. ``return_early=True`` with ``num_threads > 0``
+    writes in a background thread and returns a :class:`~tensordict.utils.TensorDictFuture`
+    (as upstream).
 
     Raises:
         MemmapExistsError: ``prefix`` holds a saved tensordict and ``existsok`` is False.
@@ -505,6 +509,18 @@ def memmap(
         >>> TensorDict({"x": torch.ones(2)}, [2]).memmap(d)["x"]  # replaces the saved one
         MemoryMappedTensor([1., 1.])
     """
+    if return_early and num_threads > 0:
+        return run_early(
+            lambda: memmap(
+                td,
+                prefix,
+                copy_existing,
+                num_threads=num_threads,
+                existsok=existsok,
+                robust_key=robust_key,
+                **kwargs,
+            )
+        )
     archive = _archive_options(prefix, kwargs)
     if archive is not None:
         _check_archive_target(prefix, existsok)
@@ -566,18 +582,17 @@ def memmap_like(
 
 
 # ====================================================================== in-place updates
-def _rewrite_non_tensor(value: Any, directory: str) -> None:
+def rewrite_saved_non_tensor(value: Any, directory: str) -> None:
     """Rewrite the folder of a memory-mapped non-tensor entry after its value changed (a new
-    version of that folder, switched in as any other write)."""
+    version of that folder, switched in as any other write); the entry calls it through
+    ``tensordict.core.factory``."""
     new, _ = plan(value, os.path.abspath(directory), like=False, inplace=True)
     _execute(new, lambda: value, 0, existsok=True)
 
 
-register_save_hook(_rewrite_non_tensor)
-
-
 def memmap_refresh_(td: Any, *, allow_pickle: bool | None = None) -> Any:
-    """Reload the leaves from the directory (after another process rewrote its metadata)."""
+    """Reload ``td``'s leaves from its directory after another process rewrote the metadata
+    (``td.memmap_refresh_()``; ``allow_pickle`` as for :func:`load_memmap`); return ``td``."""
     if td.saved_path is None:
         raise MemmapFormatError(
             "memmap_refresh_ needs a tensordict memory-mapped to a directory; this one has none."

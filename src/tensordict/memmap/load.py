@@ -168,9 +168,15 @@ def _subpath(root: str, subpath: Any) -> str:
 
 
 def load_memmap_into(
-    td: Any, prefix: Any, *, allow_pickle: bool | None = None, mode: str | None = None
+    td: Any,
+    prefix: Any,
+    robust_key: bool | None = True,
+    *,
+    allow_pickle: bool | None = None,
+    mode: str | None = None,
 ) -> Any:
-    """Load the tensordict saved at ``prefix`` into ``td`` in place, and return ``td``.
+    """Load the tensordict saved at ``prefix`` into ``td`` in place, and return ``td``
+    (``td.load_memmap_(prefix)``).
 
     ``td`` and its nested tensordicts stay the same objects; each leaf is replaced by the loaded
     (memory-mapped) tensor, whose shape may differ, and the entries that were not saved are
@@ -178,7 +184,9 @@ def load_memmap_into(
     ``td`` ends up memory-mapped (and locked) at ``prefix``; without a directory to map (an
     archive) it ends up unlocked and no longer memory-mapped. Any other locked ``td`` is refused.
     A view of another tensordict (a sub-tensordict, a lazy stack) has the saved values written
-    into its storage instead (``update_``), as upstream does.
+    into its storage instead (``update_``), as upstream does. ``robust_key`` is accepted for
+    upstream compatibility (keys are always read in both encodings); ``allow_pickle`` as for
+    :func:`load_memmap`.
 
     Raises:
         LockedError: ``td`` is locked and not memory-mapped (nothing is changed).

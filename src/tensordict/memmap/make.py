@@ -96,7 +96,19 @@ def _add_child(parent: TensorDict, name: str) -> TensorDict:
 def make_memmap(
     td: Any, key: NestedKey, shape: Sequence[int], *, dtype: Any = None
 ) -> MemoryMappedTensor:
-    """Add a zero-filled memory-mapped leaf under ``key`` (works on locked tensordicts)."""
+    """Create a zero-filled memory-mapped leaf under ``key`` in the memory-mapped ``td``
+    (``td.make_memmap(key, shape)``; locked tensordicts too); return it.
+
+    Raises:
+        NotMemmappedError: ``td`` is not memory-mapped to a directory.
+
+    Examples:
+        >>> import tempfile
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict().memmap_(tempfile.mkdtemp())
+        >>> td.make_memmap("x", [2, 3]).shape, td["x"].sum().item()
+        (torch.Size([2, 3]), 0.0)
+    """
     parent, name = _memmap_parent(td, key)
     dtype = dtype or torch.get_default_dtype()
     if is_nested_shape(shape):  # one row of sizes per element: a nested tensor
@@ -107,7 +119,17 @@ def make_memmap(
 def make_memmap_from_tensor(
     td: Any, key: NestedKey, tensor: torch.Tensor, *, copy_data: bool = True
 ) -> MemoryMappedTensor:
-    """Add a memory-mapped leaf holding a copy of ``tensor`` under ``key``."""
+    """Create a memory-mapped leaf holding a copy of ``tensor`` under ``key`` in the memory-mapped
+    ``td`` (``td.make_memmap_from_tensor(key, tensor)``); ``copy_data=False`` allocates the file
+    with the tensor's shape and dtype without copying its values.
+
+    Examples:
+        >>> import tempfile
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict().memmap_(tempfile.mkdtemp())
+        >>> td.make_memmap_from_tensor(("n", "y"), torch.arange(3)).tolist()
+        [0, 1, 2]
+    """
     parent, name = _memmap_parent(td, key)
     if tensor.is_nested:
         data = nested_buffer(tensor) if copy_data else None
@@ -118,8 +140,23 @@ def make_memmap_from_tensor(
 def make_memmap_from_storage(
     td: Any, key: NestedKey, storage: Any, shape: Sequence[int], *, dtype: Any = None
 ) -> MemoryMappedTensor:
-    """Add a memory-mapped leaf under ``key`` holding ``storage``'s bytes: the storage's own file
-    when it is mapped from the entry's path already, else a copy into that new file."""
+    """Create a memory-mapped leaf under ``key`` in the memory-mapped ``td`` holding
+    ``storage``'s bytes (``td.make_memmap_from_storage(key, storage, shape)``): the storage's
+    own file when it is mapped from the entry's path already, else a copy into that new file.
+
+    Raises:
+        MemmapStorageError: the storage is mapped from another file, or is too small.
+        NotMemmappedError: ``td`` is not memory-mapped to a directory.
+
+    Examples:
+        >>> import tempfile
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict().memmap_(tempfile.mkdtemp())
+        >>> storage = torch.arange(4.0).untyped_storage()
+        >>> t = td.make_memmap_from_storage(("x", "y"), storage, shape=[2], dtype=torch.float32)
+        >>> t.tolist(), td["x"].saved_path is not None
+        ([0.0, 1.0], True)
+    """
     parent, name = _memmap_parent(td, key)
     dtype = dtype or torch.get_default_dtype()
     shape = torch.Size(shape)

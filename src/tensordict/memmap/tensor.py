@@ -29,9 +29,9 @@ from typing import Any
 
 import torch
 
+from tensordict.core.collection import publish_as
 from tensordict.core.indexing import is_first_class_dim
 from tensordict.core.serial.pickling import _DTYPES
-from tensordict.core.serial.upstream_pickle import examples_of
 from tensordict.errors import (
     AlreadyMemmappedError,
     FirstClassDimMemmapError,
@@ -648,8 +648,9 @@ class MemoryMappedTensor(torch.Tensor):
 
 
 # pickles and ``repr(type)`` name the class by upstream's path (which re-exports it)
-MemoryMappedTensor.__module__ = "tensordict.memmap"
-__test__ = examples_of(MemoryMappedTensor)  # its methods' examples (doctest skips them)
+__test__ = publish_as(
+    "tensordict.memmap", MemoryMappedTensor
+)  # methods' examples: doctest skips them
 
 
 def _new_shared(shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:

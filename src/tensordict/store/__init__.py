@@ -5,7 +5,7 @@
 names, semantics and key layout.
 """
 
-from tensordict.store._lazy import LazyStackedTensorDictStore
+from tensordict.store._lazy import LazyStackedTensorDictStore, to_store
 from tensordict.store._store import STORE_BACKENDS, TensorDictStore
 
-__all__ = ["STORE_BACKENDS", "LazyStackedTensorDictStore", "TensorDictStore"]
+__all__ = ["STORE_BACKENDS", "LazyStackedTensorDictStore", "TensorDictStore", "to_store"]

@@ -24,12 +24,14 @@ from tensordict.core.behaviour.combine import stack
 from tensordict.core.dense import TensorDict
 from tensordict.core.indexing import plan_index
 from tensordict.core.keys import leaf_or_non_tensor
+from tensordict.core.lazy.stack import LazyStackedTensorDict
 from tensordict.errors import ShapeMismatchError, StoreKeyError
 from tensordict.formats.backed import ARRAY, GROUP, BackedTensorDict
 from tensordict.store._connection import KEY_SEP, Connection, check_length, dtype_from_str
+from tensordict.store._store import TensorDictStore
 from tensordict.store._utils import _bytes_to_tensor, _tensor_to_bytes
 
-__all__ = ["LazyStackedTensorDictStore"]
+__all__ = ["LazyStackedTensorDictStore", "to_store"]
 
 Command = tuple[str, tuple[Any, ...]]
 
@@ -484,3 +486,33 @@ def _rebuild_lazy_store(cls: type, state: tuple[Any, ...]) -> LazyStackedTensorD
     out: LazyStackedTensorDictStore = cls._connect(**params)  # type: ignore[attr-defined]
     out._init_layout(count, dim, torch.Size(inner), device)
     return out
+
+
+def to_store(
+    td: Any,
+    *,
+    backend: str = "redis",
+    host: str = "localhost",
+    port: int = 6379,
+    db: int = 0,
+    unix_socket_path: str | None = None,
+    prefix: str = "tensordict",
+    device: Any = None,
+    **kwargs: Any,
+) -> Any:
+    """A copy of ``td`` on a Redis-compatible server (``td.to_store(...)``): a
+    :class:`~tensordict.store.TensorDictStore`, or a :class:`LazyStackedTensorDictStore` for a
+    lazy stack."""
+    args = dict(
+        backend=backend,
+        host=host,
+        port=port,
+        db=db,
+        unix_socket_path=unix_socket_path,
+        prefix=prefix,
+        device=device,
+        **kwargs,
+    )
+    if isinstance(td, LazyStackedTensorDict):
+        return LazyStackedTensorDictStore.from_lazy_stack(td, **args)
+    return TensorDictStore.from_tensordict(td, **args)

@@ -102,7 +102,7 @@ def _written_methods() -> dict[str, Any]:
     return methods
 
 
-#: TensorDict classmethods that read data (see ``core/conversion.py``), offered by tensorclasses
+#: TensorDict classmethods that read data (``core/behaviour/forwards.py``), for tensorclasses
 _READERS = (
     *("from_pandas", "from_csv", "from_json", "from_parquet", "from_struct_array"),
     *("from_h5", "from_zarr", "from_schema"),

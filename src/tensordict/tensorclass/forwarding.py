@@ -30,6 +30,7 @@ import torch
 from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.behaviour.combine import TORCH_FUNCTIONS
 from tensordict.core.dense import TensorDict
+from tensordict.core.factory import forward
 from tensordict.core.lazy.stack import LazyStackedTensorDict
 from tensordict.tensorclass.construct import new_instance
 
@@ -58,7 +59,7 @@ FORWARDED: dict[Kind, tuple[str, ...]] = {
         *("reshape", "view", "permute", "transpose", "squeeze", "unsqueeze", "expand"),
         *("expand_as", "flatten", "unflatten", "gather", "flip", "repeat"),
         *("split", "chunk", "unbind"),
-        # copies to a file or a server, which come back as an instance (core/conversion.py)
+        # copies to a file or a server, which come back as an instance (core/behaviour/forwards.py)
         *("to_h5", "to_zarr", "to_store"),
         # the tree walk, maths, comparisons, reductions
         *("apply", "named_apply", "add", "sub", "mul", "div", "pow", "lerp", "clamp"),
@@ -96,7 +97,7 @@ FORWARDED: dict[Kind, tuple[str, ...]] = {
         *("entry_class", "is_contiguous", "param_count", "bytes"),
         *("popitem", "get_non_tensor", "non_tensor_items", "tolist", "numpy"),
         *("allclose", "is_floating_point", "to_module"),
-        # file formats whose result is not a tensordict (core/conversion.py)
+        # file formats whose result is not a tensordict (core/behaviour/forwards.py)
         *("to_pandas", "to_csv", "to_json", "to_parquet", "to_struct_array"),
         "__exit__",
     ),
@@ -300,6 +301,12 @@ def rest_of_api(written: frozenset[str]) -> RestOfApi:
         if name.startswith("_") or name in declared or name in _NOT_FORWARDED:
             continue
         attr = inspect.getattr_static(TensorDict, name)
+        if isinstance(attr, forward):  # a forwarding row not bound yet: what it will be
+            if attr.kind == "method":
+                methods.append(name)
+            elif name not in _PLAIN_CONSTRUCTORS:
+                constructors.append(name)
+            continue
         if isinstance(attr, property):
             properties[name] = attr.fset is not None
         elif isinstance(attr, classmethod):

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from tensordict.core import factory
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.errors import BackwardError, NotATensorDictError, TensorDictKeyError
@@ -91,10 +92,8 @@ def grad_of(td: Any) -> Any:
         grads = [grad_of(m) for m in members]
         if all(g is None for g in grads):
             return None
-        from tensordict.core.lazy.stack import LazyStackedTensorDict  # lazy stacks build on core
-
         filled = [m.empty() if g is None else g for m, g in zip(members, grads)]
-        return LazyStackedTensorDict(*filled, stack_dim=td.stack_dim)
+        return factory.LazyStackedTensorDict(*filled, stack_dim=td.stack_dim)
     keys = [
         k
         for k, v in td.items(True, True, is_leaf=leaf_or_non_tensor)

@@ -1,10 +1,9 @@
 """TensorDictBase: the tensordict behaviour, written once on the primitives of ``collection``.
 
-Entry access (get/set/update/pop/select/...), structure (keys, flatten), copies (clone, empty)
-and conversion live here. Elementwise maths comes from ``ops``, shape operations from ``shape``,
-stack/cat/split from ``combine``, locking from ``locking``; storage (shared memory, memmap) from
-``storage_api`` and the parallel map through thin methods that defer to ``tensordict.memmap`` and
-``tensordict.parallel``, which build on core.
+The class assembles the mixins of this room, one per concern (see ``tensordict.core.behaviour``),
+and adds what concerns the whole: iteration and the mapping protocol, copies (clone, empty,
+to_tensordict), key flattening, dict conversions. Methods implemented above the behaviour
+(memmap, parallel map, nn, file formats, pickling, repr) are the rows of ``forwards``.
 """
 
 from __future__ import annotations
@@ -16,12 +15,13 @@ from typing import Any, TypeVar
 
 import torch
 
+from tensordict.core import factory
 from tensordict.core.behaviour.arithmetic import ArithmeticMixin
 from tensordict.core.behaviour.combine import CombineMixin
 from tensordict.core.behaviour.consolidate import ConsolidateMixin
 from tensordict.core.behaviour.device import DeviceMixin
 from tensordict.core.behaviour.entries import EntriesMixin, locked_message
-from tensordict.core.behaviour.forwards import ConversionMixin
+from tensordict.core.behaviour.forwards import ForwardsMixin
 from tensordict.core.behaviour.locking import LockingMixin
 from tensordict.core.behaviour.names import DimNamesMixin
 from tensordict.core.behaviour.ops import CastMixin, OpsMixin, keep_lock_of
@@ -126,12 +126,12 @@ class TensorDictBase(
     CastMixin,
     TensorMethodsMixin,
     RaggedMixin,
-    ConversionMixin,
     ConsolidateMixin,
     UpstreamPrivateMixin,
     LockingMixin,
     StorageMixin,
     DimNamesMixin,
+    ForwardsMixin,
 ):
     """The behaviour shared by every tensordict class.
 
@@ -409,9 +409,7 @@ class TensorDictBase(
     @classmethod
     def fromkeys(cls, keys: Iterable[NestedKey], value: Any = 0) -> Any:
         """A tensordict with every key set to ``value`` (no batch dimension)."""
-        from tensordict.core.dense import TensorDict
-
-        td = TensorDict()
+        td = factory.TensorDict()
         for key in keys:
             td.set(key, value)
         return td
@@ -515,25 +513,19 @@ class TensorDictBase(
     def to_lazystack(self, dim: int = 0) -> Any:
         """A :class:`~tensordict.LazyStackedTensorDict` of this tensordict's slices along
         ``dim`` (views: writing into its members writes into this tensordict)."""
-        from tensordict.core.lazy.stack import LazyStackedTensorDict  # lazy stacks build on base
-
         bs = self.batch_size
         d = normalize_dim(dim, len(bs), bs, "to_lazystack")
-        return LazyStackedTensorDict(*self.unbind(d), stack_dim=d)
+        return factory.LazyStackedTensorDict(*self.unbind(d), stack_dim=d)
 
     def _get_sub_tensordict(self, index: Any) -> Any:
         """A view of ``self[index]`` whose writes (new keys included) go into this tensordict."""
-        from tensordict.core.lazy.views import _SubTensorDict  # views build on the base
-
-        return _SubTensorDict(self, index)
+        return factory._SubTensorDict(self, index)
 
     def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
         """A regular :class:`~tensordict.TensorDict` holding copies of the data in memory.
 
         Nested tensordicts are converted too: a nested lazy stack becomes dense (as upstream).
         """
-        from tensordict.core.dense import TensorDict
-
         source: dict[str, Any] = {}
         for key, value in self._own_items():
             if isinstance(value, TensorDictBase):
@@ -541,7 +533,9 @@ class TensorDictBase(
             elif hasattr(value, "clone"):  # tensors, non-tensor data, tensorclasses
                 value = value.clone()
             source[key] = value
-        return TensorDict._new_unsafe(source, self.batch_size, self.device, self._names_or_none())
+        return factory.TensorDict._new_unsafe(
+            source, self.batch_size, self.device, self._names_or_none()
+        )
 
     def contiguous(self: T, *, inplace: bool = False, canonical: bool = False) -> T:
         """A tensordict whose leaves are contiguous in memory (copies where needed;
@@ -568,31 +562,6 @@ class TensorDictBase(
         """A shallow copy (same as ``clone(recurse=False)``)."""
         return self.clone(recurse=False)
 
-    def to_namedtuple(self, dest_cls: Any = None) -> Any:
-        """The entries as a (nested) namedtuple (see ``tensordict.core.serial.convert``).
-
-        Examples:
-            >>> from tensordict import TensorDict
-            >>> TensorDict(a=torch.zeros(1)).to_namedtuple()
-            GenericDict(a=tensor([0.]))
-        """
-        from tensordict.core.serial.convert import to_namedtuple  # conversions build on the base
-
-        return to_namedtuple(self, dest_cls)
-
-    def to_pytree(self) -> Any:
-        """The pytree this tensordict stands for (see :func:`~tensordict.from_pytree`); a
-        tensordict that :func:`~tensordict.from_pytree` did not make is returned as it is.
-
-        Examples:
-            >>> from tensordict import from_pytree
-            >>> from_pytree({"a": (torch.zeros(1), torch.ones(1))}).to_pytree()
-            {'a': (tensor([0.]), tensor([1.]))}
-        """
-        from tensordict.core.serial.convert import to_pytree  # conversions build on the base
-
-        return to_pytree(self)
-
     def to_dict(self, *, retain_none: bool = True, convert_tensors: bool = False) -> dict[str, Any]:
         """A nested ``dict`` of the entries (non-tensor data as the stored objects)."""
         out: dict[str, Any] = {}
@@ -610,77 +579,6 @@ class TensorDictBase(
         return out
 
     @classmethod
-    def from_list(
-        cls,
-        input: Sequence[Any],
-        *,
-        auto_batch_size: bool | None = None,
-        batch_size: Sequence[int] | None = None,
-        device: Any = None,
-        batch_dims: int | None = None,
-        names: Sequence[str | None] | None = None,
-        lazy: bool | None = None,
-    ) -> Any:
-        """Stack a list of dicts (each built with :meth:`from_dict`) or tensor collections.
-
-        Args:
-            input: the dicts, tensordicts or tensorclass instances.
-            auto_batch_size: infer each element's batch size from its entries.
-            batch_size: the result's batch size (the length of the list first).
-            device: the device of the elements built from dicts.
-            batch_dims: with ``auto_batch_size``, at most this many dims per element.
-            names: names of the result's batch dimensions.
-            lazy: build a lazy stack (default: dense when the elements agree).
-
-        Examples:
-            >>> from tensordict import TensorDict
-            >>> td = TensorDict.from_list([{"a": 1}, {"a": 2}])
-            >>> td.batch_size, td["a"]
-            (torch.Size([2]), tensor([1, 2]))
-        """
-        from tensordict.core.serial.convert import from_list  # conversions build on the base
-
-        return from_list(
-            cls,
-            input,
-            auto_batch_size=auto_batch_size,
-            batch_size=batch_size,
-            device=device,
-            batch_dims=batch_dims,
-            names=names,
-            lazy=lazy,
-        )
-
-    @classmethod
-    def from_namedtuple(cls, named_tuple: Any, **kwargs: Any) -> Any:
-        """A tensordict of a namedtuple's fields (see ``tensordict.from_namedtuple``)."""
-        from tensordict.core.serial.convert import from_namedtuple  # conversions build on the base
-
-        return from_namedtuple(named_tuple, **kwargs)
-
-    @classmethod
-    def from_tuple(cls, obj: tuple[Any, ...], **kwargs: Any) -> Any:
-        """A tensordict of a tuple's items under ``"0"``, ``"1"``, ... (see
-        ``tensordict.from_tuple``)."""
-        from tensordict.core.serial.convert import from_tuple
-
-        return from_tuple(obj, **kwargs)
-
-    @classmethod
-    def from_any(cls, obj: Any, **kwargs: Any) -> Any:
-        """A tensordict of any supported structure (see ``tensordict.from_any``)."""
-        from tensordict.core.serial.convert import from_any
-
-        return from_any(obj, **kwargs)
-
-    @classmethod
-    def from_pytree(cls, pytree: Any, **kwargs: Any) -> Any:
-        """A tensordict of a pytree (see ``tensordict.from_pytree``)."""
-        from tensordict.core.serial.convert import from_pytree
-
-        return from_pytree(pytree, **kwargs)
-
-    @classmethod
     def from_dict(
         cls,
         input_dict: Mapping[str, Any],
@@ -696,11 +594,9 @@ class TensorDictBase(
         Without ``batch_size``, ``auto_batch_size=True`` (or ``batch_dims``) infers it from the
         leaves; otherwise the batch size is empty.
         """
-        from tensordict.core.dense import TensorDict
-
         if batch_size is not None and batch_dims is not None:
             raise ValueError("give batch_size or batch_dims, not both.")
-        td = TensorDict(dict(input_dict), batch_size=batch_size, device=device)
+        td = factory.TensorDict(dict(input_dict), batch_size=batch_size, device=device)
         if batch_size is None and (auto_batch_size or batch_dims is not None):
             td.auto_batch_size_(batch_dims)
         if names is not None:
@@ -721,13 +617,7 @@ class TensorDictBase(
             source[key] = value
         return self._new_dense(source, self.batch_size, self._names_or_none())  # type: ignore[no-any-return]
 
-    def __repr__(self) -> str:
-        from tensordict.core.serial.printing import td_repr
-
-        return td_repr(self)
-
     # ================================================================== nn.Module parameters
-    # These are implemented by tensordict.nn.functional_modules, which builds on core.
     @classmethod
     def from_module(
         cls,
@@ -738,53 +628,15 @@ class TensorDictBase(
         filter_empty: bool = True,
     ) -> Any:
         """The parameters and buffers of an ``nn.Module`` as a tensordict (see
-        :func:`tensordict.nn.functional_modules.from_module`)."""
-        from tensordict.nn.functional_modules import from_module
-
-        return from_module(
+        :func:`tensordict.nn.functional_modules.from_module`, whose ``lock`` defaults to True:
+        the method's, as upstream, to False)."""
+        return factory.from_module(
             module,
             as_module=as_module,
             lock=lock,
             use_state_dict=use_state_dict,
             filter_empty=filter_empty,
         )
-
-    @classmethod
-    def from_modules(cls, *modules: Any, **kwargs: Any) -> Any:
-        """The parameters of several modules stacked along a new first dimension (see
-        :func:`tensordict.nn.functional_modules.from_modules`)."""
-        from tensordict.nn.functional_modules import from_modules
-
-        return from_modules(*modules, **kwargs)
-
-    def to_module(self, module: Any, **kwargs: Any) -> Any:
-        """Put these tensors into ``module``; the result puts the old ones back when used as a
-        context manager (see :func:`tensordict.nn.functional_modules.to_module`)."""
-        from tensordict.nn.functional_modules import to_module
-
-        return to_module(self, module, **kwargs)
-
-    def map_iter(
-        self, fn: Callable[..., Any], dim: int = 0, num_workers: int | None = None, **kwargs: Any
-    ) -> Iterator[Any]:
-        """Apply ``fn`` to chunks in worker processes and yield the results in chunk order.
-
-        See :func:`tensordict.parallel.api.map_iter` for the arguments and guarantees.
-        """
-        from tensordict.parallel.api import map_iter
-
-        return map_iter(self, fn, dim, num_workers, **kwargs)
-
-    def map(
-        self, fn: Callable[..., Any], dim: int = 0, num_workers: int | None = None, **kwargs: Any
-    ) -> Any:
-        """Apply ``fn`` to chunks in worker processes and concatenate the results.
-
-        See :func:`tensordict.parallel.api.map` for ``out=`` and the arguments.
-        """
-        from tensordict.parallel.api import map as _map
-
-        return _map(self, fn, dim, num_workers, **kwargs)
 
 
 # As upstream (whose TensorDictBase subclasses it), a tensordict is a MutableMapping of its keys:

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from tensordict.core import factory
 from tensordict.core.behaviour.ops import keep_lock_of
 from tensordict.core.behaviour.shape import normalize_dim
 from tensordict.core.collection import TensorCollection
@@ -147,20 +148,14 @@ def stack(
         result = stack(tds, d)
         return result.contiguous() if hasattr(result, "stack_dim") else result
     if lazy_legacy():
-        from tensordict.core.lazy.stack import LazyStackedTensorDict  # lazy stacks build on core
-
-        return LazyStackedTensorDict(*tds, stack_dim=d)
+        return factory.LazyStackedTensorDict(*tds, stack_dim=d)
     if any(hasattr(td, "stack_dim") for td in tds):
-        from tensordict.core.lazy.shape import stack_lazy  # lazy stacks build on core
-
-        lazy = stack_lazy(tds, d)
+        lazy = factory.stack_lazy(tds, d)
         if lazy is not None:  # lazy stacks of as many members: stacked member by member
             return lazy
     source = _dense_stack_source(tds, d) if maybe_dense_stack else None
     if source is None:
-        from tensordict.core.lazy.stack import LazyStackedTensorDict  # lazy stacks build on core
-
-        return LazyStackedTensorDict(*tds, stack_dim=d)
+        return factory.LazyStackedTensorDict(*tds, stack_dim=d)
     new_bs = torch.Size([*bs[:d], len(tds), *bs[d:]])
     names = _stacked_names(tds)
     if names is not None:
@@ -192,9 +187,7 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
         raise BatchSizeError("cannot concatenate tensordicts without batch dimensions; use stack.")
     d = normalize_dim(dim, len(bs), bs, "cat")
     if any(hasattr(td, "stack_dim") for td in tds):
-        from tensordict.core.lazy.shape import cat_lazy  # lazy stacks build on core
-
-        lazy = cat_lazy(tds, d)  # a lazy stack (members checked as they are combined)
+        lazy = factory.cat_lazy(tds, d)  # a lazy stack (members checked as they are combined)
         if lazy is not None:
             if out is not None:
                 out.update_(lazy)
@@ -250,12 +243,10 @@ def _where(condition: Any, base: Any, rest: Any, flip: bool) -> Any:
     """``where`` entry by entry; a lazy stack splits the condition and the other operand along
     its stack dim and answers member by member."""
     if hasattr(base, "stack_dim") and base.tensordicts:
-        from tensordict.core.lazy.stack import LazyStackedTensorDict  # lazy stacks build on core
-
         sd, n = base.stack_dim, len(base.tensordicts)
         parts = zip(base.tensordicts, _split(condition, sd, n), _split(rest, sd, n))
         members = [_where(c, m, r, flip) for m, c, r in parts]
-        return LazyStackedTensorDict(*members, stack_dim=sd)
+        return factory.LazyStackedTensorDict(*members, stack_dim=sd)
     if getattr(type(base), "_is_tensorclass", False):
         return base._apply_leaves(lambda x, *o: _where_leaf(condition, x, rest, flip))
     out: dict[str, Any] = {}
@@ -378,17 +369,13 @@ class CombineMixin(TensorCollection):
     @classmethod
     def lazy_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
         """Stack without copying: a :class:`~tensordict.LazyStackedTensorDict`."""
-        from tensordict.core.lazy.stack import LazyStackedTensorDict
-
-        return LazyStackedTensorDict.lazy_stack(input, dim)
+        return factory.LazyStackedTensorDict.lazy_stack(input, dim)
 
     @classmethod
     def maybe_dense_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
         """Dense where the members agree, lazy where they differ (see
         :func:`tensordict.core.lazy.shape.maybe_dense_stack`)."""
-        from tensordict.core.lazy.shape import maybe_dense_stack  # lazy stacks build on core
-
-        return maybe_dense_stack(input, dim)
+        return factory.maybe_dense_stack(input, dim)
 
     @classmethod
     def __torch_function__(
@@ -460,9 +447,7 @@ def _grad_pairs(
             _grad_pairs(o, i, g, outs, ins, gos)
             for o, i, g in zip(out_members, members, go_members)  # type: ignore[arg-type]
         ]
-        from tensordict.core.lazy.stack import LazyStackedTensorDict  # builds on core
-
-        return lambda it: LazyStackedTensorDict(*[p(it) for p in parts], stack_dim=sd)
+        return lambda it: factory.LazyStackedTensorDict(*[p(it) for p in parts], stack_dim=sd)
     keys = [
         k
         for k, v in inputs.items(True, True, is_leaf=leaf_or_non_tensor)
@@ -538,7 +523,7 @@ TORCH_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     torch.repeat_interleave: lambda td, repeats, dim=None, **kw: td.repeat_interleave(
         repeats, dim, **kw
     ),
-    # torch's shape functions, acting on the batch dims (``core.shape``)
+    # torch's shape functions, acting on the batch dims (``core.behaviour.shape``)
     torch.movedim: lambda td, source, destination: td.movedim(source, destination),
     torch.moveaxis: lambda td, source, destination: td.movedim(source, destination),
     torch.swapaxes: lambda td, axis0, axis1: td.swapdims(axis0, axis1),

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from tensordict.core import factory
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack, is_non_tensor
 from tensordict.errors import NotYetAvailableError
 
@@ -84,9 +85,7 @@ def _is_tc(value: Any) -> bool:
 
 
 def _is_lazy(td: Any) -> bool:
-    from tensordict.core.lazy.stack import LazyStackedTensorDict  # (lazy_stack builds on base)
-
-    return isinstance(td, LazyStackedTensorDict)
+    return isinstance(td, factory.LazyStackedTensorDict)
 
 
 class _Plan:
@@ -381,13 +380,11 @@ def _rebuild(
     """A tensordict of ``like``'s structure whose tensors are views of ``storage``."""
     views = {} if views is None else views
     if _is_lazy(like):
-        from tensordict.core.lazy.stack import LazyStackedTensorDict
-
         members = [
             _rebuild(m, meta[str(i)], storage, device, views)
             for i, m in enumerate(like.tensordicts)
         ]
-        out = LazyStackedTensorDict(*members, stack_dim=like.stack_dim)
+        out = factory.LazyStackedTensorDict(*members, stack_dim=like.stack_dim)
         name = meta["cls_metadata"].get("stack_dim_name")
         if name is not None:
             out._stack_name = name
@@ -505,12 +502,10 @@ def _from_meta(meta: dict[str, Any], storage: torch.Tensor, views: Any = None) -
     cls = meta.get("cls")
     cls_meta = meta.get("cls_metadata", {})
     if cls == "LazyStackedTensorDict":
-        from tensordict.core.lazy.stack import LazyStackedTensorDict
-
         members = [
             _from_meta(sub, storage, views) for _, sub in sorted(_sub_nodes(meta), key=_index)
         ]
-        out = LazyStackedTensorDict(*members, stack_dim=cls_meta.get("stack_dim", 0))
+        out = factory.LazyStackedTensorDict(*members, stack_dim=cls_meta.get("stack_dim", 0))
         if cls_meta.get("stack_dim_name") is not None:
             out._stack_name = cls_meta["stack_dim_name"]
         return out.lock_() if cls_meta.get("is_locked") else out
@@ -533,11 +528,9 @@ def _stack_from_meta(meta: dict[str, Any]) -> NonTensorStack:
 
 
 def _dense_from_meta(meta: dict[str, Any], storage: torch.Tensor, views: Any) -> Any:
-    from tensordict.core.dense import TensorDict  # the dense class builds on this module's users
-
     cls_meta = meta["cls_metadata"]
     device = cls_meta.get("device")
-    td = TensorDict(batch_size=cls_meta["batch_size"], device=device and storage.device)
+    td = factory.TensorDict(batch_size=cls_meta["batch_size"], device=device and storage.device)
     for key in _leaf_keys(meta["leaves"]):
         td._set_str(key, _leaf(storage, meta["leaves"], key, views), validated=True)
     for key, entry in meta["non_tensors"].items():
@@ -636,14 +629,6 @@ class ConsolidateMixin:
             share_memory=share_memory,
             pin_memory=pin_memory,
         )
-
-    def __reduce_ex__(self, protocol: Any) -> Any:
-        # a consolidated lazy stack pickles as its storage and metadata (dense ones: pickling)
-        if getattr(self, "_consolidated", None) is not None and _is_lazy(self):
-            from tensordict.core.serial.pickling import reduce_consolidated
-
-            return reduce_consolidated(self, protocol)
-        return super().__reduce_ex__(protocol)
 
     def is_consolidated(self) -> bool:
         """Whether the tensors are views of one storage made by :meth:`consolidate`."""

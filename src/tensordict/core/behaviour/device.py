@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from tensordict.core import factory
 from tensordict.core.behaviour.consolidate import move_consolidated
 from tensordict.core.behaviour.entries import locked_message
 from tensordict.core.behaviour.ops import keep_lock_of
@@ -123,12 +124,10 @@ class DeviceMixin(TensorCollection):
             >>> td.attrs()["a"].tgt_dtype
             torch.int8
         """
-        from tensordict.tensorclass.attrs import TensorAttrs  # tensorclasses build on core
-
         td: Any = self
 
         def leaf(x: torch.Tensor) -> Any:
-            return TensorAttrs.from_tensor(x, fields=fields)
+            return factory.TensorAttrs.from_tensor(x, fields=fields)
 
         source: dict[str, Any] = {}
         for key, value in td._own_items():

@@ -15,8 +15,9 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
+from tensordict.core import factory
 from tensordict.core.batch_shape import leaf_shape
-from tensordict.core.behaviour.setitem import refuse_cycle
+from tensordict.core.behaviour.setitem import refuse_cycle, setitem_index
 from tensordict.core.behaviour.shape import broadcasts_to
 from tensordict.core.behaviour.update_resize import check_source_batch_size, update_resized
 from tensordict.core.collection import TensorCollection
@@ -276,8 +277,6 @@ class EntriesMixin(TensorCollection):
         if is_key_index(index):
             self.set(index, value)
             return
-        from tensordict.core.behaviour.setitem import setitem_index
-
         setitem_index(self, index, value)
 
     # ================================================================== writing entries
@@ -348,9 +347,7 @@ class EntriesMixin(TensorCollection):
         return NonTensorData._new(value, batch_size, device)
 
     def _new_nested(self, mapping: Mapping[str, Any], batch_size: torch.Size) -> Any:
-        from tensordict.core.dense import TensorDict
-
-        return TensorDict(dict(mapping), batch_size=batch_size, device=self.device)
+        return factory.TensorDict(dict(mapping), batch_size=batch_size, device=self.device)
 
     def _parent_for_write(self, path: tuple[str, ...], create: bool) -> Any:
         """The tensordict that holds the last part of ``path``, created if asked and allowed."""

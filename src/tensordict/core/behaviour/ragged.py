@@ -17,6 +17,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from tensordict.core import factory
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.errors import ShapeMismatchError
@@ -252,13 +253,11 @@ def _densify_entry(key: str, values: list[Any], layout: torch.layout, td: Any) -
     present = [v for v in values if v is not None]
     first = present[0]
     if isinstance(first, TensorCollection):
-        from tensordict.core.lazy.stack import LazyStackedTensorDict
-
         if len(present) < len(values):
             raise ShapeMismatchError(
                 f"cannot densify {key!r}: a nested tensordict some members lack."
             )
-        return LazyStackedTensorDict(*values, stack_dim=0).densify(layout=layout)
+        return factory.LazyStackedTensorDict(*values, stack_dim=0).densify(layout=layout)
     if not isinstance(first, torch.Tensor):
         return td._get_str(key, None) if len(present) == len(values) else first
     if len(present) < len(values):

@@ -18,7 +18,7 @@ from tensordict.core.behaviour.shape import broadcasts_to
 from tensordict.core.collection import TensorCollection
 from tensordict.core.indexing import IndexPlan, plan_index
 from tensordict.core.keys import key_path
-from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack, same_value
 from tensordict.core.unbatched import is_unbatched
 from tensordict.errors import CycleError, LockedError, ShapeMismatchError
 
@@ -329,11 +329,8 @@ def _stage_non_tensor(
         return
     if isinstance(target, NonTensorData):
         new = value.data if isinstance(value, NonTensorData) else value
-        if not isinstance(value, NonTensorStack):
-            from tensordict.core.nontensor.data import same_value
-
-            if same_value(target.data, new):
-                return
+        if not isinstance(value, NonTensorStack) and same_value(target.data, new):
+            return
 
         def convert() -> None:
             stack = NonTensorStack.from_array(target.to_array().copy(), target.device)

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from tensordict.core import factory
 from tensordict.core.collection import TensorCollection
 from tensordict.core.nontensor.data import MetaData, NonTensorData, NonTensorStack
 from tensordict.core.options import lazy_legacy
@@ -81,10 +82,8 @@ def nested_names(
 
 
 def _legacy_view(td: Any, op: str, **kwargs: Any) -> Any:
-    """Upstream's legacy lazy mode: the shape op as a lazy view of ``td`` (see lazy_views)."""
-    from tensordict.core.lazy.views import lazy_shape_view  # the views build on the base class
-
-    return lazy_shape_view(td, op, **kwargs)
+    """Upstream's legacy lazy mode: the shape op as a lazy view of ``td`` (``core.lazy.views``)."""
+    return factory.lazy_shape_view(td, op, **kwargs)
 
 
 def _sizes(args: tuple[Any, ...]) -> list[int]:
@@ -144,25 +143,6 @@ class ShapeMixin(TensorCollection):
         if self.is_locked:  # shape operations keep the lock, as upstream
             result._set_locked(True)
         return result
-
-    def pack(self, dim: int = -1, *, layout: Any = None) -> tuple[torch.Tensor, Any]:
-        """Pack every leaf into one contiguous tensor of features; return it and its layout.
-
-        Each leaf is flattened after the batch dims and the leaves (sorted by key, or in the
-        order of ``layout``) are concatenated along ``dim`` (in ``[-(batch_dims+1), batch_dims]``).
-        All leaves share one dtype and device; non-tensor data cannot be packed.
-        :meth:`PackLayout.unpack <tensordict.PackLayout.unpack>` inverts it.
-
-        Examples:
-            >>> from tensordict import TensorDict
-            >>> td = TensorDict(p=torch.zeros(5), v=torch.ones(5, 3), batch_size=[5])
-            >>> flat, layout = td.pack()
-            >>> flat.shape, (layout.unpack(flat) == td).all()
-            (torch.Size([5, 4]), True)
-        """
-        from tensordict.core.serial.pack import pack
-
-        return pack(self, dim, layout)
 
     def reshape(self, *shape: Any, size: Sequence[int] | None = None) -> Any:
         """Reshape the batch dimensions (copies only where torch must); the shape comes as
@@ -580,21 +560,6 @@ class ShapeMixin(TensorCollection):
             )
         dims_l = self._dims(dims, "roll")
         return self._transform(lambda t: t.roll(shifts, dims_l), bs, self._names_or_none())
-
-    def pad(
-        self, pad_size: Sequence[int], value: float = 0.0, inplace: bool = False, safe: bool = True
-    ) -> Any:
-        """Pad the batch dims with ``value`` (``pad_size``: ``(dim0_before, dim0_after, ...)``
-        from the first batch dim; see :func:`tensordict.pad`).
-
-        Examples:
-            >>> from tensordict import TensorDict
-            >>> TensorDict(a=torch.arange(2), batch_size=[2]).pad([1, 0], value=-1)["a"]
-            tensor([-1,  0,  1])
-        """
-        from tensordict.core.padding import pad  # padding builds on the dense class
-
-        return pad(self, pad_size, value=value, inplace=inplace, safe=safe)
 
     def _require_batch_dims(self, n: int, what: str) -> None:
         if len(self.batch_size) < n:

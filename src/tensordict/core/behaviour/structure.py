@@ -17,7 +17,6 @@ from tensordict.core.behaviour.setitem import flat_items
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import NestedKey, key_path, leaf_or_non_tensor, unravel_key
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack, is_non_tensor
-from tensordict.core.serial.state_dict import load_state_dict, state_dict
 from tensordict.errors import LockedError, TensorDictKeyError
 
 __all__ = ["StructureMixin"]
@@ -128,60 +127,6 @@ class StructureMixin(TensorCollection):
                 if unravel_key(key) != unravel_key(out_key):
                     td.del_(key)
         return self
-
-    def state_dict(
-        self,
-        destination: Any = None,
-        prefix: str = "",
-        keep_vars: bool = False,
-        flatten: bool = True,
-    ) -> Any:
-        """The tensors as a ``torch.nn.Module``-style state dict (batch sizes, devices and
-        non-tensor data in its ``_metadata``).
-
-        Args:
-            destination: a mapping to fill (a new ``OrderedDict`` by default).
-            prefix: prepended to every key.
-            keep_vars: keep the tensors attached to autograd (detached by default).
-            flatten: dotted keys (``True``) or nested ``OrderedDict``\\ s.
-
-        Examples:
-            >>> import torch
-            >>> from tensordict import TensorDict
-            >>> td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.ones(2)}}, [2])
-            >>> list(td.state_dict())
-            ['a', 'n.b']
-        """
-        return state_dict(self, destination, prefix, keep_vars, flatten)
-
-    def load_state_dict(
-        self: T,
-        state_dict: Mapping[str, Any],
-        strict: bool = True,
-        assign: bool = False,
-        from_flatten: bool | None = None,
-    ) -> T:
-        """Load a state dict made by :meth:`state_dict`: existing tensors are written in place
-        (``assign=True`` replaces them), missing entries are created.
-
-        Args:
-            state_dict: flat (dotted keys) or nested.
-            strict: the state dict and the tensordict must hold the same keys.
-            assign: set the given tensors instead of copying into the existing ones.
-            from_flatten: whether dotted keys are nested keys (default: yes).
-
-        Raises:
-            KeyMismatchError: (a ``RuntimeError``) the keys differ and ``strict`` is set.
-
-        Examples:
-            >>> import torch
-            >>> from tensordict import TensorDict
-            >>> td = TensorDict({"a": torch.ones(2), "n": {"b": torch.ones(2)}}, [2])
-            >>> zeros = td.clone().zero_()
-            >>> zeros.load_state_dict(td.state_dict())["n", "b"]
-            tensor([1., 1.])
-        """
-        return load_state_dict(self, state_dict, strict, assign, from_flatten)  # type: ignore[no-any-return]
 
     @property
     def depth(self) -> int:

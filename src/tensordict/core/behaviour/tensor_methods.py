@@ -14,7 +14,9 @@ from typing import Any, TypeVar
 
 import torch
 
+from tensordict.core import factory
 from tensordict.core.behaviour.arithmetic import pad_missing
+from tensordict.core.behaviour.autograd import backward, grad_of
 from tensordict.core.behaviour.ops import _is_collection, keep_lock_of
 from tensordict.core.behaviour.shape import normalize_dim
 from tensordict.core.collection import TensorCollection
@@ -456,8 +458,6 @@ class TensorMethodsMixin(TensorCollection):
     def grad(self) -> Any:
         """The gradients of the entries that have one, as a tensordict (None if none has); a
         lazy stack gathers its members' (see :mod:`tensordict.core.behaviour.autograd`)."""
-        from tensordict.core.behaviour.autograd import grad_of
-
         out = grad_of(self)
         return None if out is None else keep_lock_of(self, out)  # (locked like this, as upstream)
 
@@ -485,8 +485,6 @@ class TensorMethodsMixin(TensorCollection):
             >>> x.grad
             tensor([3., 3., 3.])
         """
-        from tensordict.core.behaviour.autograd import backward
-
         backward(self, gradient, retain_graph, create_graph, inputs)
 
     def zero_grad(self: T, set_to_none: bool = True) -> T:
@@ -513,9 +511,9 @@ class TensorMethodsMixin(TensorCollection):
         """``x.<method>(size + trailing dims of x, *args)`` for every entry, same dtype and
         device unless given."""
         if empty_lazy:
-            from tensordict.core.lazy.new_lazy import new_like_lazy
-
-            return new_like_lazy(self, size, method, args, {"dtype": dtype, "device": device})
+            return factory.new_like_lazy(
+                self, size, method, args, {"dtype": dtype, "device": device}
+            )
         n = len(self.batch_size)
 
         def make(x: torch.Tensor) -> torch.Tensor:

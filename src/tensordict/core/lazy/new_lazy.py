@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from tensordict.core.dense import TensorDict
+from tensordict.core.lazy.stack import LazyStackedTensorDict
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 
 __all__ = ["new_like_lazy"]
@@ -32,8 +34,6 @@ def new_like_lazy(
     members = getattr(td, "tensordicts", None)
     sd = getattr(td, "stack_dim", None)
     if members and sd is not None and len(size) > sd:
-        from tensordict.core.lazy.stack import LazyStackedTensorDict  # lazy stacks build on core
-
         sub = torch.Size([*size[:sd], *size[sd + 1 :]])
         proto = new_like_lazy(members[0].empty(recurse=True), sub, "new_empty", (), kw)
         # (clones: the members must not share their non-tensor stacks, written in place later)
@@ -42,8 +42,6 @@ def new_like_lazy(
 
 
 def _dense(td: Any, size: torch.Size, method: str, args: tuple[Any, ...], kw: Any) -> Any:
-    from tensordict.core.dense import TensorDict  # (dense builds on this module's package)
-
     n = len(td.batch_size)
     dtype, device = kw.get("dtype"), kw.get("device")
     entries: dict[str, Any] = {}

@@ -18,10 +18,12 @@ from typing import Any
 
 import torch
 
+from tensordict.core.behaviour.combine import cat, stack
 from tensordict.core.behaviour.shape import _unsqueezed, _written_back, normalize_dim
 from tensordict.core.collection import TensorCollection as TensorDictBaseLike
 from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.lazy.views import lazy_shape_view
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.core.options import lazy_legacy
 from tensordict.errors import BatchSizeError, InplaceNotSupportedError, ShapeMismatchError
 
@@ -35,7 +37,7 @@ def _sizes(args: tuple[Any, ...]) -> list[int]:
 
 
 def _new_stack(members: Sequence[Any], stack_dim: int, like: Any) -> Any:
-    from tensordict.core.lazy.stack import LazyStackedTensorDict
+    from tensordict.core.lazy.stack import LazyStackedTensorDict  # (it imports this module)
 
     out = LazyStackedTensorDict(*members, stack_dim=stack_dim)
     if like is not None and like.is_locked:  # shape operations keep the lock, as upstream
@@ -319,8 +321,6 @@ def stack_lazy(tds: Sequence[Any], dim: int) -> Any:
     n = len(tds[0].tensordicts)
     if not all(_is_lazy(td) and td.stack_dim == sd and len(td.tensordicts) == n for td in tds):
         return None
-    from tensordict.core.behaviour.combine import stack
-
     member_dim = dim if dim <= sd else dim - 1
     members = [stack([td.tensordicts[k] for td in tds], member_dim) for k in range(n)]
     return _new_stack(members, sd + 1 if dim <= sd else sd, None)
@@ -342,8 +342,6 @@ def maybe_dense_stack(tds: Sequence[Any], dim: int = 0) -> Any:
         >>> type(out).__name__, type(out["n"]).__name__
         ('TensorDict', 'LazyStackedTensorDict')
     """
-    from tensordict.core.behaviour.combine import stack
-
     tds = list(tds)
     if getattr(type(tds[0]), "_is_tensorclass", False) or not tds:
         return stack(tds, dim)
@@ -405,8 +403,6 @@ def _stack_lazy_members(tds: Sequence[Any], dim: int, dense: bool) -> Any:
 def cat_lazy(tds: Sequence[Any], dim: int) -> Any:
     """``torch.cat`` with a lazy stack among the inputs: a lazy stack (dense inputs are seen as
     stacks along the first lazy input's stack dim)."""
-    from tensordict.core.behaviour.combine import cat
-
     ref = next(td for td in tds if _is_lazy(td))
     sd = ref.stack_dim
 
@@ -470,8 +466,6 @@ def pad_lazy(
 def _filled_like(td: Any, value: float) -> Any:
     """A copy of ``td`` whose tensors hold ``value`` and python objects ``None``."""
     import numpy as np
-
-    from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 
     out = td.apply(lambda x: torch.full_like(x, value))
     for key in td.keys(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor):

@@ -20,6 +20,9 @@ from tensordict.core.behaviour.entries import inplace_value, locked_message
 from tensordict.core.behaviour.ragged import LazyRaggedMixin
 from tensordict.core.behaviour.setitem import stage_setitem
 from tensordict.core.behaviour.shape import normalize_dim
+from tensordict.core.collection import publish_as
+from tensordict.core.dense import TensorDict
+from tensordict.core.factory import forward
 from tensordict.core.lazy.index import (
     LeafProbe,
     Member,
@@ -34,7 +37,6 @@ from tensordict.core.lazy.shape import LazyShapeMixin, maybe_dense_stack
 from tensordict.core.nontensor.combine import stack_non_tensor
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.core.options import list_to_stack
-from tensordict.core.serial.upstream_pickle import examples_of
 from tensordict.core.unbatched import is_unbatched, stack_unbatched
 from tensordict.errors import (
     BatchSizeError,
@@ -357,8 +359,6 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
                 m._del_str(key)
 
     def _new_dense(self, source: dict[str, Any], batch_size: torch.Size, names: Any = None) -> Any:
-        from tensordict.core.dense import TensorDict
-
         return TensorDict._new_unsafe(source, batch_size, self.device, names)
 
     def _assume(self, other: Any) -> Any:
@@ -668,15 +668,6 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
             return any(item is m for m in self.tensordicts)
         return item in self.keys(include_nested=isinstance(item, tuple))
 
-    def pad(
-        self, pad_size: Sequence[int], value: float = 0.0, inplace: bool = False, safe: bool = True
-    ) -> Any:
-        """Pad along the batch dims (see :func:`tensordict.functional.pad`): members are padded,
-        and filled members are added along the stack dim."""
-        from tensordict.core.padding import pad  # padding builds on lazy stacks
-
-        return pad(self, pad_size, value, inplace=inplace, safe=safe)
-
     def to_lazystack(self, dim: int = 0) -> Any:
         """This stack if it stacks along ``dim``, else a lazy stack of its slices along ``dim``."""
         bs = self.batch_size
@@ -685,15 +676,14 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
             return self
         return LazyStackedTensorDict(*self.unbind(d), stack_dim=d)
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        from tensordict.core.serial.upstream_pickle import reduce_lazy
-
-        return reduce_lazy(self)
+    # upstream's layout; a consolidated stack as its storage and metadata
+    __reduce_ex__ = forward("tensordict.core.serial.pickling", "reduce_lazy_stack")
 
 
 # pickles and ``repr(type)`` name the class by upstream's path (which re-exports it)
-LazyStackedTensorDict.__module__ = "tensordict._lazy"
-__test__ = examples_of(LazyStackedTensorDict)  # its methods' examples (doctest skips them)
+__test__ = publish_as(
+    "tensordict._lazy", LazyStackedTensorDict
+)  # methods' examples: doctest skips them
 
 
 def _list_part(values: list[Any], stack_dim: int, k: int) -> Any:

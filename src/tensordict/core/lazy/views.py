@@ -16,6 +16,7 @@ returns one in every mode. A view holds no entry of its own:
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -24,6 +25,7 @@ import torch
 
 from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.behaviour.setitem import setitem_index, stage_setitem
+from tensordict.core.dense import TensorDict
 from tensordict.core.indexing import _str_to_index, plan_index
 from tensordict.core.keys import is_key_index
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
@@ -188,8 +190,6 @@ class _ViewBase(TensorDictBase):
         self._source._del_str(key)
 
     def _new_dense(self, source: dict[str, Any], batch_size: torch.Size, names: Any = None) -> Any:
-        from tensordict.core.dense import TensorDict
-
         return TensorDict._new_unsafe(source, batch_size, self.device, names)
 
     def _materialize(self) -> Any:
@@ -261,7 +261,10 @@ class _ViewBase(TensorDictBase):
         raise NotImplementedError
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_dense, (self.to_tensordict(),))
+        # pickled as its dense copy: ``itemgetter(0)((copy,))`` names only the standard library,
+        # so the pickle loads wherever the copy does (upstream too), and multiprocessing's
+        # pickler still applies its own reduction (shared memory) to the copy
+        return (operator.itemgetter(0), ((self.to_tensordict(),),))
 
     # ------------------------------------------------------------------ what a view refuses
     def _dense_first(self, op: str) -> LazyViewError:
@@ -331,10 +334,6 @@ class _ViewBase(TensorDictBase):
             f"Cannot call exclude inplace on a lazy tensordict ({type(self).__name__}) (nor "
             "flatten_keys/unflatten_keys): act on its source, or use inplace=False."
         )
-
-
-def _rebuild_dense(td: Any) -> Any:
-    return td
 
 
 # ====================================================================== shape views
@@ -643,8 +642,6 @@ class _SubTensorDict(_ViewBase):
     )
 
     def _view_names(self, names: list[str | None]) -> list[str | None]:
-        from tensordict.core.dense import TensorDict
-
         # an empty tensordict indexed like the source says which named dims survive the index
         return TensorDict({}, self._source.batch_size, names=names)[self.idx].names  # type: ignore[no-any-return]
 

@@ -9,8 +9,9 @@ object: same value with the result's batch size (``NonTensorData``), or the elem
 the result's ``_pos`` (``NonTensorStack``). Indexing, shape operations, ``split``/``unbind``,
 ``gather``, ``masked_select``, ``roll``... thus follow the tensor rules exactly.
 
-Core builds the non-tensor classes before :class:`~tensordict.TensorDict` exists, so the dense
-class registers itself here (:func:`register_shell`) when it is defined.
+Core builds the non-tensor classes below :class:`~tensordict.TensorDict`, which builds on them:
+the shell's class is reached through :mod:`tensordict.core.factory`, and so are the functions
+of the rooms above that some methods need (lazy ``new_*``, padding, rewriting a saved entry).
 """
 
 from __future__ import annotations
@@ -22,26 +23,21 @@ from typing import Any
 import numpy as np
 import torch
 
+from tensordict.core import factory
+from tensordict.core.factory import forward
+
 __all__ = [
     "LinkedList",
-    "forward",
     "make_shell",
-    "register_save_hook",
-    "register_shell",
     "same_value",
+    "shell_attribute",
 ]
 
-_SHELL_CLASS: list[Any] = []
 #: methods never forwarded: they would hand out the shell's content as if it were data
 #: (``keys()`` / ``values()`` / ``items()`` are views of no entries, see _NonTensorBase)
 _NOT_FORWARDED = frozenset({"get", "set", "keys", "values", "items", "data"})
 #: methods run with the entry itself as ``self`` (they write its own layout)
 _BORROWED = frozenset({"memmap_", "memmap", "memmap_like", "save", "memmap_refresh_"})
-
-
-def register_shell(cls: type) -> None:
-    """Register the dense tensordict class used for shells (called once by ``core.dense``)."""
-    _SHELL_CLASS[:] = [cls]
 
 
 def make_shell(
@@ -51,7 +47,7 @@ def make_shell(
     entries: dict[str, Any] | None = None,
 ) -> Any:
     """A tensordict of ``batch_size`` holding ``entries`` (nothing by default)."""
-    cls = _SHELL_CLASS[0]
+    cls = factory.TensorDict
     names = list(names) if names is not None and any(n is not None for n in names) else None
     return cls._new_unsafe(entries or {}, torch.Size(batch_size), device, names)
 
@@ -65,7 +61,7 @@ def _is_non_tensor(value: Any) -> bool:
     return getattr(type(value), "_is_non_tensor", False) is True
 
 
-def forward(obj: Any, name: str) -> Any:
+def shell_attribute(obj: Any, name: str) -> Any:
     """``obj.name`` answered by the shell: a method runs there and its result is re-wrapped.
 
     Raises:
@@ -75,12 +71,10 @@ def forward(obj: Any, name: str) -> Any:
         raise AttributeError(
             f"Cannot get the non-unique data of a {type(obj).__name__}. Use .tolist() instead."
         )
-    if name.startswith("_") or name in _NOT_FORWARDED or not _SHELL_CLASS:
-        raise AttributeError(f"{type(obj).__name__!r} object has no attribute {name!r}")
-    if not hasattr(_SHELL_CLASS[0], name):
+    if name.startswith("_") or name in _NOT_FORWARDED or not hasattr(factory.TensorDict, name):
         raise AttributeError(f"{type(obj).__name__!r} object has no attribute {name!r}")
     if name in _BORROWED:  # storage: the entry itself is written (its own on-disk layout)
-        impl = getattr(_SHELL_CLASS[0], name)
+        impl = getattr(factory.TensorDict, name)
 
         def borrowed(*args: Any, **kwargs: Any) -> Any:
             return impl(obj, *args, **kwargs)
@@ -104,7 +98,7 @@ def forward(obj: Any, name: str) -> Any:
 def _rewrap(obj: Any, shell: Any, result: Any) -> Any:
     if result is shell:
         return obj
-    if isinstance(result, _SHELL_CLASS[0]) or hasattr(result, "_own_items"):
+    if isinstance(result, factory.TensorDict) or hasattr(result, "_own_items"):
         return obj._from_shell(result)
     if result.__class__ in (tuple, list) and result and hasattr(result[0], "_own_items"):
         return result.__class__(_rewrap(obj, shell, r) for r in result)
@@ -112,13 +106,6 @@ def _rewrap(obj: Any, shell: Any, result: Any) -> Any:
 
 
 _MISSING: Any = object()
-#: called as ``hook(entry, directory)`` to rewrite a saved entry (set by ``tensordict.memmap``)
-_SAVE_HOOK: list[Callable[[Any, str], None]] = []
-
-
-def register_save_hook(hook: Callable[[Any, str], None]) -> None:
-    """Register how a memory-mapped non-tensor entry rewrites its files after an update."""
-    _SAVE_HOOK[:] = [hook]
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -221,7 +208,7 @@ class _NonTensorBase:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name == "_shell":
             raise AttributeError(name)
-        return forward(self, name)
+        return shell_attribute(self, name)
 
     def __dir__(self) -> list[str]:
         names = set(super().__dir__())
@@ -260,12 +247,8 @@ class _NonTensorBase:
         return self._new_repeated((size,))
 
     def _new_repeated(self, size: tuple[Any, ...]) -> Any:
-        from tensordict.core.lazy.new_lazy import (
-            new_like_lazy,  # (it builds on the non-tensor classes)
-        )
-
         sizes = size[0] if len(size) == 1 and not isinstance(size[0], int) else size
-        return new_like_lazy(self, torch.Size(sizes), "new_empty", (), {})
+        return factory.new_like_lazy(self, torch.Size(sizes), "new_empty", (), {})
 
     # -- state carried by the shell ------------------------------------------------------------
     @property
@@ -315,13 +298,7 @@ class _NonTensorBase:
     def is_shared(self) -> bool:
         return self._is_shared
 
-    def pad(
-        self, pad_size: Sequence[int], value: float = 0.0, inplace: bool = False, safe: bool = True
-    ) -> Any:
-        """Pad the batch dims with ``None`` elements (see :func:`tensordict.pad`)."""
-        from tensordict.core.padding import pad  # padding builds on this module
-
-        return pad(self, pad_size, value=value, inplace=inplace, safe=safe)
+    pad = forward("tensordict.core.behaviour.padding", "pad")  # None elements in the padding
 
     def is_memmap(self) -> bool:
         return self._is_memmap
@@ -349,8 +326,8 @@ class _NonTensorBase:
 
     def _refresh_saved(self) -> None:
         path = self.saved_path
-        if path is not None and self._is_memmap and _SAVE_HOOK:
-            _SAVE_HOOK[0](self, path)
+        if path is not None and self._is_memmap:
+            factory.rewrite_saved_non_tensor(self, path)  # (a new version of its folder)
 
     # -- shape ----------------------------------------------------------------------------------
     @property

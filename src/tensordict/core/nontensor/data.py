@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from tensordict.core.collection import publish_as
+from tensordict.core.factory import forward
 from tensordict.core.indexing import plan_index, to_numpy_index
 from tensordict.core.nontensor.api import (
     _MISSING,
@@ -32,10 +34,8 @@ from tensordict.core.nontensor.api import (
     _normalise_size,
     _object_array,
     make_shell,
-    register_save_hook,
     same_value,
 )
-from tensordict.core.serial.upstream_pickle import examples_of
 from tensordict.errors import BatchSizeError, LockedError, MetaDataTypeError
 
 __all__ = [
@@ -46,9 +46,10 @@ __all__ = [
     "NonTensorStack",
     "is_non_tensor",
     "list_to_stack",
-    "register_save_hook",
     "same_value",
 ]
+
+_PICKLES = "tensordict.core.serial.upstream_pickle"  # (pickles in upstream's layout)
 
 
 class NonTensorData(_NonTensorBase):
@@ -186,13 +187,9 @@ class NonTensorData(_NonTensorBase):
         """Call the stored object (a stored function is callable through its wrapper)."""
         return self.data(*args, **kwargs)
 
-    @classmethod
-    def __torch_function__(
-        cls, func: Callable[..., Any], types: Any, args: Any = (), kwargs: Any = None
-    ) -> Any:
-        from tensordict.core.nontensor.combine import torch_function
-
-        return torch_function(cls, func, types, args, kwargs)
+    __torch_function__ = forward(
+        "tensordict.core.nontensor.combine", "torch_function", "classmethod"
+    )
 
     # -- shape operations that give one value per element --------------------------------------
     def expand(self, *shape: Any) -> Any:
@@ -301,15 +298,8 @@ class NonTensorData(_NonTensorBase):
             f"device={self.device})"
         )
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        from tensordict.core.serial.upstream_pickle import reduce_non_tensor_data
-
-        return reduce_non_tensor_data(self)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        from tensordict.core.serial.upstream_pickle import setstate_non_tensor_data
-
-        setstate_non_tensor_data(self, state)
+    __reduce__ = forward(_PICKLES, "reduce_non_tensor_data")  # upstream's layout
+    __setstate__ = forward(_PICKLES, "setstate_non_tensor_data")
 
 
 #: upstream's common base of NonTensorData and MetaData
@@ -379,14 +369,15 @@ class MetaData(NonTensorData):
         return self._from_shell(self._tensordict.unsqueeze(dim))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_metadata, (self._expected_type, self.data, self.batch_size, self.device))
+        # (``MetaData._rebuild`` pickles as the class's attribute: named by upstream's path)
+        return (MetaData._rebuild, (self._expected_type, self.data, self.batch_size, self.device))
 
-
-def _rebuild_metadata(
-    expected: Any, data: Any, batch_size: torch.Size, device: torch.device | None
-) -> MetaData:
-    cls = MetaData if expected is None else MetaData[expected]  # type: ignore[misc]
-    return cls._new(data, batch_size, device)  # type: ignore[no-any-return]
+    @classmethod
+    def _rebuild(
+        cls, expected: Any, data: Any, batch_size: torch.Size, device: torch.device | None
+    ) -> MetaData:
+        typed = MetaData if expected is None else MetaData[expected]  # type: ignore[misc]
+        return typed._new(data, batch_size, device)  # type: ignore[no-any-return]
 
 
 def _as_member_array(item: Any) -> np.ndarray:
@@ -646,13 +637,9 @@ class NonTensorStack(_NonTensorBase):
             return out  # type: ignore[no-any-return]
         return result
 
-    @classmethod
-    def __torch_function__(
-        cls, func: Callable[..., Any], types: Any, args: Any = (), kwargs: Any = None
-    ) -> Any:
-        from tensordict.core.nontensor.combine import torch_function
-
-        return torch_function(cls, func, types, args, kwargs)
+    __torch_function__ = forward(
+        "tensordict.core.nontensor.combine", "torch_function", "classmethod"
+    )
 
     # -- growing (as a lazy stack) -------------------------------------------------------------
     def append(self, item: Any) -> None:
@@ -739,20 +726,14 @@ class NonTensorStack(_NonTensorBase):
             f"    device={self._device})"
         )
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        from tensordict.core.serial.upstream_pickle import reduce_non_tensor_stack
-
-        return reduce_non_tensor_stack(self)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        from tensordict.core.serial.upstream_pickle import setstate_non_tensor_stack
-
-        setstate_non_tensor_stack(self, state)
+    __reduce__ = forward(_PICKLES, "reduce_non_tensor_stack")  # upstream's layout
+    __setstate__ = forward(_PICKLES, "setstate_non_tensor_stack")
 
 
 # pickles and ``repr(type)`` name the classes by upstream's path (which re-exports them)
-NonTensorData.__module__ = NonTensorStack.__module__ = "tensordict.tensorclass"
-__test__ = examples_of(NonTensorData, NonTensorStack)  # methods' examples (doctest skips them)
+__test__ = publish_as(
+    "tensordict.tensorclass", NonTensorData, MetaData, NonTensorStack
+)  # (doctest)
 
 
 def list_to_stack(values: list[Any], device: torch.device | None) -> Any:

@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
+from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.core.options import get_printoptions
-from tensordict.core.serial.printing import _nested_shape
 from tensordict.core.unbatched import is_unbatched
 
 __all__ = ["compact_repr", "dtype_code"]
@@ -27,6 +27,15 @@ __all__ = ["compact_repr", "dtype_code"]
 _WIDTH = 80
 _CPU = torch.device("cpu")
 Node = Any  # str | tuple[str, list[tuple[str, Node]]]
+
+
+def _nested_shape(value: torch.Tensor) -> torch.Size:
+    """A nested tensor's shape with -1 for its ragged dims (a strided one has no ``.shape``)."""
+    sizes = [t.shape for t in value.unbind()]
+    if not sizes:
+        return torch.Size([0])
+    merged = [s if all(sh[i] == s for sh in sizes) else -1 for i, s in enumerate(sizes[0])]
+    return torch.Size([len(sizes), *merged])
 
 
 def dtype_code(dtype: torch.dtype) -> str:
@@ -52,8 +61,6 @@ def _is_tensorclass(value: Any) -> bool:
 
 def _prints_itself(value: Any) -> bool:
     """A collection with its own repr (stores, files): shown by its class name."""
-    from tensordict.core.behaviour.base import TensorDictBase
-
     return type(value).__repr__ is not TensorDictBase.__repr__
 
 

@@ -1,29 +1,33 @@
-"""Python structures to tensordicts: ``from_namedtuple``, ``from_tuple`` and ``from_any``.
+"""Python structures to tensordicts and back: ``from_namedtuple``, ``from_tuple``, ``from_any``,
+``from_list``, ``from_pytree``, ``to_namedtuple``, ``to_pytree``.
 
 Containers become (nested) tensordicts: a namedtuple's fields, a tuple's positions (keys
 ``"0"``, ``"1"``, ...), a dict's keys, a dataclass's fields, a structured numpy array's fields.
 Leaves are stored as a :class:`~tensordict.TensorDict` stores them (numbers become tensors,
-other objects non-tensor data).
+other objects non-tensor data). A format's own object met on the way (a pandas DataFrame, an
+open ``h5py.File``) is read by its format (:func:`from_format_object`).
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
+from tensordict.core import factory
 from tensordict.core.behaviour.base import is_tensor_collection
 from tensordict.core.behaviour.combine import stack
-from tensordict.core.behaviour.forwards import from_format_object
 from tensordict.core.dense import TensorDict
 from tensordict.core.nontensor.data import NonTensorStack, is_non_tensor
 
 __all__ = [
     "from_any",
+    "from_format_object",
     "from_list",
     "from_namedtuple",
     "from_pytree",
@@ -56,6 +60,44 @@ def _finish(
     elif auto_batch_size:
         td.auto_batch_size_(batch_dims)
     return td.to(device) if device is not None else td
+
+
+def from_format_object(
+    obj: Any,
+    *,
+    auto_batch_size: bool = False,
+    batch_dims: int | None = None,
+    device: Any = None,
+    batch_size: Sequence[int] | torch.Size | None = None,
+) -> Any:
+    """``obj`` as a tensordict if it is a pandas DataFrame or an open ``h5py.File``, else None.
+
+    The part of :func:`from_any` that reads a format's own object. A library that was never
+    imported cannot have made ``obj``, so nothing is imported here.
+
+    Examples:
+        >>> import pandas as pd
+        >>> from_format_object(pd.DataFrame({"a": [1, 2]}))["a"]
+        tensor([1, 2])
+        >>> from_format_object([1, 2]) is None
+        True
+    """
+    pd = sys.modules.get("pandas")
+    if pd is not None and isinstance(obj, pd.DataFrame):
+        return factory.from_pandas(
+            obj,
+            auto_batch_size=auto_batch_size,
+            batch_dims=batch_dims,
+            device=device,
+            batch_size=batch_size,
+        )
+    h5py = sys.modules.get("h5py")
+    if h5py is not None and isinstance(obj, h5py.File):
+        if auto_batch_size or batch_size is None:
+            out = factory.PersistentTensorDict(group=obj)
+            return out.auto_batch_size_(batch_dims=batch_dims) if auto_batch_size else out
+        return factory.PersistentTensorDict(group=obj, batch_size=batch_size)
+    return None
 
 
 def _convert(obj: Any) -> Any:

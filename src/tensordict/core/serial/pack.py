@@ -14,7 +14,9 @@ from typing import Any
 
 import torch
 
+from tensordict.core.dense import TensorDict
 from tensordict.core.keys import leaf_or_non_tensor
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 
 __all__ = ["PackLayout", "pack"]
 
@@ -76,8 +78,6 @@ class PackLayout:
             IndexError: :attr:`dim` is not a dim of ``flat``.
             ValueError: ``flat`` does not have :attr:`numel` entries along :attr:`dim`.
         """
-        from tensordict.core.dense import TensorDict
-
         ndim = flat.ndim
         dim = self.dim + ndim if self.dim < 0 else self.dim
         if not 0 <= dim < ndim:
@@ -118,8 +118,6 @@ def _has_exclusive_keys(value: Any) -> bool:
 
 def _collect(td: Any, batch_dims: int) -> tuple[dict[Any, torch.Tensor], list[Any]]:
     """The leaves (sorted by key) and the nested collections of ``td``; refuse what cannot pack."""
-    from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
-
     if _has_exclusive_keys(td):
         raise RuntimeError("cannot pack a lazy stack whose members have different keys.")
     leaves: dict[Any, torch.Tensor] = {}
@@ -175,8 +173,14 @@ def _columns(leaves: dict[Any, torch.Tensor], pos: int, bd: int) -> list[torch.T
     return out
 
 
-def pack(td: Any, dim: int = -1, layout: PackLayout | None = None) -> tuple[Any, PackLayout]:
-    """Pack the leaves of ``td`` into one contiguous tensor; see ``TensorDictBase.pack``.
+def pack(td: Any, dim: int = -1, *, layout: PackLayout | None = None) -> tuple[Any, PackLayout]:
+    """Pack every leaf of ``td`` into one contiguous tensor of features (``td.pack()``); return
+    it and its layout.
+
+    Each leaf is flattened after the batch dims and the leaves (sorted by key, or in the order of
+    ``layout``) are concatenated along ``dim`` (in ``[-(batch_dims+1), batch_dims]``). All leaves
+    share one dtype and device; non-tensor data cannot be packed.
+    :meth:`PackLayout.unpack <tensordict.PackLayout.unpack>` inverts it.
 
     Examples:
         >>> from tensordict import TensorDict
@@ -184,6 +188,10 @@ def pack(td: Any, dim: int = -1, layout: PackLayout | None = None) -> tuple[Any,
         >>> flat, layout = pack(td)
         >>> flat.tolist(), layout.keys
         ([[0.0, 1.0, 1.0], [0.0, 1.0, 1.0]], ('a', 'b'))
+        >>> td = TensorDict(p=torch.zeros(5), v=torch.ones(5, 3), batch_size=[5])
+        >>> flat, layout = td.pack()
+        >>> flat.shape, (layout.unpack(flat) == td).all()
+        (torch.Size([5, 4]), True)
     """
     batch = td.batch_size
     bd = len(batch)

@@ -15,13 +15,28 @@ from __future__ import annotations
 
 import math
 import pickle
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import torch
 
+from tensordict.core.behaviour.consolidate import rebuild_consolidated
+from tensordict.core.dense import TensorDict
+from tensordict.core.serial.upstream_pickle import (
+    _DTYPES,
+    _NAMES,
+    _NUMPY_OK,
+    _leaf,
+    bytes_tensor,
+    reduce_lazy,
+    reduce_tensordict_upstream,
+)
+
 __all__ = [
     "reduce_consolidated",
     "reduce_for_multiprocessing",
+    "reduce_lazy_stack",
+    "register_forking_reducer",
     "pack_small",
     "pack_tensor",
     "rebuild_tensordict",
@@ -29,35 +44,6 @@ __all__ = [
     "unpack_small",
     "unpack_tensor",
 ]
-
-_DTYPES: dict[str, torch.dtype] = {
-    str(d): d
-    for d in (
-        torch.float16,
-        torch.bfloat16,
-        torch.float32,
-        torch.float64,
-        torch.complex64,
-        torch.complex128,
-        torch.int8,
-        torch.int16,
-        torch.int32,
-        torch.int64,
-        torch.uint8,
-        torch.bool,
-    )
-}
-for _name in ("uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2", "complex32"):
-    if hasattr(torch, _name):
-        _DTYPES[str(getattr(torch, _name))] = getattr(torch, _name)
-_NAMES: dict[torch.dtype, str] = {d: n for n, d in _DTYPES.items()}
-#: dtypes that numpy can hold (so ``t.numpy()`` works)
-_NUMPY_OK = frozenset(
-    d
-    for d in _DTYPES.values()
-    if d not in (torch.bfloat16, torch.complex32)
-    and not str(d).startswith(("torch.float8", "torch.uint16", "torch.uint32", "torch.uint64"))
-)
 
 
 #: tensors smaller than this travel inside the pickle as bytes; larger ones as PickleBuffer
@@ -121,8 +107,6 @@ def reduce_consolidated(td: Any, protocol: Any, plain: int | None = None) -> tup
         >>> again.is_consolidated(), again["b", "c"]
         (True, tensor([1., 1., 1.]))
     """
-    from tensordict.core.behaviour.consolidate import rebuild_consolidated
-
     cons = (td._tensordict if getattr(type(td), "_is_tensorclass", False) else td)._consolidated
     storage = cons["storage"]
     if plain is not None and plain >= 3 and storage.__class__ is torch.Tensor:
@@ -137,8 +121,6 @@ def _plain_storage(cons: dict[str, Any], storage: torch.Tensor, protocol: int) -
     """How a consolidated storage travels under plain pickle, protocol 3+: the ``bytes`` object
     that holds it where there is one (protocols 3-4: pickle copies it once, into its output),
     else a numpy array (protocol 5 writes it as one buffer, in band or out of band)."""
-    from tensordict.core.serial.upstream_pickle import _leaf, bytes_tensor
-
     held = cons.get("bytes")  # (a weak reference to the memoryview the storage holds, address)
     if protocol < 5 and held is not None and held[1] == storage.data_ptr():
         view = held[0]()
@@ -150,7 +132,7 @@ def _plain_storage(cons: dict[str, Any], storage: torch.Tensor, protocol: int) -
 def _consolidated_fast_path(td: Any) -> bool:
     """Whether ``td`` pickles as its storage: consolidated, and a plain TensorDict (subclasses
     keep state the metadata does not describe)."""
-    return getattr(td, "_consolidated", None) is not None and type(td) is _dense_class()
+    return getattr(td, "_consolidated", None) is not None and type(td) is TensorDict
 
 
 def reduce_tensordict(td: Any, protocol: Any) -> tuple[Any, ...]:
@@ -160,9 +142,15 @@ def reduce_tensordict(td: Any, protocol: Any) -> tuple[Any, ...]:
     proto = protocol if isinstance(protocol, int) else pickle.DEFAULT_PROTOCOL
     if _consolidated_fast_path(td):
         return reduce_consolidated(td, proto, plain=proto)
-    from tensordict.core.serial.upstream_pickle import reduce_tensordict_upstream
-
     return reduce_tensordict_upstream(td, proto)
+
+
+def reduce_lazy_stack(td: Any, protocol: Any) -> tuple[Any, ...]:
+    """``__reduce_ex__`` of :class:`~tensordict.LazyStackedTensorDict`: upstream's layout, or, for
+    a consolidated stack, its storage and metadata (:func:`reduce_consolidated`)."""
+    if getattr(td, "_consolidated", None) is not None:
+        return reduce_consolidated(td, protocol)
+    return reduce_lazy(td)
 
 
 def reduce_for_multiprocessing(td: Any) -> tuple[Any, ...]:
@@ -238,7 +226,7 @@ def pack_small(td: Any) -> tuple[Any, ...] | None:
         >>> torch.equal(back["y"], td["y"]) and torch.equal(back["z"], td["z"])
         True
     """
-    if td.__class__ is not _dense_class() or getattr(td, "_consolidated", None) is not None:
+    if td.__class__ is not TensorDict or getattr(td, "_consolidated", None) is not None:
         return None  # (a consolidated one travels as its storage: it stays consolidated)
     device = td._device
     if td._names is not None or td._is_memmap or (device is not None and device.type != "cpu"):
@@ -280,19 +268,7 @@ def unpack_small(packed: tuple[Any, ...]) -> Any:
         ndim = len(shape)
         source[key] = flat if ndim == 1 else flat.squeeze(0) if not ndim else flat.view(*shape)
     device = None if where is None else _DEVICES.get(where) or torch.device(where)
-    return _dense_class()._new_unsafe(source, torch.Size(batch_size), device, lock=locked)
-
-
-_DENSE: list[Any] = []
-
-
-def _dense_class() -> Any:
-    """:class:`~tensordict.TensorDict` (imported on first use: ``dense`` imports this module)."""
-    if not _DENSE:
-        from tensordict.core.dense import TensorDict
-
-        _DENSE.append(TensorDict)
-    return _DENSE[0]
+    return TensorDict._new_unsafe(source, torch.Size(batch_size), device, lock=locked)
 
 
 def reduce_td(data: Any) -> tuple[Any, Any]:
@@ -308,3 +284,9 @@ def reduce_td(data: Any) -> tuple[Any, Any]:
     # (protocol 2: the leaves stay tensors; under 3+ they are objects only a pickler resolves)
     rebuild, args = data.__reduce_ex__(2)[:2]
     return rebuild, args
+
+
+def register_forking_reducer() -> None:
+    """Let ``multiprocessing`` pickle a :class:`~tensordict.TensorDict` with
+    :func:`reduce_for_multiprocessing` (``import tensordict`` calls it, in ``_reductions``)."""
+    ForkingPickler.register(TensorDict, reduce_for_multiprocessing)

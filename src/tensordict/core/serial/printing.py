@@ -12,7 +12,9 @@ from typing import Any
 
 import torch
 
+from tensordict.core.lazy.stack import LazyStackedTensorDict
 from tensordict.core.options import get_printoptions
+from tensordict.core.serial.compact_repr import _nested_shape, compact_repr
 
 __all__ = ["field_lines", "header_parts", "leaf_repr", "td_repr"]
 
@@ -51,15 +53,6 @@ def _detail_parts(value: torch.Tensor, opts: dict[str, Any]) -> list[str]:
         std = data.std().item() if data.numel() > 1 else 0.0
         parts.append(f"mean={data.mean().item():.4g}, std={std:.4g}")
     return parts
-
-
-def _nested_shape(value: torch.Tensor) -> torch.Size:
-    """A nested tensor's shape with -1 for its ragged dims (a strided one has no ``.shape``)."""
-    sizes = [t.shape for t in value.unbind()]
-    if not sizes:
-        return torch.Size([0])
-    merged = [s if all(sh[i] == s for sh in sizes) else -1 for i, s in enumerate(sizes[0])]
-    return torch.Size([len(sizes), *merged])
 
 
 def field_lines(items: Any, sep: str = ": ") -> list[str]:
@@ -102,9 +95,6 @@ def _is_shared(td: Any) -> bool:
 def td_repr(td: Any) -> str:
     """The repr of a TensorDict or LazyStackedTensorDict: the compact form (upstream's
     default) unless ``set_printoptions(compact=False)``, or the detailed one."""
-    from tensordict.core.lazy.stack import LazyStackedTensorDict
-    from tensordict.core.serial.compact_repr import compact_repr
-
     if get_printoptions()["compact"]:
         try:
             return compact_repr(td)

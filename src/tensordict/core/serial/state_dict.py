@@ -42,9 +42,29 @@ def _non_tensor_meta(value: Any) -> dict[str, Any]:
 
 
 def state_dict(
-    td: Any, destination: Any, prefix: str, keep_vars: bool, flatten: bool
+    td: Any,
+    destination: Any = None,
+    prefix: str = "",
+    keep_vars: bool = False,
+    flatten: bool = True,
 ) -> collections.OrderedDict[str, Any]:
-    """See :meth:`TensorDictBase.state_dict`."""
+    """The tensors of ``td`` as a ``torch.nn.Module``-style state dict (``td.state_dict()``;
+    batch sizes, devices and non-tensor data in its ``_metadata``).
+
+    Args:
+        td: a tensordict.
+        destination: a mapping to fill (a new ``OrderedDict`` by default).
+        prefix: prepended to every key.
+        keep_vars: keep the tensors attached to autograd (detached by default).
+        flatten: dotted keys (``True``) or nested ``OrderedDict``\\ s.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.ones(2)}}, [2])
+        >>> list(td.state_dict())
+        ['a', 'n.b']
+    """
     out: Any = collections.OrderedDict() if destination is None else destination
     if not hasattr(out, "_metadata"):
         out._metadata = collections.OrderedDict()
@@ -74,11 +94,36 @@ def _fill(
 
 
 def load_state_dict(
-    td: Any, state: Mapping[str, Any], strict: bool, assign: bool, from_flatten: bool | None
+    td: Any,
+    state_dict: Mapping[str, Any],
+    strict: bool = True,
+    assign: bool = False,
+    from_flatten: bool | None = None,
 ) -> Any:
-    """See :meth:`TensorDictBase.load_state_dict`."""
-    meta = dict(getattr(state, "_metadata", None) or {})
-    state = _drop_legacy_keys(state, meta)
+    """Load a state dict made by :func:`state_dict` into ``td`` (``td.load_state_dict(sd)``):
+    existing tensors are written in place (``assign=True`` replaces them), missing entries are
+    created; return ``td``.
+
+    Args:
+        td: the tensordict to load into.
+        state_dict: flat (dotted keys) or nested.
+        strict: the state dict and the tensordict must hold the same keys.
+        assign: set the given tensors instead of copying into the existing ones.
+        from_flatten: whether dotted keys are nested keys (default: yes).
+
+    Raises:
+        KeyMismatchError: (a ``RuntimeError``) the keys differ and ``strict`` is set.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.ones(2), "n": {"b": torch.ones(2)}}, [2])
+        >>> zeros = td.clone().zero_()
+        >>> zeros.load_state_dict(td.state_dict())["n", "b"]
+        tensor([1., 1.])
+    """
+    meta = dict(getattr(state_dict, "_metadata", None) or {})
+    state = _drop_legacy_keys(state_dict, meta)
     entries: dict[tuple[str, ...], Any] = {}
     _collect(state, (), entries, from_flatten)
     for path, info in meta.items():

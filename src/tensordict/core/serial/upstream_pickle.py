@@ -22,16 +22,48 @@ from typing import Any
 import numpy as np
 import torch
 
-from tensordict.core.serial.pickling import _NUMPY_OK
+from tensordict.core.behaviour.consolidate import rebuild_consolidated
+from tensordict.core.dense import TensorDict
+from tensordict.core.lazy.stack import LazyStackedTensorDict
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 
 __all__ = [
     "LockedSchema",
-    "examples_of",
     "make_td",
     "reduce_lazy",
     "reduce_tensordict_upstream",
     "register_safe_globals",
 ]
+
+#: the dtypes a tensor travels as by name (``(dtype name, shape, bytes)``), and those numpy holds
+_DTYPES: dict[str, torch.dtype] = {
+    str(d): d
+    for d in (
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.float64,
+        torch.complex64,
+        torch.complex128,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.uint8,
+        torch.bool,
+    )
+}
+for _name in ("uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2", "complex32"):
+    if hasattr(torch, _name):
+        _DTYPES[str(getattr(torch, _name))] = getattr(torch, _name)
+_NAMES: dict[torch.dtype, str] = {d: n for n, d in _DTYPES.items()}
+#: dtypes that numpy can hold (so ``t.numpy()`` works)
+_NUMPY_OK = frozenset(
+    d
+    for d in _DTYPES.values()
+    if d not in (torch.bfloat16, torch.complex32)
+    and not str(d).startswith(("torch.float8", "torch.uint16", "torch.uint32", "torch.uint64"))
+)
 
 
 class LockedSchema(tuple):  # type: ignore[type-arg]
@@ -237,26 +269,13 @@ def make_td(cls: type, state: dict[str, Any]) -> Any:
         >>> td.batch_size, td["a"]
         (torch.Size([2]), tensor([0., 0.]))
     """
-    dense, lazy = _CLASSES or _classes()
-    if isinstance(cls, type) and issubclass(cls, lazy):
+    if isinstance(cls, type) and issubclass(cls, LazyStackedTensorDict):
         return _lazy_from_state(cls, state)
-    if isinstance(cls, type) and issubclass(cls, dense):
+    if isinstance(cls, type) and issubclass(cls, TensorDict):
         return _dense_from_state(cls, state)
     obj: Any = cls.__new__(cls)
     obj.__setstate__(state)
     return obj
-
-
-_CLASSES: list[type] = []
-
-
-def _classes() -> list[type]:
-    """``[TensorDict, LazyStackedTensorDict]``, imported once (they import this module)."""
-    from tensordict.core.dense import TensorDict
-    from tensordict.core.lazy.stack import LazyStackedTensorDict
-
-    _CLASSES[:] = [TensorDict, LazyStackedTensorDict]
-    return _CLASSES
 
 
 # Pickles name the rebuild function by upstream's path (``tensordict._reductions`` re-exports it)
@@ -293,7 +312,6 @@ def _lazy_from_state(cls: Any, state: dict[str, Any]) -> Any:
 def reduce_non_tensor_data(data: Any) -> tuple[Any, ...]:
     """A ``NonTensorData`` as upstream pickles it: ``cls.__new__`` then ``__setstate__`` with
     its (empty) tensordict and its ``non_tensordict``."""
-    from tensordict.core.dense import TensorDict
 
     names = data._maybe_names()
     shell = TensorDict._new_unsafe({}, torch.Size(data._batch_size), data._device, names)
@@ -346,10 +364,6 @@ def setstate_non_tensor_stack(stack: Any, state: dict[str, Any]) -> None:
 def register_safe_globals() -> None:
     """Let ``torch.load`` with its default ``weights_only=True`` read saved tensordicts (the
     rebuild callables and classes pickles reference), as upstream registers them."""
-    from tensordict.core.behaviour.consolidate import rebuild_consolidated
-    from tensordict.core.dense import TensorDict
-    from tensordict.core.lazy.stack import LazyStackedTensorDict
-    from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 
     torch.serialization.add_safe_globals(
         [
@@ -367,29 +381,3 @@ def register_safe_globals() -> None:
             (dict, "tensordict.utils._StringOnlyDict"),
         ]
     )
-
-
-def examples_of(*classes: type) -> dict[str, Any]:
-    """The methods of ``classes`` whose docstrings hold examples, for a module's ``__test__``.
-
-    A class named by upstream's module (its ``__module__`` changed) has its own docstring
-    collected there, but doctest skips its methods (their globals are another module's): the
-    defining module lists them in ``__test__`` instead.
-
-    Examples:
-        >>> class A:
-        ...     def f(self):
-        ...         pass
-        ...     def g(self):
-        ...         pass
-        >>> A.g.__doc__ = ">>> 1 + 1"
-        >>> list(examples_of(A))
-        ['A.g']
-    """
-    found: dict[str, Any] = {}
-    for cls in classes:
-        for name, attr in vars(cls).items():
-            func = getattr(attr, "__func__", None) or getattr(attr, "fget", None) or attr
-            if callable(func) and ">>>" in (getattr(func, "__doc__", None) or ""):
-                found[f"{cls.__name__}.{name}"] = func
-    return found

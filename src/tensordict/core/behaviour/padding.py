@@ -4,19 +4,22 @@ split them back (``unpad_sequence``), and a ``DataLoader`` ``collate_fn`` (``col
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 
+from tensordict.core import factory
 from tensordict.core.behaviour.base import TensorDictBase, is_tensor_collection
-from tensordict.core.dense import TensorDict
-from tensordict.core.functional import maybe_dense_stack
+from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import NestedKey, leaf_or_non_tensor, unravel_key
-from tensordict.core.lazy.stack import LazyStackedTensorDict
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.core.unbatched import is_unbatched, rebatch
+
+if TYPE_CHECKING:
+    from tensordict.core.lazy.stack import LazyStackedTensorDict
+
 from tensordict.errors import BatchSizeError, LockedError
 
 __all__ = ["collate", "pad", "pad_sequence", "unpad_sequence"]
@@ -89,7 +92,7 @@ def pad(
     inplace: bool = False,
     safe: bool = True,
 ) -> Any:
-    """Pad every entry along the batch dimensions with a constant.
+    """Pad every entry along the batch dimensions with a constant (``td.pad(pad_size)``).
 
     Args:
         tensordict: the tensordict (or tensorclass instance) to pad.
@@ -119,13 +122,14 @@ def pad(
     if isinstance(tensordict, (NonTensorData, NonTensorStack)):
         return _pad_non_tensor(tensordict, widths, inplace)
     ndim = tensordict.batch_dims
-    if isinstance(tensordict, LazyStackedTensorDict):  # members padded, filled members added
-        from tensordict.core.lazy.shape import pad_lazy
+    if isinstance(
+        tensordict, factory.LazyStackedTensorDict
+    ):  # members padded, filled members added
 
         def pad_member(member: Any, member_pad: list[int], in_place: bool) -> Any:
             return pad(member, member_pad, value, inplace=in_place, safe=safe)
 
-        return pad_lazy(tensordict, widths, value, inplace, pad_member)
+        return factory.pad_lazy(tensordict, widths, value, inplace, pad_member)
     new_bs = torch.Size(n + a + b for n, (a, b) in zip(tensordict.batch_size, widths))
 
     def pad_leaf(x: torch.Tensor) -> torch.Tensor:
@@ -270,8 +274,8 @@ def pad_sequence(
     if on_batch:
         lengths = [td.batch_size[pad_dim] for td in tds]
         bs = torch.Size([*bs[:pad_dim], max(lengths), *bs[pad_dim + 1 :]])
-    result = TensorDict(batch_size=[len(tds), *bs], device=tds[0].device)
-    masks = TensorDict(batch_size=result.batch_size)
+    result = factory.TensorDict(batch_size=[len(tds), *bs], device=tds[0].device)
+    masks = factory.TensorDict(batch_size=result.batch_size)
     for key in keys:
         entries = [td.get(key) for td in tds]
         fill = values.get(key, 0) if values is not None else padding_value
@@ -376,7 +380,7 @@ def unpad_sequence(
                 continue
             sizes[key] = _run(m, pad_dim, key)
         samples.append(_cut(row, sizes, pad_dim, on_batch, sample))
-    return LazyStackedTensorDict(*samples, stack_dim=0)
+    return factory.LazyStackedTensorDict(*samples, stack_dim=0)
 
 
 def _run(mask: torch.Tensor, pad_dim: int, key: NestedKey) -> tuple[int, int]:
@@ -461,7 +465,7 @@ def collate(
             return _collate_special(batch, pad_keys or {}, list(nested_keys or ()), mask_key)
         if mask_key is not None:
             raise ValueError("collate: mask_key needs pad_keys.")
-        return maybe_dense_stack(batch)
+        return factory.maybe_dense_stack(batch)
     if isinstance(first, torch.Tensor):
         return torch.stack(batch)
     kwargs: dict[str, Any] = {
@@ -501,7 +505,7 @@ def _collate_special(
         for key in special:
             if td.get(key, None) is None:
                 raise KeyError(f"collate: sample {i} has no entry {key!r}.")
-    rest = maybe_dense_stack([td.exclude(*special) for td in tds])
+    rest = factory.maybe_dense_stack([td.exclude(*special) for td in tds])
     for key in nested:
         rest.set(
             key, torch.nested.as_nested_tensor([td.get(key) for td in tds], layout=torch.jagged)
@@ -526,8 +530,6 @@ def _register_default_collate() -> None:
     """As upstream, ``torch.utils.data.default_collate`` stacks tensordict samples (its
     ``Mapping`` rule would rebuild them key by key, and a tensordict is a Mapping)."""
     from torch.utils.data._utils.collate import default_collate_fn_map
-
-    from tensordict.core.collection import TensorCollection
 
     default_collate_fn_map.setdefault(TensorCollection, _default_collate_entry)
 
