@@ -345,3 +345,24 @@ def test_has_h5_reports_whether_h5py_is_installed() -> None:
     from tensordict.persistent import _has_h5
 
     assert _has_h5 is (find_spec("h5py") is not None)
+
+
+# class -> the module it is shown under (upstream's): pickles and ``repr(type)`` use it
+PUBLISHED = [
+    ("TensorDict", "tensordict._td"),
+    ("LazyStackedTensorDict", "tensordict._lazy"),
+    ("NonTensorData", "tensordict.tensorclass"),
+    ("NonTensorStack", "tensordict.tensorclass"),
+    ("MetaData", "tensordict.tensorclass"),
+    ("UnbatchedTensor", "tensordict._unbatched"),
+    ("MemoryMappedTensor", "tensordict.memmap"),
+]
+
+
+@pytest.mark.parametrize(("name", "module"), PUBLISHED)
+def test_classes_are_shown_under_upstreams_module_and_found_there(name: str, module: str) -> None:
+    import tensordict
+
+    cls = getattr(tensordict, name)
+    assert cls.__module__ == module
+    assert getattr(importlib.import_module(module), name) is cls

@@ -3,11 +3,11 @@
 Each message is ``header | pickle | buffer table`` on a Unix stream socket. Objects are pickled
 with protocol 5: tensors (alone or in a tensordict) present their bytes as
 :class:`pickle.PickleBuffer` (``core.serial.pickling``). Buffers smaller than
-:data:`OUT_OF_BAND_BYTES` stay in the pickle; larger ones are copied once into a reusable shared-
-memory segment (``shm.SegmentPool``), whose file descriptor travels once (``SCM_RIGHTS``). The
-receiver builds the tensors on its mapping of the segment, which returns to the pool when they are
-freed: one copy per large result, no named shared memory to leak (the segments are anonymous memory
-files, gone with the last process using them).
+:data:`OUT_OF_BAND_BYTES` stay in the pickle; larger ones are copied once into a reusable
+shared-memory segment (``shm.SegmentPool``), whose file descriptor travels once (``SCM_RIGHTS``).
+The receiver builds the tensors on its mapping of the segment, which returns to the pool when they
+are freed: one copy per large result, no named shared memory to leak (the segments are anonymous
+memory files, gone with the last process using them).
 """
 
 from __future__ import annotations

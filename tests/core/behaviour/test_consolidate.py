@@ -19,7 +19,7 @@ from tensordict import (
 )
 from tensordict.parallel.channel import OUT_OF_BAND_BYTES, Channel
 from tensordict.utils import TensorDictFuture
-from tests.core.consolidate_workers import describe_consolidated
+from tests.core.behaviour.consolidate_workers import describe_consolidated
 
 
 @tensorclass

@@ -1,6 +1,6 @@
 """Objects pickled by one tensordict package and loaded by the other (this one and upstream
 0.15.3): built and described with API both packages share, so the same code runs in both venvs
-(imported as ``tests.core.pickle_interop_objects`` from the repository root)."""
+(imported as ``tests.core.serial.pickle_interop_objects`` from the repository root)."""
 
 from __future__ import annotations
 

@@ -19,10 +19,10 @@ import torch
 import tensordict
 from tensordict import LazyStackedTensorDict, NonTensorData, NonTensorStack, TensorDict
 
-from ..upstream import run_upstream, upstream_python
+from ...upstream import run_upstream, upstream_python
 from .pickle_interop_objects import Point, build, describe, dump_all, load_all, safe_loadable
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PROTOCOLS = (2, 4, 5)
 
 
@@ -174,7 +174,9 @@ def test_multiprocessing_pickler_keeps_sharing_the_leaves():
 _UPSTREAM = """
 import json, sys
 sys.path.insert(0, {root!r})
-from tests.core.pickle_interop_objects import build, describe, dump_all, load_all, safe_loadable
+from tests.core.serial.pickle_interop_objects import (
+    build, describe, dump_all, load_all, safe_loadable,
+)
 names = json.loads({names!r})
 expected = {{n: describe(o) for n, o in build({ours!r} + "/ref").items()}}
 loaded = load_all({ours!r}, names)
