@@ -19,6 +19,11 @@ def test_a_late_name_is_the_object_of_its_home_and_is_kept() -> None:
     assert vars(factory)["TensorDict"] is TensorDict  # later uses read the module attribute
 
 
+def test_every_late_name_resolves_in_its_home() -> None:
+    for name, home in factory._HOMES.items():
+        assert getattr(factory, name) is getattr(importlib.import_module(home), name)
+
+
 def test_an_unknown_late_name_raises_attribute_error_naming_it() -> None:
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         factory.nothing_here  # noqa: B018

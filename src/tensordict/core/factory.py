@@ -25,7 +25,21 @@ import inspect
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names' types, for type checkers: at run time they bind on first use
-    pass
+    from tensordict.core.dense import TensorDict  # noqa: F401
+    from tensordict.core.lazy.new_lazy import new_like_lazy  # noqa: F401
+    from tensordict.core.lazy.shape import (  # noqa: F401
+        cat_lazy,
+        maybe_dense_stack,
+        pad_lazy,
+        stack_lazy,
+    )
+    from tensordict.core.lazy.stack import LazyStackedTensorDict  # noqa: F401
+    from tensordict.core.lazy.views import _SubTensorDict, lazy_shape_view  # noqa: F401
+    from tensordict.formats.persistent import PersistentTensorDict  # noqa: F401
+    from tensordict.formats.tables import from_pandas  # noqa: F401
+    from tensordict.memmap.io import rewrite_saved_non_tensor  # noqa: F401
+    from tensordict.nn.functional_modules import from_module  # noqa: F401
+    from tensordict.tensorclass.attrs import TensorAttrs  # noqa: F401
 
 __all__ = ["bind_forwarded", "forward"]
 
@@ -41,7 +55,6 @@ _HOMES = {
     "pad_lazy": "tensordict.core.lazy.shape",
     "new_like_lazy": "tensordict.core.lazy.new_lazy",
     "from_module": "tensordict.nn.functional_modules",
-    "from_modules": "tensordict.nn.functional_modules",
     "TensorAttrs": "tensordict.tensorclass.attrs",
     "rewrite_saved_non_tensor": "tensordict.memmap.io",
     "from_pandas": "tensordict.formats.tables",
