@@ -2,9 +2,9 @@
 
 Each row binds a method to the function that implements it, in a room of core built on the
 classes (``serial``, ``padding``) or a package built on core (``memmap``, ``parallel``, ``nn``,
-``formats``, ``store``). The function is the method: its signature and docstring are what
-``help(TensorDict.map_iter)`` shows, and ``PersistentTensorDict``, lazy stacks and every other
-class get the same rows by inheritance. Rows are bound on first use (see
+``formats``, ``store``, ``distributed``). The function is the method: its signature and
+docstring are what ``help(TensorDict.map_iter)`` shows, and ``PersistentTensorDict``, lazy
+stacks and every other class get the same rows by inheritance. Rows are bound on first use (see
 :class:`~tensordict.core.factory.forward`); importing a format's module does not import its
 library, which is imported when the method runs.
 """
@@ -19,6 +19,10 @@ _CONVERT = "tensordict.core.serial.convert"
 _MEMMAP = "tensordict.memmap.io"
 _TABLES = "tensordict.formats.tables"
 _PERSISTENT = "tensordict.formats.persistent"
+_P2P = "tensordict.distributed.p2p"
+_REMOTE = "tensordict.distributed.remote"
+_COLLECTIVES = "tensordict.distributed.collectives"
+_PIPE = "tensordict.distributed.pipe"
 
 
 class ForwardsMixin:
@@ -74,3 +78,19 @@ class ForwardsMixin:
     to_struct_array = forward("tensordict.formats.struct", "to_struct_array")
     from_struct_array = forward("tensordict.formats.struct", "from_struct_array", "constructor")
     to_store = forward("tensordict.store", "to_store")
+
+    # ------------------------------------------------------------------ torch.distributed
+    send = forward(_P2P, "send")
+    recv = forward(_P2P, "recv")
+    isend = forward(_P2P, "isend")
+    irecv = forward(_P2P, "irecv")
+    asend = forward(_PIPE, "asend")
+    arecv = forward(_PIPE, "arecv")
+    init_remote = forward(_REMOTE, "init_remote")
+    from_remote_init = forward(_REMOTE, "from_remote_init", "constructor")
+    broadcast = forward(_REMOTE, "broadcast")
+    all_reduce = forward(_COLLECTIVES, "all_reduce")
+    reduce = forward(_COLLECTIVES, "reduce")
+    all_gather = forward(_COLLECTIVES, "all_gather")
+    scatter = forward(_COLLECTIVES, "scatter")
+    gather_and_stack = forward(_COLLECTIVES, "gather_and_stack")
