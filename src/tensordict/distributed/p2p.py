@@ -3,17 +3,19 @@ structure, leaf by leaf or as one consolidated storage.
 
 One transfer, between a sender S and a receiver R (tags: :mod:`~tensordict.distributed.wire`)::
 
-    S: post the control message (what it sends), the receive of R's answer, and every data
-       message (the leaves, or the chunks of the consolidated storage), all at once
-    R: receive the control message; compare it with its own tensordict; answer
-       - they fit:  post one receive per data message, straight into its leaves (or storage)
-       - they don't: receive every data message into a scratch buffer, and raise
-    S: read the answer: raise if they did not fit; wait for its data messages
+    S: post the control message (what it will send) and the receive of R's answer
+    R: receive the control message and compare it with its own tensordict:
+       - they fit:  post one receive per data message, straight into its leaves (or its
+                    consolidated storage), then answer "go"
+       - they don't: answer why, and raise
+    S: read the answer: raise, or post every data message (the leaves, or the chunks of the
+       consolidated storage, each filled just before it is sent) and wait for them
 
-gloo moves a message only once the receiver has posted its receive, so no byte crosses before
-R has checked, and draining S's messages on a mismatch leaves the pair of ranks in step (the
-group stays usable). All the messages of a transfer are in flight together: it runs at about
-the speed of one message of the same size, where upstream waits for each leaf in turn.
+No data message exists before R has checked, so tensordicts that do not fit leave both ranks
+and the group as they were. R's receives are all posted when S sends: every message of the
+transfer is in flight at once (upstream waits for each leaf in turn), and gloo writes each
+straight into its leaf. ``isend(return_early=True)`` and ``irecv(return_premature=True)`` run
+their side's steps in a helper thread and return at once.
 """
 
 from __future__ import annotations
@@ -108,59 +110,42 @@ def storage_plan(td: Any, init_tag: int, receiving: bool) -> _Plan | None:
 
 
 class _Sending:
-    """The sender's side of a transfer in flight (see the module docstring)."""
+    """The sender's side of a transfer (see the module docstring)."""
 
     def __init__(
         self, pg: Any, peer: int, init_tag: int, plan: _Plan, deadline: Deadline, doing: str
     ) -> None:
-        self.pg, self.peer, self.plan, self.deadline, self.doing = pg, peer, plan, deadline, doing
+        self.pg, self.peer, self.plan, self.doing = pg, peer, plan, doing
         self.answer = Answer.buffer()
         self.control = [
             pg.send([Announce.build(plan.side)], peer, wire.control_tag(init_tag, wire.CTRL)),
             pg.recv([self.answer], peer, wire.control_tag(init_tag, wire.ACK)),
         ]
         self.works: list[Any] = []
-        self.error: BaseException | None = None
-        self.checked = False
-        self.lock = threading.Lock()
-        end = 0
+
+    def start(self, deadline: Deadline) -> _Sending:
+        """Read the receiver's answer: raise if the tensordicts do not fit, else post the data
+        messages (a storage being laid out is filled chunk by chunk just before)."""
+        for work in self.control:
+            deadline.wait(work, self.doing)
+        answer = Answer.parse(self.answer)
+        if answer.status != control.OK:
+            message = control.mismatch_message(
+                self.doing, answer, here=self.plan.side, there=None,
+                names=self.plan.names, peer=self.peer, sender=True,
+            )  # fmt: skip
+            if answer.status == control.NOT_CONSOLIDATED:
+                raise NotConsolidatedError(message)
+            raise TransferMismatchError(message)
+        plan, end = self.plan, 0
         for buf, tag in zip(plan.buffers, plan.tags):
             end += buf.numel()
-            if plan.fill is not None:  # copy the leaves of this chunk first
+            if plan.fill is not None:
                 plan.fill[0].fill(plan.fill[1], end)
-            self.works.append(pg.send([buf], peer, tag))
-
-    def check(self, deadline: Deadline) -> None:
-        """Read the receiver's answer (once): raise if the tensordicts do not fit."""
-        with self.lock:
-            if self.error is not None:
-                raise self.error
-            if self.checked:
-                return
-            try:
-                for work in self.control:
-                    deadline.wait(work, self.doing)
-                answer = Answer.parse(self.answer)
-                if answer.status != control.OK:
-                    for work in self.works:  # the receiver drains them
-                        deadline.wait(work, self.doing)
-                    message = control.mismatch_message(
-                        self.doing, answer, here=self.plan.side, there=None,
-                        names=self.plan.names, peer=self.peer, sender=True,
-                    )  # fmt: skip
-                    error_type = (
-                        NotConsolidatedError
-                        if answer.status == control.NOT_CONSOLIDATED
-                        else TransferMismatchError
-                    )
-                    raise error_type(message)
-            except BaseException as err:
-                self.error = err
-                raise
-            self.checked = True
+            self.works.append(self.pg.send([buf], self.peer, tag))
+        return self
 
     def wait(self, index: int | None, deadline: Deadline) -> None:
-        self.check(deadline)
         for work in self.works if index is None else self.works[index : index + 1]:
             deadline.wait(work, self.doing)
 
@@ -191,32 +176,19 @@ class _Receiving:
                         after()
 
 
-def _drain(pg: Any, peer: int, theirs: Side, init_tag: int, deadline: Deadline, doing: str) -> None:
-    """Receive (and drop) the sender's data messages, so that its sends complete."""
-    if theirs.kind == STORAGE:
-        tags = [wire.control_tag(init_tag, wire.STORAGE)] * theirs.messages
-    else:
-        tags = list(wire.leaf_tags(init_tag, theirs.messages, theirs.pseudo_rand))
-    scratch = torch.empty(max(theirs.largest, 1), dtype=torch.uint8)
-    for tag in tags:
-        deadline.wait(pg.recv([scratch], peer, tag), doing)
-
-
 def _receive(
     pg: Any, peer: int, init_tag: int, plan: _Plan | None, deadline: Deadline, doing: str
 ) -> _Receiving:
-    """The receiver's side: read the announce, check, then post the receives (or drain)."""
+    """The receiver's side: read the announce, check, post the receives, answer."""
     announce = Announce.buffer()
     deadline.wait(pg.recv([announce], peer, wire.control_tag(init_tag, wire.CTRL)), doing)
     theirs, complete = Announce.parse(announce, doing)
     answer = control.compare(None if plan is None else plan.side, theirs, complete)
+    ack = wire.control_tag(init_tag, wire.ACK)
     if answer.status == control.OK and plan is not None:
         works = [pg.recv([b], peer, tag) for b, tag in zip(plan.buffers, plan.tags)]
-        answered = pg.send([answer.build()], peer, wire.control_tag(init_tag, wire.ACK))
-        return _Receiving(works, answered, plan, doing)
-    answered = pg.send([answer.build()], peer, wire.control_tag(init_tag, wire.ACK))
-    _drain(pg, peer, theirs, init_tag, deadline, doing)
-    deadline.wait(answered, doing)
+        return _Receiving(works, pg.send([answer.build()], peer, ack), plan, doing)
+    deadline.wait(pg.send([answer.build()], peer, ack), doing)
     message = control.mismatch_message(
         doing, answer, here=None if plan is None else plan.side, there=theirs,
         names=[] if plan is None else plan.names, peer=peer, sender=False,
@@ -227,17 +199,17 @@ def _receive(
 
 
 class _Background:
-    """A receiver's side started by a helper thread, so that ``irecv(return_premature=True)``
-    returns at once (the thread reads the control message, then posts the receives)."""
+    """One side of a transfer whose steps a helper thread runs, so that
+    ``isend(return_early=True)`` and ``irecv(return_premature=True)`` return at once."""
 
-    def __init__(self, start: Callable[[], _Receiving], doing: str) -> None:
-        self.handle: _Receiving | None = None
+    def __init__(self, start: Callable[[], _Sending | _Receiving], doing: str) -> None:
+        self.handle: _Sending | _Receiving | None = None
         self.error: BaseException | None = None
         self.doing = doing
         self.ready = threading.Event()
         threading.Thread(target=self._run, args=(start,), daemon=True, name=doing).start()
 
-    def _run(self, start: Callable[[], _Receiving]) -> None:
+    def _run(self, start: Callable[[], _Sending | _Receiving]) -> None:
         try:
             self.handle = start()
         except BaseException as err:  # (raised by the works' wait)
@@ -249,9 +221,9 @@ class _Background:
         left = deadline.left()
         if not self.ready.wait(None if left is None else left.total_seconds()):
             raise DistributedTimeoutError(
-                f"{self.doing}: the sender's control message did not come within "
-                f"timeout={deadline.seconds:g} s. Check that the other rank calls send or isend "
-                "with the same group and init_tag, or pass a larger timeout=."
+                f"{self.doing}: the other rank has not answered within "
+                f"timeout={deadline.seconds:g} s. Check that it makes the matching call with the "
+                "same group and init_tag, or pass a larger timeout=."
             )
         if self.error is not None:
             raise self.error
@@ -267,7 +239,7 @@ class TransferWork:
     Waiting raises the transfer's errors (tensordicts that do not fit, a timeout, a lost peer).
     """
 
-    def __init__(self, handle: _Sending | _Background, index: int, deadline: Deadline) -> None:
+    def __init__(self, handle: _Background, index: int, deadline: Deadline) -> None:
         self._handle, self._index, self._deadline = handle, index, deadline
         self._done = False
 
@@ -367,9 +339,10 @@ def send(
         dst.send(self)
         return
     deadline = Deadline(timeout)
-    _start_send(self, dst, group, group_dst, init_tag, pseudo_rand, consolidated, deadline).wait(
-        None, deadline
+    sending = _start_send(
+        self, dst, group, group_dst, init_tag, pseudo_rand, consolidated, deadline
     )
+    sending.start(deadline).wait(None, deadline)
 
 
 @wire.guarded("isend")
@@ -409,8 +382,10 @@ def isend(
         self, dst, group, group_dst, init_tag, pseudo_rand, consolidated, deadline
     )
     if return_early:
-        return [TransferWork(sending, i, deadline) for i in range(len(sending.works))]
-    sending.wait(None, deadline)
+        background = _Background(lambda: sending.start(deadline), sending.doing)
+        count = max(len(sending.plan.buffers), 1)
+        return [TransferWork(background, i, deadline) for i in range(count)]
+    sending.start(deadline).wait(None, deadline)
     return None if consolidated else _last_tag(sending.plan, init_tag)
 
 
