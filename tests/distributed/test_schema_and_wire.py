@@ -10,7 +10,7 @@ import torch
 
 from tensordict import LazyStackedTensorDict, NonTensorData, TensorDict
 from tensordict._testing import MyDistData
-from tensordict.distributed import control, schema, wire
+from tensordict.distributed import control, payload, schema, wire
 from tensordict.errors import DistributedTimeoutError, PeerLostError, TransferMismatchError
 
 
@@ -98,3 +98,24 @@ def test_gloo_errors_become_errors_that_say_what_to_do(gloo: str, expected: type
 def test_other_errors_pass_through() -> None:
     err = RuntimeError("Tensors must be CPU and dense")
     assert wire.translate(err, "send") is err
+
+
+def test_storage_pool_hands_a_storage_out_again_only_once_nothing_holds_it() -> None:
+    pool = payload.StoragePool(max_kept=2)
+    first = pool.take(2 << 20, "cpu")
+    address = first.data_ptr()
+    view = first[8:16].view(torch.int64)  # a tensordict built on it holds views like this
+    del first
+    second = pool.take(2 << 20, "cpu")
+    assert second.data_ptr() != address  # still in use through the view
+    del view, second
+    assert pool.take(2 << 20, "cpu").data_ptr() == address
+    small = pool.take(1024, "cpu")
+    assert small.data_ptr() != pool.take(1024, "cpu").data_ptr()  # small ones are not kept
+
+
+def test_storage_pool_keeps_at_most_max_kept() -> None:
+    pool = payload.StoragePool(max_kept=1)
+    pool.take(2 << 20, "cpu")
+    pool.take(4 << 20, "cpu")
+    assert [t.numel() for t in pool._kept] == [4 << 20]  # the oldest went

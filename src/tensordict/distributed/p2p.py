@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from tensordict.core.behaviour.consolidate import Layout
-from tensordict.distributed import control, schema, wire
+from tensordict.distributed import control, payload, schema, wire
 from tensordict.distributed.control import LEAVES, STORAGE, Announce, Answer, Side
 from tensordict.distributed.pipe import TensorDictPipe
 from tensordict.distributed.wire import Deadline, Timeout
@@ -97,7 +97,7 @@ def storage_plan(td: Any, init_tag: int, receiving: bool) -> _Plan | None:
     else:
         layout = Layout(td)
         device = td.device if td.device is not None else "cpu"
-        storage, meta = torch.empty(layout.size, dtype=torch.uint8, device=device), layout.metadata
+        storage, meta = payload.POOL.take(layout.size, device), layout.metadata
     recs, extra = schema.consolidated_layout(meta)
     total = storage.numel()
     chunks = [storage[a : a + CHUNK_BYTES] for a in range(0, total, CHUNK_BYTES)]

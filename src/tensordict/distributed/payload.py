@@ -11,6 +11,7 @@ this process can import it). Envelopes are pickled: use them only with ranks you
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,12 +19,75 @@ import torch
 
 from tensordict.core.behaviour.consolidate import Layout, rebuild_consolidated
 from tensordict.distributed.wire import pack_object
+from tensordict.errors import TransferMismatchError
 
-__all__ = ["CHUNK_BYTES", "Outgoing", "rebuild", "resolve_tensorclass"]
+__all__ = [
+    "CHUNK_BYTES",
+    "POOL",
+    "Outgoing",
+    "StoragePool",
+    "pieces",
+    "read_head",
+    "rebuild",
+    "resolve_tensorclass",
+]
 
 #: the size of the pieces a storage travels in (the last one is smaller)
 CHUNK_BYTES = 4 << 20
+#: the size of the first message of a transfer: the sizes, and the envelope if it fits
+HEAD_BYTES = 64 << 10
 MAGIC = 0x7464_0001_656E_7631
+_SIZES = 32  # bytes: four int64
+
+
+class StoragePool:
+    """The flat storages this package allocated for tensordicts it built, reused once nothing
+    else holds them.
+
+    A broadcast or ``from_remote_init`` in a loop builds a new consolidated tensordict each time,
+    whose fresh storage would fault every page in again (on this kind of machine, faulting 64 MiB
+    costs more than sending it). The pool keeps a reference to the last few storages of at least
+    :data:`POOLED_BYTES`; when one of the same size and device is asked for and only the pool
+    still holds it (the tensordict built on it is gone), it is handed out again, its pages warm.
+    At most ``max_kept`` storages and ``max_bytes`` are kept; nothing is kept if this version of
+    torch cannot tell whether a storage is still used elsewhere.
+    """
+
+    def __init__(self, max_kept: int = 4, max_bytes: int = 1 << 30) -> None:
+        self.max_kept, self.max_bytes = max_kept, max_bytes
+        self._kept: list[torch.Tensor] = []
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _unused(t: torch.Tensor) -> bool:
+        # the pool's tensor and the storage object made to ask: nothing else holds it
+        return bool(_USE_COUNT(t.untyped_storage()._cdata) == 2)  # type: ignore[misc]
+
+    def take(self, size: int, device: Any) -> torch.Tensor:
+        """A ``uint8`` tensor of ``size`` bytes on ``device`` (contents undefined)."""
+        where = torch.device(device)
+        if size < POOLED_BYTES or _USE_COUNT is None:
+            return torch.empty(size, dtype=torch.uint8, device=where)
+        with self._lock:
+            for t in self._kept:
+                if t.numel() == size and t.device == where and self._unused(t):
+                    self._kept.remove(t)
+                    self._kept.append(t)  # (the most recently used last)
+                    return t
+            t = torch.empty(size, dtype=torch.uint8, device=where)
+            self._kept.append(t)
+            while len(self._kept) > self.max_kept or (
+                len(self._kept) > 1 and sum(k.numel() for k in self._kept) > self.max_bytes
+            ):
+                self._kept.pop(0)
+            return t
+
+
+_USE_COUNT = getattr(torch._C, "_storage_Use_Count", None)
+#: storages smaller than this come from the allocator's heap, already warm
+POOLED_BYTES = 1 << 20
+#: the package's pool (see :class:`StoragePool`)
+POOL = StoragePool()
 
 
 def _is_tc(value: Any) -> bool:
@@ -60,8 +124,8 @@ class Outgoing:
             self.layout = Layout(inner)
             metadata = self.layout.metadata
             where = where or inner.device or torch.device("cpu")
-            # (torch.empty touches no page: placing the storage elsewhere later costs nothing)
-            self.storage = torch.empty(self.layout.size, dtype=torch.uint8, device=where)
+            # (placing the storage elsewhere later, as all_gather does, wastes no copy)
+            self.storage = POOL.take(self.layout.size, where)
         extra = dict(self.wrapper._non_tensordict) if self.wrapper is not None else None
         self.envelope = pack_object(
             {
@@ -74,9 +138,22 @@ class Outgoing:
         self.total = self.storage.numel()
         self._filled = 0 if self.layout is not None else self.total
 
-    def header(self) -> torch.Tensor:
-        """What the receivers read first (fixed size): the envelope's and the storage's sizes."""
-        return torch.tensor([MAGIC, self.envelope.numel(), self.total, CHUNK_BYTES])
+    def head(self, padded: bool) -> torch.Tensor:
+        """What the receivers read first, into a buffer of :data:`HEAD_BYTES`: the envelope's and
+        the storage's sizes, and the envelope itself when it fits (``padded``: the whole buffer,
+        as a broadcast needs)."""
+        sizes = torch.tensor([MAGIC, self.envelope.numel(), self.total, CHUNK_BYTES])
+        inline = _SIZES + self.envelope.numel() <= HEAD_BYTES
+        out = torch.zeros(HEAD_BYTES if padded else _SIZES + inline * self.envelope.numel(),
+                          dtype=torch.uint8)  # fmt: skip
+        out[:_SIZES] = sizes.view(torch.uint8)
+        if inline:
+            out[_SIZES : _SIZES + self.envelope.numel()] = self.envelope
+        return out
+
+    def envelope_inline(self) -> bool:
+        """Whether :meth:`head` carries the envelope (else it travels on its own)."""
+        return _SIZES + self.envelope.numel() <= HEAD_BYTES
 
     def filled(self, end: int) -> torch.Tensor:
         """The storage, filled at least up to byte ``end``."""
@@ -109,6 +186,29 @@ class Outgoing:
             cls: Any = type(self.wrapper)
             return cls._from_tensordict(self.done, self.wrapper._non_tensordict)
         return self.done
+
+
+def read_head(head: torch.Tensor, doing: str) -> tuple[int, int, int, torch.Tensor | None]:
+    """The envelope's size, the storage's size, the chunk size and (when it came inline) the
+    envelope, from a buffer :meth:`Outgoing.head` filled.
+
+    Raises:
+        TransferMismatchError: the buffer holds something else.
+    """
+    magic, size, total, chunk = head[:_SIZES].view(torch.int64).tolist()
+    if magic != MAGIC:
+        raise TransferMismatchError(
+            f"{doing}: the first message is not a tensordict of this package: the other rank "
+            "runs another version (or upstream tensordict), or calls another method. Run the "
+            "same tensordict on every rank, and make the calls match."
+        )
+    inline = _SIZES + size <= HEAD_BYTES
+    return size, total, chunk, head[_SIZES : _SIZES + size] if inline else None
+
+
+def pieces(storage: torch.Tensor, chunk: int) -> list[torch.Tensor]:
+    """The receiver's storage cut as the sender's :meth:`Outgoing.chunks` are."""
+    return [storage[a : a + chunk] for a in range(0, storage.numel(), chunk)]
 
 
 def resolve_tensorclass(name: str) -> type:

@@ -18,28 +18,13 @@ from tensordict.core.dense import TensorDict
 from tensordict.distributed import payload, wire
 from tensordict.distributed.payload import Outgoing
 from tensordict.distributed.wire import Deadline, Timeout
-from tensordict.errors import PeerArgumentError, TransferMismatchError
+from tensordict.errors import PeerArgumentError
 
 __all__ = ["broadcast", "from_remote_init", "init_remote"]
 
 
 def _is_tc(value: Any) -> bool:
     return getattr(type(value), "_is_tensorclass", False) is True
-
-
-def _check_header(header: torch.Tensor, doing: str) -> tuple[int, int, int]:
-    magic, envelope, total, chunk = header.tolist()
-    if magic != payload.MAGIC:
-        raise TransferMismatchError(
-            f"{doing}: the first message is not a tensordict of this package: the other rank "
-            "runs another version (or upstream tensordict), or calls another method. Run the "
-            "same tensordict on every rank, and make the calls match."
-        )
-    return envelope, total, chunk
-
-
-def _pieces(storage: torch.Tensor, chunk: int) -> list[torch.Tensor]:
-    return [storage[a : a + chunk] for a in range(0, storage.numel(), chunk)]
 
 
 @wire.guarded("init_remote")
@@ -98,10 +83,9 @@ def init_remote(
     pg, peer = wire.peer_of(dst, None, group, ("dst", "group_dst"))
     out = Outgoing(self, tensorclass=_tensorclass_type)
     deadline, doing = Deadline(timeout), f"init_remote to rank {peer} (of the group)"
-    works = [
-        pg.send([out.header()], peer, wire.control_tag(0, wire.HEADER)),
-        pg.send([out.envelope], peer, wire.control_tag(0, wire.META)),
-    ]
+    works = [pg.send([out.head(padded=False)], peer, wire.control_tag(0, wire.HEADER))]
+    if not out.envelope_inline():
+        works.append(pg.send([out.envelope], peer, wire.control_tag(0, wire.META)))
     works += [pg.send([c], peer, wire.control_tag(0, wire.CHUNK)) for c in out.chunks()]
     for work in works:
         deadline.wait(work, doing)
@@ -141,17 +125,20 @@ def from_remote_init(
         return broadcast(TensorDict(), src, group=group, device=device, timeout=timeout)
     pg, peer = wire.peer_of(src, None, group, ("src", "group_src"))
     deadline, doing = Deadline(timeout), f"from_remote_init from rank {peer} (of the group)"
-    header = torch.zeros(4, dtype=torch.int64)
-    deadline.wait(pg.recv([header], peer, wire.control_tag(0, wire.HEADER)), doing)
-    size, total, chunk = _check_header(header, doing)
-    envelope = torch.empty(size, dtype=torch.uint8)
-    storage = torch.empty(total, dtype=torch.uint8, device=device or "cpu")
-    works = [pg.recv([envelope], peer, wire.control_tag(0, wire.META))]
+    head = torch.empty(payload.HEAD_BYTES, dtype=torch.uint8)
+    deadline.wait(pg.recv([head], peer, wire.control_tag(0, wire.HEADER)), doing)
+    size, total, chunk, envelope = payload.read_head(head, doing)
+    if envelope is None:
+        envelope = torch.empty(size, dtype=torch.uint8)
+        deadline.wait(pg.recv([envelope], peer, wire.control_tag(0, wire.META)), doing)
+    unpacked = wire.unpack_object(envelope)
+    storage = payload.POOL.take(total, device or "cpu")
     tag = wire.control_tag(0, wire.CHUNK)
-    works += [pg.recv([piece], peer, tag) for piece in _pieces(storage, chunk)]
+    cut = payload.pieces(storage, chunk)
+    works = [pg.recv([piece], peer, tag) for piece in cut]
     for work in works:
         deadline.wait(work, doing)
-    return payload.rebuild(wire.unpack_object(envelope), storage)
+    return payload.rebuild(unpacked, storage)
 
 
 @wire.guarded("broadcast")
@@ -193,20 +180,23 @@ def broadcast(
     doing = f"broadcast from rank {src}"
     if dist.get_rank() == src:
         out = Outgoing(self, device, _tensorclass_type)
-        works = [dist.broadcast(out.header(), src, group=group, async_op=True)]
-        works.append(dist.broadcast(out.envelope, src, group=group, async_op=True))
+        works = [dist.broadcast(out.head(padded=True), src, group=group, async_op=True)]
+        if not out.envelope_inline():
+            works.append(dist.broadcast(out.envelope, src, group=group, async_op=True))
         works += [dist.broadcast(c, src, group=group, async_op=True) for c in out.chunks()]
         for work in works:
             deadline.wait(work, doing)
         return out.result()
-    header = torch.zeros(4, dtype=torch.int64)
-    deadline.wait(dist.broadcast(header, src, group=group, async_op=True), doing)
-    size, total, chunk = _check_header(header, doing)
-    envelope = torch.empty(size, dtype=torch.uint8)
-    deadline.wait(dist.broadcast(envelope, src, group=group, async_op=True), doing)
+    head = torch.empty(payload.HEAD_BYTES, dtype=torch.uint8)
+    deadline.wait(dist.broadcast(head, src, group=group, async_op=True), doing)
+    size, total, chunk, envelope = payload.read_head(head, doing)
+    if envelope is None:
+        envelope = torch.empty(size, dtype=torch.uint8)
+        deadline.wait(dist.broadcast(envelope, src, group=group, async_op=True), doing)
     unpacked = wire.unpack_object(envelope)
-    storage = torch.empty(total, dtype=torch.uint8, device=device or unpacked["device"])
-    works = [dist.broadcast(p, src, group=group, async_op=True) for p in _pieces(storage, chunk)]
+    storage = payload.POOL.take(total, device or unpacked["device"])
+    cut = payload.pieces(storage, chunk)
+    works = [dist.broadcast(p, src, group=group, async_op=True) for p in cut]
     for work in works:
         deadline.wait(work, doing)
     result = payload.rebuild(unpacked, storage)
