@@ -9,9 +9,10 @@ Timed, per operation, on rank 0, between two barriers (so both ranks are done):
 
 * ``send/recv``: rank 0 ``td.send(1)``, rank 1 ``td.recv(0)`` into a tensordict of zeros
   (limit: ``dist.send`` / ``dist.recv`` of the flat tensor into an existing buffer);
-* ``broadcast``: rank 0 ``td.broadcast(0)``, rank 1 ``TensorDict().broadcast(0)``, which
-  returns a new consolidated tensordict (limit: ``dist.broadcast`` into an existing buffer, and
-  into a fresh ``torch.empty`` each time: the memory a new tensordict needs).
+* ``broadcast``: rank 0 ``td.broadcast(0)``, rank 1 ``TensorDict().broadcast(0)``; both return
+  a consolidated tensordict, so rank 0 copies its 64 MiB into one storage (limit:
+  ``dist.broadcast`` into an existing buffer; into a fresh ``torch.empty`` each time, the memory
+  a new tensordict needs; and followed by a copy of 64 MiB on rank 0, the consolidated result).
 
 Each contender is a pair of processes (``--rank``), started with this interpreter (here, and the
 limit) or upstream's (``$TD_UPSTREAM_PYTHON``, default ``~/.cache/td-upstream-venv/bin/python``);
@@ -42,7 +43,7 @@ UPSTREAM_PYTHON = Path(
 FIXED_MMAP_THRESHOLD = "glibc.malloc.mmap_threshold=131072"
 OPS = {
     "tensordict": ("send/recv", "broadcast"),
-    "limit": ("send/recv", "broadcast", "broadcast (fresh buffer)"),
+    "limit": ("send/recv", "broadcast", "broadcast (fresh buffer)", "broadcast + source copy"),
 }
 
 
@@ -77,8 +78,17 @@ def _ops(contender: str, rank: int, size_mib: int) -> tuple[dict[str, Callable[[
         send: Callable[[], Any] = (lambda: dist.send(flat, 1)) if rank == 0 else (
             lambda: dist.recv(flat, 0)
         )  # fmt: skip
+        copy = torch.zeros_like(flat)  # (warm: its pages faulted in once)
+
+        def then_copy() -> None:
+            dist.broadcast(flat, 0)
+            if rank == 0:
+                copy.copy_(flat)
+
         ops = {"send/recv": send, "broadcast": lambda: dist.broadcast(flat, 0)}
-        return {**ops, "broadcast (fresh buffer)": fresh}, None
+        ops["broadcast (fresh buffer)"] = fresh
+        ops["broadcast + source copy"] = then_copy
+        return ops, None
     td = _workload(size_mib, 1.0 if rank == 0 else 0.0)
     if rank == 0:
         return {"send/recv": lambda: td.send(1), "broadcast": lambda: td.broadcast(0)}, None
@@ -153,10 +163,12 @@ def _pair(python: Path | str, contender: str, size_mib: int, repeat: int) -> dic
     return result
 
 
-def run(rounds: int = 5, repeat: int = 5, size_mib: int = 64) -> dict[str, Any]:
+def run(
+    rounds: int = 5, repeat: int = 5, size_mib: int = 64, upstream: bool = True
+) -> dict[str, Any]:
     """Rounds of (here, upstream, limit) pairs in turn; per operation: GB/s and the ratios."""
     contenders: list[tuple[str, Path | str, str]] = [("here", sys.executable, "tensordict")]
-    if UPSTREAM_PYTHON.exists():
+    if upstream and UPSTREAM_PYTHON.exists():
         contenders.append(("upstream", UPSTREAM_PYTHON, "tensordict"))
     contenders.append(("limit", sys.executable, "limit"))
     medians: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in contenders}
@@ -192,11 +204,11 @@ def _row(op: str, name: str, medians: dict[str, list[dict[str, float]]], nbytes:
         "reference": "",
     }
     if name == "here":
-        refs = [("upstream", op), ("limit", op)]
+        refs = [("upstream", "upstream", op), ("limit", "limit", op)]
         if op == "broadcast":
-            refs.append(("limit, fresh buffer", "broadcast (fresh buffer)"))
-        for label, ref_op in refs:
-            ref = label.split(",")[0]
+            refs.append(("limit, fresh buffer", "limit", "broadcast (fresh buffer)"))
+            refs.append(("limit + source copy", "limit", "broadcast + source copy"))
+        for label, ref, ref_op in refs:
             if medians.get(ref):  # per round, like with like: ours over the reference's rate
                 pairs = zip(medians[name], medians[ref])
                 ratios = [theirs[ref_op] / ours[op] for ours, theirs in pairs]

@@ -1,10 +1,9 @@
 """The one entry point of the benchmark suite: ``python -m benchmarks.run [--quick] [--only NAME]``.
 
 Runs every suite (core_ops, memmap_io, map_iter, cpu_bound, epochs, io_stream, consolidate,
-and ray_pool when ray is installed), prints one table and writes ``benchmarks/results.json``
-(the machine, the table rows and each suite's raw results). ``make bench ARGS="--quick"`` runs
-the same at small sizes, as a smoke run.
-"""
+distributed, and ray_pool when ray is installed), prints one table and writes
+``benchmarks/results.json`` (the machine, the table rows and each suite's raw results).
+``make bench ARGS="--quick"`` runs the same at small sizes, as a smoke run."""
 
 from __future__ import annotations
 
@@ -207,6 +206,14 @@ def io_stream(quick: bool) -> tuple[dict[str, Any], list[Row]]:
     return raw, raw["rows"]
 
 
+def distributed(quick: bool) -> tuple[dict[str, Any], list[Row]]:
+    from benchmarks import distributed as suite
+
+    raw = suite.run(rounds=2, repeat=3, size_mib=16) if quick else suite.run()
+    keys = ("name", "unit", "median", "min", "max", "ratios", "reference")
+    return raw, [{k: r[k] for k in keys} for r in raw["rows"]]
+
+
 SUITES: dict[str, Callable[[bool], tuple[dict[str, Any], list[Row]]]] = {
     "core_ops": core_ops,
     "memmap_io": memmap_io,
@@ -216,6 +223,7 @@ SUITES: dict[str, Callable[[bool], tuple[dict[str, Any], list[Row]]]] = {
     "ray_pool": ray_pool,
     "io_stream": io_stream,
     "consolidate": consolidate,
+    "distributed": distributed,
 }
 
 

@@ -165,3 +165,26 @@ def test_chunk_cost_defaults_when_no_workload_is_named_and_rejects_unknown_ones(
         chunk_cost.parse_args(["tiny", "nope"])
     assert exit_info.value.code == 2
     assert "nope" in capsys.readouterr().err
+
+
+def test_distributed_rows_rate_here_against_upstream_and_the_limits() -> None:
+    from benchmarks import distributed
+
+    ops = ("send/recv", "broadcast")
+    limits = (*ops, "broadcast (fresh buffer)", "broadcast + source copy")
+    medians = {
+        "here": [dict.fromkeys(ops, 0.5)],
+        "upstream": [dict.fromkeys(ops, 1.0)],
+        "limit": [dict.fromkeys(limits, 0.4)],
+    }
+    row = distributed._row("broadcast", "here", medians, 10**9)
+    assert row["unit"] == "GB/s" and row["median"] == 2.0  # 1 GB in 0.5 s
+    assert row["ratios"] == {
+        "upstream": {"median": 2.0},  # twice upstream's rate
+        "limit": {"median": 0.8},
+        "limit, fresh buffer": {"median": 0.8},
+        "limit + source copy": {"median": 0.8},
+    }
+    assert set(distributed._row("send/recv", "here", medians, 10**9)["ratios"]) == {
+        "upstream", "limit",
+    }  # fmt: skip
