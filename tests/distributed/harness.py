@@ -50,7 +50,13 @@ def free_port() -> int:
 
 
 def _rank_main(
-    target: Callable[..., Any], rank: int, world: int, port: int, conn: Any, args: tuple[Any, ...]
+    target: Callable[..., Any],
+    rank: int,
+    world: int,
+    port: int,
+    conn: Any,
+    args: tuple[Any, ...],
+    barrier: bool,
 ) -> None:
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     torch.set_num_threads(1)  # (an OpenMP pool forked from a parent that used it hangs)
@@ -63,9 +69,10 @@ def _rank_main(
     conn.send_bytes(pickle.dumps(result))  # (by value: torch would share fds with the parent)
     conn.close()
     # as programs do before they exit: a rank that leaves early breaks the others' reads (a rank
-    # that died or timed out makes it fail: nothing to wait for then)
-    with contextlib.suppress(RuntimeError):
-        dist.barrier()
+    # that died makes it fail: nothing to wait for then)
+    if barrier:
+        with contextlib.suppress(RuntimeError):
+            dist.barrier()
     dist.destroy_process_group()
 
 
@@ -75,13 +82,19 @@ def run(
     world: int = 2,
     start: str = "fork",
     timeout: float = 60.0,
+    barrier: bool = True,
 ) -> list[Any]:
-    """What ``target(rank, world, *args)`` returned on each rank (see the module docstring)."""
+    """What ``target(rank, world, *args)`` returned on each rank (see the module docstring).
+
+    ``barrier=False``: the ranks leave without waiting for each other (a test that left a
+    collective pending on purpose: a barrier would wait for the group's timeout)."""
     ctx = multiprocessing.get_context(start)
     port = free_port()
     pipes = [ctx.Pipe(duplex=False) for _ in range(world)]
     procs = [
-        ctx.Process(target=_rank_main, args=(target, rank, world, port, pipes[rank][1], args))
+        ctx.Process(
+            target=_rank_main, args=(target, rank, world, port, pipes[rank][1], args, barrier)
+        )
         for rank in range(world)
     ]
     for p in procs:

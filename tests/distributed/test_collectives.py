@@ -87,9 +87,8 @@ def test_a_peer_that_dies_during_a_reduction_raises_peer_lost() -> None:
 
 
 def test_a_silent_peer_fails_the_reduction_after_the_timeout() -> None:
-    (error, message), _ = run(
-        workers.silent_collective, multiprocessing.get_context("fork").Event()
-    )
+    event = multiprocessing.get_context("fork").Event()
+    (error, message), _ = run(workers.silent_collective, event, barrier=False)
     assert error == "DistributedTimeoutError", message
     assert "timeout=1 s" in message
 
