@@ -39,6 +39,11 @@ def test_reduce_sums_into_dst(options: dict) -> None:
     assert all_equal(dst, 3.0) and other is None
 
 
+def test_all_reduce_pairs_leaves_of_the_same_size_whatever_their_shapes() -> None:
+    for leaves in run(workers.all_reduce_between, ["dense", "flattened"]):
+        assert all_equal(leaves, 3.0)
+
+
 def test_reductions_of_tensordicts_that_do_not_fit_raise_on_every_rank() -> None:
     for error, message in run(workers.all_reduce_mismatch):
         assert error == "TransferMismatchError", message

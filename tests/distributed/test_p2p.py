@@ -28,6 +28,11 @@ def test_recv_writes_every_leaf_in_place(kind: str) -> None:
     assert tag == len(leaves) - 1  # upstream's return: the last leaf's tag
 
 
+def test_leaves_of_the_same_dtype_and_size_fit_whatever_their_shapes() -> None:
+    _, leaves = run(workers.send_recv_between, "dense", "flattened")  # (2, 3) into (6,), ...
+    assert all_equal(leaves, 1.0) and leaves[("c",)].shape == (6,)
+
+
 def test_tags_follow_init_tag_and_pseudo_rand() -> None:
     options = {"init_tag": 7, "pseudo_rand": True}
     _, (tag, leaves) = run(workers.send_recv, "dense", options)

@@ -29,7 +29,7 @@ def test_leaves_walk_sorted_keys_members_and_tensorclasses_and_skip_non_tensors(
     ]  # fmt: skip
 
 
-def test_records_round_trip_and_fingerprints_see_dtype_and_shape() -> None:
+def test_records_round_trip_and_fingerprints_see_dtype_and_size() -> None:
     tensors = [torch.zeros(2, 3), torch.zeros(4, dtype=torch.int64), torch.zeros(())]
     recs = schema.records(tensors)
     assert [schema.describe(r) for r in schema.split_records(recs)] == [
@@ -37,8 +37,10 @@ def test_records_round_trip_and_fingerprints_see_dtype_and_shape() -> None:
     ]  # fmt: skip
     fingerprint = schema.fingerprint(recs)
     assert fingerprint == schema.fingerprint(schema.records([t.clone() for t in tensors]))
-    assert fingerprint != schema.fingerprint(schema.records([torch.zeros(3, 2), *tensors[1:]]))
+    assert fingerprint != schema.fingerprint(schema.records([torch.zeros(2, 4), *tensors[1:]]))
     assert fingerprint != schema.fingerprint(schema.records([t.double() for t in tensors]))
+    # the same number of elements in another shape fits, as upstream (memory order)
+    assert fingerprint == schema.fingerprint(schema.records([torch.zeros(3, 2), *tensors[1:]]))
 
 
 def test_first_difference() -> None:
@@ -46,14 +48,18 @@ def test_first_difference() -> None:
     assert schema.first_difference(a, a) is None
     assert schema.first_difference(a, b) == 1
     assert schema.first_difference(b, [(1, 4, 1, 3), (1, 4, 0)]) == 0
+    assert schema.first_difference(a, [(1, 4, 2, 1, 2)]) is None  # (2,) fits (1, 2)
 
 
-def test_consolidated_layout_sees_key_order() -> None:
-    one = TensorDict(a=torch.zeros(2), b=torch.zeros(2)).consolidate()
-    other = TensorDict(b=torch.zeros(2), a=torch.zeros(2)).consolidate()
+def test_consolidated_layout_sees_where_the_bytes_lie() -> None:
+    one = TensorDict(a=torch.zeros(2), b=torch.zeros(2, dtype=torch.int64)).consolidate()
+    other = TensorDict(b=torch.zeros(2, dtype=torch.int64), a=torch.zeros(2)).consolidate()
     recs, layout = schema.consolidated_layout(one._consolidated["metadata"])
     recs2, layout2 = schema.consolidated_layout(other._consolidated["metadata"])
-    assert recs == recs2 and layout != layout2  # same tensors, other places in the storage
+    assert schema.fingerprint(recs, layout) != schema.fingerprint(recs2, layout2)
+    renamed = TensorDict(x=torch.zeros(2), y=torch.zeros(2, dtype=torch.int64)).consolidate()
+    recs3, layout3 = schema.consolidated_layout(renamed._consolidated["metadata"])
+    assert schema.fingerprint(recs, layout) == schema.fingerprint(recs3, layout3)  # names: free
 
 
 def test_pseudo_random_tags_are_upstreams_chain() -> None:

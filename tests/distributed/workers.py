@@ -35,6 +35,8 @@ def make(kind: str, fill: float) -> Any:
     if kind == "wide":
         base["c"] = full(2, 4)
         return base
+    if kind == "flattened":  # the same leaves, each flat: the same dtypes and sizes
+        return TensorDict({k: v.reshape(-1) for k, v in base.items(True, True)}, [])
     if kind == "memmap":
         base["m"] = MemoryMappedTensor.from_tensor(full(2, 2))
         return base
@@ -80,6 +82,14 @@ def send_recv(rank: int, world: int, kind: str, options: dict[str, Any]) -> Any:
         return td.send(1, **options)
     tag = td.recv(0, **options)
     return tag, leaves_of(td)
+
+
+def send_recv_between(rank: int, world: int, sent: str, received: str) -> Any:
+    td = make(sent if rank == 0 else received, 1.0 if rank == 0 else 0.0)
+    if rank == 0:
+        return td.send(1)
+    td.recv(0)
+    return leaves_of(td)
 
 
 def isend_irecv_early(rank: int, world: int, kind: str) -> Any:
@@ -227,6 +237,12 @@ def reduce_to(rank: int, world: int, options: dict[str, Any]) -> Any:
     for work in works or ():
         work.wait()
     return leaves_of(td) if rank == 0 else None
+
+
+def all_reduce_between(rank: int, world: int, kinds: list[str]) -> Any:
+    td = make(kinds[rank], float(rank + 1))
+    td.all_reduce()
+    return leaves_of(td)
 
 
 def all_reduce_mismatch(rank: int, world: int) -> Any:

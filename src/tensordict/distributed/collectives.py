@@ -60,13 +60,14 @@ def _world(group: Any) -> int:
 
 
 def _agree(group: Any, found: list[schema.Leaf], deadline: Deadline, doing: str) -> None:
-    """Raise on every rank unless every rank holds leaves of the same dtypes and shapes."""
+    """Raise on every rank unless every rank holds leaves of the same dtypes and sizes (in
+    number of elements: the shapes may differ, as upstream)."""
     recs = schema.records([leaf.tensor for leaf in found])
     total = sum(leaf.tensor.numel() * leaf.tensor.element_size() for leaf in found)
     row = torch.tensor([MAGIC, len(found), total, schema.fingerprint(recs), len(recs)])
     rows = [torch.zeros_like(row) for _ in range(_world(group))]
     deadline.wait(dist.all_gather(rows, row, group=group, async_op=True), doing)
-    if all(torch.equal(r, rows[0]) for r in rows):
+    if all(torch.equal(r[:4], rows[0][:4]) for r in rows):  # (r[4]: the records' length)
         return
     # every rank sees the mismatch: gather the records (padded) to say where they differ
     width = max(int(r[4]) for r in rows)
@@ -75,11 +76,11 @@ def _agree(group: Any, found: list[schema.Leaf], deadline: Deadline, doing: str)
     everyone = [torch.zeros_like(mine) for _ in rows]
     deadline.wait(dist.all_gather(everyone, mine, group=group, async_op=True), doing)
     me = dist.get_rank(group=group)
-    other = next(i for i, r in enumerate(rows) if not torch.equal(r, rows[me]))
+    other = next(i for i, r in enumerate(rows) if not torch.equal(r[:4], rows[me][:4]))
     theirs = schema.split_records(everyone[other][: int(rows[other][4])].tolist())
     here = schema.split_records(recs)
     index = schema.first_difference(here, theirs)
-    where = "their dtypes or shapes differ"
+    where = "their dtypes or sizes differ"
     if index is not None:
         key = f" (key {found[index].path})" if index < len(found) else ""
         at_here = here[index] if index < len(here) else None

@@ -5,14 +5,17 @@ its key falls, a lazy stack member by member, non-tensor data skipped (it never 
 leaf). Names do not have to match, as upstream: the leaves are paired by their place in that order.
 
 A leaf's *record* is ``[dtype code, item size, ndim, *shape]``; a transfer's records are the
-records of its leaves, one after the other, and its fingerprint a 63-bit hash of them. The two ends
-of a transfer (or every rank of a collective) compare fingerprints before moving data, and records
-to say where they differ.
+records of its leaves, one after the other, and its fingerprint a 63-bit hash of each leaf's dtype
+and number of elements. The two ends of a transfer (or every rank of a collective) compare
+fingerprints before moving data, and records to say where they differ. Two leaves fit when they
+have the same dtype and number of elements: the shapes may differ, as with upstream (the values
+are written in memory order, a ``(1, 2)`` leaf into a ``(2,)`` one).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import zlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -33,6 +36,7 @@ __all__ = [
     "dtype_code",
     "first_difference",
     "fingerprint",
+    "fits",
     "leaves",
     "records",
     "split_records",
@@ -161,10 +165,17 @@ def split_records(flat: list[int]) -> list[tuple[int, ...]]:
     return out
 
 
+def fits(record: tuple[int, ...]) -> tuple[int, int, int]:
+    """What must match between two leaves: dtype, item size, number of elements."""
+    return record[0], record[1], math.prod(record[3:])
+
+
 def fingerprint(flat: list[int], extra: bytes = b"") -> int:
-    """A 63-bit hash of records (and ``extra`` bytes), the same in every process."""
-    digest = hashlib.blake2b(np.asarray(flat, dtype=np.int64).tobytes() + extra, digest_size=8)
-    return int.from_bytes(digest.digest(), "little") & 0x7FFF_FFFF_FFFF_FFFF
+    """A 63-bit hash of what must match in records (and of ``extra`` bytes), the same in every
+    process."""
+    fitting = [v for record in split_records(flat) for v in fits(record)]
+    data = np.asarray(fitting, dtype=np.int64).tobytes() + extra
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little") & (2**63 - 1)
 
 
 def describe(record: tuple[int, ...] | None) -> str:
@@ -176,16 +187,16 @@ def describe(record: tuple[int, ...] | None) -> str:
 
 
 def first_difference(mine: list[tuple[int, ...]], theirs: list[tuple[int, ...]]) -> int | None:
-    """The index of the first record that differs (None if the lists are equal)."""
+    """The index of the first record that does not fit the other (None: they all fit)."""
     for i, (a, b) in enumerate(zip(mine, theirs)):
-        if a != b:
+        if fits(a) != fits(b):
             return i
     return None if len(mine) == len(theirs) else min(len(mine), len(theirs))
 
 
 def consolidated_layout(meta: dict[str, Any]) -> tuple[list[int], bytes]:
-    """The records of a consolidated tensordict's leaves in storage order, and its layout
-    (paths, dtypes, shapes, byte ranges) as bytes for the fingerprint."""
+    """The records of a consolidated tensordict's leaves in storage order, and where each lies
+    in the storage (byte ranges), as bytes for the fingerprint."""
     found: list[tuple[int, str, tuple[str, ...], str, list[int], int]] = []
     _layout_walk(meta, (), found)
     found.sort()
@@ -193,7 +204,7 @@ def consolidated_layout(meta: dict[str, Any]) -> tuple[list[int], bytes]:
     for _start, dtype, _path, _key, shape, _end in found:
         item = _DTYPES[dtype].itemsize if dtype in _DTYPES else 0
         flat += (dtype_code(dtype), item, len(shape), *shape)
-    return flat, repr(found).encode()
+    return flat, repr([(start, end) for start, *_, end in found]).encode()
 
 
 def _layout_walk(meta: dict[str, Any], path: tuple[str, ...], found: list[Any]) -> None:
