@@ -7,6 +7,7 @@ from __future__ import annotations
 import multiprocessing
 
 import pytest
+import torch
 
 from tests.distributed import workers
 from tests.distributed.harness import Died, run
@@ -101,3 +102,8 @@ def test_a_silent_peer_fails_the_reduction_after_the_timeout() -> None:
 def test_spawned_ranks_rebuild_the_tensorclass_by_name() -> None:
     _, (cls, first, plain) = run(workers.tensorclass_p2p, start="spawn")
     assert cls == "MyDistData" and (first == 42).all() and (plain == 42).all()
+
+
+def test_memmap_of_a_dtensor_holds_its_whole_value() -> None:
+    mapped, _ = run(workers.memmap_dtensor)
+    assert mapped.tolist() == torch.arange(16.0).reshape(8, 2).tolist()

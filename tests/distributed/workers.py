@@ -296,3 +296,16 @@ def dead_collective_peer(rank: int, world: int) -> Any:
     if rank == 1:
         os._exit(3)
     return caught(lambda: make("dense", 1.0).all_reduce(timeout=20))[:2]
+
+
+def memmap_dtensor(rank: int, world: int) -> Any:
+    """A DTensor sharded over both ranks: rank 0 memory-maps it (its whole value), rank 1 makes
+    the matching gather."""
+    from torch.distributed.tensor import DeviceMesh, Shard, distribute_tensor
+
+    mesh = DeviceMesh("cpu", torch.arange(world))
+    dt = distribute_tensor(torch.arange(16.0).reshape(8, 2), mesh, [Shard(0)])
+    if rank == 0:
+        return MemoryMappedTensor.from_tensor(dt).clone()
+    dt.full_tensor()
+    return None
