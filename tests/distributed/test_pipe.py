@@ -126,6 +126,16 @@ def test_blocking_calls_refuse_a_running_loop() -> None:
         asyncio.run(inside())
 
 
+def test_a_dropped_pipe_closes_its_endpoint() -> None:
+    endpoint = Loopback()
+    pipe = TensorDictPipe(endpoint)
+    del pipe
+    assert endpoint.closed
+    with TensorDictPipe(other := Loopback()) as pipe:
+        assert not pipe.closed
+    assert pipe.closed and other.closed
+
+
 def test_connect_without_ucxx_names_the_package() -> None:
     pytest.importorskip("numpy")
     if __import__("importlib").util.find_spec("ucxx") is not None:

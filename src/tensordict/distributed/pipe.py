@@ -428,6 +428,28 @@ class TensorDictPipe:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    def __del__(self) -> None:
+        # a pipe dropped open closes its endpoint: at once, or as a task of the running loop
+        if getattr(self, "_closed", True):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        try:
+            if loop is None:
+                asyncio.run(self.aclose())
+            else:
+                task = loop.create_task(self.aclose())
+                _CLOSING.add(task)
+                task.add_done_callback(_CLOSING.discard)
+        except Exception:  # (in a finaliser: nothing to raise to)
+            pass
+
+
+#: the closing tasks of pipes dropped inside a running loop (kept until they finish)
+_CLOSING: set[asyncio.Task[None]] = set()
+
 
 class TensorDictServer:
     """Accepts several :meth:`TensorDictPipe.connect` clients on ``port`` (needs ``ucxx``):
