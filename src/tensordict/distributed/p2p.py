@@ -36,7 +36,7 @@ from tensordict.errors import DistributedTimeoutError, NotConsolidatedError, Tra
 __all__ = ["TransferWork", "irecv", "isend", "recv", "send"]
 
 #: the size of the messages a consolidated storage travels in (the last one is smaller)
-CHUNK_BYTES = 4 << 20
+CHUNK_BYTES = payload.CHUNK_BYTES
 
 
 class _Plan:
@@ -112,9 +112,7 @@ def storage_plan(td: Any, init_tag: int, receiving: bool) -> _Plan | None:
 class _Sending:
     """The sender's side of a transfer (see the module docstring)."""
 
-    def __init__(
-        self, pg: Any, peer: int, init_tag: int, plan: _Plan, deadline: Deadline, doing: str
-    ) -> None:
+    def __init__(self, pg: Any, peer: int, init_tag: int, plan: _Plan, doing: str) -> None:
         self.pg, self.peer, self.plan, self.doing = pg, peer, plan, doing
         self.answer = Answer.buffer()
         self.control = [
@@ -262,13 +260,13 @@ def _doing(verb: str, peer: int) -> str:
 
 def _start_send(
     td: Any, dst: Any, group: Any, group_dst: int | None, init_tag: int, pseudo_rand: bool,
-    consolidated: bool, deadline: Deadline,
+    consolidated: bool,
 ) -> _Sending:  # fmt: skip
     pg, peer = wire.peer_of(dst, group_dst, group, ("dst", "group_dst"))
     plan = storage_plan(td, init_tag, False) if consolidated else None
     if plan is None:
         plan = leaf_plan(td, init_tag, pseudo_rand, receiving=False)
-    return _Sending(pg, peer, init_tag, plan, deadline, _doing("send to", peer))
+    return _Sending(pg, peer, init_tag, plan, _doing("send to", peer))
 
 
 @wire.guarded("send")
@@ -339,9 +337,7 @@ def send(
         dst.send(self)
         return
     deadline = Deadline(timeout)
-    sending = _start_send(
-        self, dst, group, group_dst, init_tag, pseudo_rand, consolidated, deadline
-    )
+    sending = _start_send(self, dst, group, group_dst, init_tag, pseudo_rand, consolidated)
     sending.start(deadline).wait(None, deadline)
 
 
@@ -378,9 +374,7 @@ def isend(
                 work.wait()
     """
     deadline = Deadline(timeout)
-    sending = _start_send(
-        self, dst, group, group_dst, init_tag, pseudo_rand, consolidated, deadline
-    )
+    sending = _start_send(self, dst, group, group_dst, init_tag, pseudo_rand, consolidated)
     if return_early:
         background = _Background(lambda: sending.start(deadline), sending.doing)
         count = max(len(sending.plan.buffers), 1)
