@@ -114,7 +114,10 @@ def test_storage_pool_hands_a_storage_out_again_only_once_nothing_holds_it() -> 
     del first
     second = pool.take(2 << 20, "cpu")
     assert second.data_ptr() != address  # still in use through the view
-    del view, second
+    other = second.data_ptr()
+    del second
+    assert pool.take(2 << 20, "cpu").data_ptr() == other  # (behind one still in use)
+    del view
     assert pool.take(2 << 20, "cpu").data_ptr() == address
     small = pool.take(1024, "cpu")
     assert small.data_ptr() != pool.take(1024, "cpu").data_ptr()  # small ones are not kept

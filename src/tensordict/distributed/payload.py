@@ -69,9 +69,9 @@ class StoragePool:
         if size < POOLED_BYTES or _USE_COUNT is None:
             return torch.empty(size, dtype=torch.uint8, device=where)
         with self._lock:
-            for t in self._kept:
+            for i, t in enumerate(self._kept):
                 if t.numel() == size and t.device == where and self._unused(t):
-                    self._kept.remove(t)
+                    del self._kept[i]  # (by place: == on tensors compares their values)
                     self._kept.append(t)  # (the most recently used last)
                     return t
             t = torch.empty(size, dtype=torch.uint8, device=where)
