@@ -130,6 +130,7 @@ def test_a_silent_peer_raises_after_the_timeout() -> None:
         (lambda td: td.isend(group_dst=0), "`group_dst` requires `group`"),
         (lambda td: td.recv(0, group=object(), group_src=0), "mutually exclusive"),
         (lambda td: td.irecv(), "Exactly one of `src` and `group_src`"),
+        (lambda td: td.init_remote(), "init_remote needs dst="),
     ],
 )
 def test_peer_arguments_are_checked_before_any_communication(call, words: str) -> None:
