@@ -8,8 +8,12 @@ come as class keywords (``class Sample(TensorClass, nocast=True)``) or subscript
 
 from __future__ import annotations
 
+import dataclasses
 import sys
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
 
 from tensordict.errors import TensorclassDefinitionError
 from tensordict.tensorclass.access import setattr_
@@ -24,9 +28,27 @@ __all__ = ["TensorClass"]
 
 OPTIONS = ("autocast", "frozen", "nocast", "shadow", "tensor_only")
 
+if TYPE_CHECKING:
+    from tensordict.core.behaviour.base import TensorDictBase
+
+    @dataclass_transform()
+    @dataclasses.dataclass
+    class _TypedTensorClass(TensorDictBase):
+        """What type checkers see of a tensorclass: the TensorDict API, and the constructor's
+        keyword-only arguments after the fields (a dataclass base brings them into the
+        ``__init__`` that type checkers write for each subclass)."""
+
+        _: dataclasses.KW_ONLY
+        batch_size: Sequence[int] | torch.Size | int | None = None  # type: ignore[assignment]
+        device: torch.device | str | int | None = None  # type: ignore[assignment]
+        names: Sequence[str | None] | None = None  # type: ignore[assignment]
+
+else:
+    _TypedTensorClass = object
+
 
 @dataclass_transform()
-class TensorClass:
+class TensorClass(_TypedTensorClass):
     """Subclass it to declare a tensorclass; the subclass is built as ``@tensorclass`` builds.
 
     Examples:
