@@ -44,6 +44,8 @@ def main() -> None:
     sample = Sample(obs=torch.zeros(3, 2), batch_size=[3])
     sample = Sample(torch.zeros(3, 2), "cat", batch_size=[3], device="cpu")
     first: Sample = sample[0]
+    size: torch.Size = sample.batch_size
+    print(size.numel())
     print(first.label, sample.clone().obs.shape)
     for part in sample.map_iter(normalise, chunksize=1, generator=torch.Generator()):
         print(part)

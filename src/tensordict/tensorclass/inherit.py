@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
 
 import torch
 
@@ -27,9 +27,22 @@ else:  # pragma: no cover - python 3.10
 __all__ = ["TensorClass"]
 
 OPTIONS = ("autocast", "frozen", "nocast", "shadow", "tensor_only")
+_Get = TypeVar("_Get")
+_Set = TypeVar("_Set")
 
 if TYPE_CHECKING:
     from tensordict.core.behaviour.base import TensorDictBase
+
+    class _Field(Generic[_Get, _Set]):
+        """A field typed as a descriptor: the constructor takes ``_Set``, reading gives ``_Get``
+        (PEP 681's descriptor-typed fields)."""
+
+        @overload
+        def __get__(self, instance: None, owner: Any) -> _Field[_Get, _Set]: ...
+        @overload
+        def __get__(self, instance: object, owner: Any) -> _Get: ...
+        def __get__(self, instance: Any, owner: Any) -> Any: ...
+        def __set__(self, instance: Any, value: _Set) -> None: ...
 
     @dataclass_transform()
     @dataclasses.dataclass
@@ -39,9 +52,9 @@ if TYPE_CHECKING:
         ``__init__`` that type checkers write for each subclass)."""
 
         _: dataclasses.KW_ONLY
-        batch_size: Sequence[int] | torch.Size | int | None = None  # type: ignore[assignment]
-        device: torch.device | str | int | None = None  # type: ignore[assignment]
-        names: Sequence[str | None] | None = None  # type: ignore[assignment]
+        batch_size: _Field[torch.Size, Sequence[int] | torch.Size | int | None] = _Field()  # type: ignore[assignment]
+        device: _Field[torch.device | None, torch.device | str | int | None] = _Field()  # type: ignore[assignment]
+        names: _Field[list[str | None], Sequence[str | None] | None] = _Field()  # type: ignore[assignment]
 
 else:
     _TypedTensorClass = object
