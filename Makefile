@@ -30,13 +30,13 @@ demo: $(STAMP)
 	$(PY) -m tensordict.demo $(ARGS)
 
 lint: $(STAMP)
-	$(PY) -m ruff check src tests benchmarks examples
-	$(PY) -m ruff format --check src tests benchmarks examples
+	$(PY) -m ruff check src tests benchmarks examples docs
+	$(PY) -m ruff format --check src tests benchmarks examples docs
 	$(PY) -m mypy
 
 format: $(STAMP)
-	$(PY) -m ruff check --fix src tests benchmarks examples
-	$(PY) -m ruff format src tests benchmarks examples
+	$(PY) -m ruff check --fix src tests benchmarks examples docs
+	$(PY) -m ruff format src tests benchmarks examples docs
 
 # the suite builds the docs too (tests/docs: warnings as errors, internal links, the guides'
 # code) and checks the typing samples with mypy and basedpyright (tests/typing)

@@ -15,6 +15,7 @@ import errno
 
 __all__ = [
     "AlreadyMemmappedError",
+    "ArchiveReturnEarlyError",
     "BackwardError",
     "BatchSizeError",
     "ChunkError",
@@ -40,6 +41,8 @@ __all__ = [
     "LockedError",
     "MappingLimitError",
     "MemmapAppendError",
+    "MemmapArchiveError",
+    "MemmapArchiveWriteError",
     "MemmapDeviceError",
     "MemmapExistsError",
     "MemmapFormatError",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import math
 import os
 from collections.abc import Sequence
@@ -200,7 +201,7 @@ def run(s: Settings) -> tuple[list[stages.StageResult], list[report.Check]]:
                 w,
                 s.nbytes,
                 s.chunks(s.batch_size),
-                lambda label=label: stages.shuffled_epoch(normalised, pool, s.batch_size, label),
+                functools.partial(stages.shuffled_epoch, normalised, pool, s.batch_size, label),
             )
             for name, label in ((EPOCH_1, "shuffled epoch 1"), (EPOCH_2, "shuffled epoch 2"))
         ]
