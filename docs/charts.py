@@ -9,7 +9,8 @@ Each chart is an SVG file under ``docs/_generated/``:
   process, measured in the same run;
 - ``cpu_bound.svg``: the same for the cpu_bound suite, with the two bare forked processes that
   bound what any engine can reach on the machine of the run;
-- ``core_ops.svg``: the time of each core operation over upstream's (below 1: faster).
+- ``core_ops.svg``: the time of each core operation over upstream's as the issues quote it
+  (constants of ``benchmarks/core_ops.py``; below 1: faster).
 
 A row of the results is ``{"suite", "name", "median", "unit", "ratios", "reference", ...}``
 (see ``benchmarks/report.py``); a workload's rows are named ``"WORKLOAD: CONTENDER"``.
@@ -46,7 +47,9 @@ def load(path: Path = RESULTS) -> dict[str, Any] | None:
         return None
 
 
-def workloads(rows: list[dict[str, Any]], suites: tuple[str, ...]) -> dict[str, dict[str, float]]:
+def workloads(
+    rows: list[dict[str, Any]], suites: tuple[str, ...]
+) -> dict[str, dict[str, float]]:
     """``{workload: {contender: throughput over the loop}}`` for the rate rows of ``suites``.
 
     The loop of a workload is its contender named ``loop`` (or ``... loop``: ``h5py loop``).
@@ -65,7 +68,11 @@ def workloads(rows: list[dict[str, Any]], suites: tuple[str, ...]) -> dict[str, 
     """
     groups: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for row in rows:
-        if row.get("suite") in suites and row.get("unit") in RATES and ": " in row["name"]:
+        if (
+            row.get("suite") in suites
+            and row.get("unit") in RATES
+            and ": " in row["name"]
+        ):
             workload, contender = row["name"].split(": ", 1)
             groups[workload][contender] = row
     out: dict[str, dict[str, float]] = {}
@@ -119,49 +126,76 @@ def caption(document: dict[str, Any]) -> str:
     machine = document.get("machine", {})
     date = str(machine.get("date", "?"))[:16].replace("T", " ")
     quick = " (--quick: small sizes)" if document.get("quick") else ""
-    return f"{machine.get('cpu', '?')}, {machine.get('usable_cores', '?')} cores, {date}{quick}"
+    load = machine.get("load_average")
+    busy = ""
+    if (
+        load and load[0] > 1.5
+    ):  # more than the benchmark's own workers: a shared machine
+        busy = f", load {load[0]:.1f} (other processes shared the CPUs)"
+    cpus = f"{machine.get('cpu', '?')}, {machine.get('usable_cores', '?')} cores"
+    return f"make bench: {cpus}, {date}{quick}{busy}"
 
 
-def _bars(ax: Any, values: dict[str, float], title: str, reference: str) -> None:
+def _colour(name: str, value: float) -> str:
+    """A contender's colour; an operation (not a contender) is green when faster than upstream."""
+    if name in COLOURS:
+        return COLOURS[name]
+    return "#2ca02c" if value <= 1.0 else "#d62728"
+
+
+def _bars(ax: Any, values: dict[str, float], title: str) -> None:
     names = list(values)
     ax.barh(
         range(len(names)),
         [values[n] for n in names],
-        color=[COLOURS.get(n, "#9467bd") for n in names],
+        height=0.7,
+        color=[_colour(n, values[n]) for n in names],
     )
-    ax.set_yticks(range(len(names)), names)
-    ax.invert_yaxis()
+    ax.set_yticks(range(len(names)), names, fontsize=8)
+    ax.set_ylim(len(names) - 0.5, -0.5)
     ax.axvline(1.0, color="black", linewidth=1)
     top = max([1.0, *values.values()])
     for i, n in enumerate(names):
-        ax.text(values[n] + top * 0.01, i, f"{values[n]:.2f}x", va="center", fontsize=8)
-    ax.set_xlim(0, top * 1.2)
-    ax.set_title(title, fontsize=10, loc="left")
-    ax.set_xlabel(reference, fontsize=8)
+        ax.text(
+            values[n] + top * 0.015, i, f"{values[n]:.2f}x", va="center", fontsize=8
+        )
+    ax.set_xlim(0, top * 1.25)
+    ax.tick_params(axis="x", labelsize=8)
+    ax.set_title(title, fontsize=9, loc="left")
 
 
-def _figure(panels: dict[str, dict[str, float]], reference: str, title: str, out: Path) -> None:
+def _figure(
+    panels: dict[str, dict[str, float]], reference: str, title: str, out: Path
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: small files, searchable
+    matplotlib.rcParams["svg.fonttype"] = (
+        "none"  # text stays text: small files, searchable
+    )
     import matplotlib.pyplot as plt
 
-    heights = [0.45 * len(v) + 0.9 for v in panels.values()] or [1.0]
+    columns = 2 if len(panels) > 2 else 1
+    rows = max(1, -(-len(panels) // columns))
+    bars = max([len(v) for v in panels.values()] or [1])
     fig, axes = plt.subplots(
-        len(heights),
-        1,
-        figsize=(8, sum(heights) + 0.6),
-        gridspec_kw={"height_ratios": heights},
+        rows,
+        columns,
+        figsize=(
+            5.2 * columns if columns > 1 else 8.0,
+            rows * (0.32 * bars + 0.9) + 0.9,
+        ),
         squeeze=False,
+        layout="constrained",
     )
-    for ax, (name, values) in zip(axes[:, 0], panels.items()):
-        _bars(ax, values, name, reference)
+    for ax, (name, values) in zip(axes.flat, panels.items()):
+        _bars(ax, values, name)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.set_axis_off()
     if not panels:
         axes[0, 0].text(0.5, 0.5, "no rows in benchmarks/results.json", ha="center")
-        axes[0, 0].set_axis_off()
-    fig.suptitle(title, fontsize=9, x=0.01, ha="left")
-    fig.tight_layout()
+    fig.suptitle(title, fontsize=8, x=0.01, ha="left", color="#555555")
+    fig.supxlabel(reference, fontsize=8)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, format="svg", metadata={"Date": None})  # same input, same file
     plt.close(fig)
@@ -172,7 +206,10 @@ def draw_all(out_dir: Path, results: Path = RESULTS) -> list[Path]:
     document = load(results)
     out_dir = Path(out_dir)
     if document is None:
-        document = {"rows": [], "machine": {"cpu": "no benchmarks/results.json: run make bench"}}
+        document = {
+            "rows": [],
+            "machine": {"cpu": "no benchmarks/results.json: run make bench"},
+        }
     rows, where = document.get("rows", []), caption(document)
     charts = {
         "throughput.svg": (
@@ -185,7 +222,7 @@ def draw_all(out_dir: Path, results: Path = RESULTS) -> list[Path]:
         ),
         "core_ops.svg": (
             {"core operations": core_ops(rows)} if core_ops(rows) else {},
-            "time over upstream tensordict 0.15.3's (1 = upstream; lower is faster)",
+            "time over upstream 0.15.3's, as the issues quote it (1 = upstream; lower is faster)",
         ),
     }
     written = []
@@ -197,6 +234,8 @@ def draw_all(out_dir: Path, results: Path = RESULTS) -> list[Path]:
 
 if __name__ == "__main__":
     source = Path(sys.argv[1]) if len(sys.argv) > 1 else RESULTS
-    target = Path(sys.argv[2]) if len(sys.argv) > 2 else Path(__file__).parent / "_generated"
+    target = (
+        Path(sys.argv[2]) if len(sys.argv) > 2 else Path(__file__).parent / "_generated"
+    )
     for path in draw_all(target, source):
         print(path)

@@ -47,7 +47,9 @@ autosummary_imported_members = True
 # the whole API is listed once, on these classes' pages (the others list what they add)
 autosummary_context = {"full_api": ["TensorDict", "TensorClass"]}
 autodoc_typehints = "signature"
-autodoc_docstring_signature = False  # a docstring's first line is prose, never a signature
+autodoc_docstring_signature = (
+    False  # a docstring's first line is prose, never a signature
+)
 autodoc_member_order = "groupwise"
 autodoc_default_options = {"show-inheritance": True}
 napoleon_google_docstring = True
@@ -64,22 +66,37 @@ _OUTSIDE = (
 )
 nitpick_ignore_regex = [
     (r"py:.*", _OUTSIDE),
-    (r"py:.*", r"(Any|Callable|Iterator|Iterable|Sequence|Mapping|MutableMapping|Tensor|Size)"),
-    (r"py:.*", r"(Module|Parameter|Deprecated|zipfile|nn\.Module|ndarray|Tensor\..*|Delta)"),
+    (
+        r"py:.*",
+        r"(Any|Callable|Iterator|Iterable|Sequence|Mapping|MutableMapping|Tensor|Size)",
+    ),
+    (
+        r"py:.*",
+        r"(Module|Parameter|Deprecated|zipfile|nn\.Module|ndarray|Tensor\..*|Delta)",
+    ),
     # words of the docstrings that torch.Tensor's methods pass down to UnbatchedTensor
     (r"py:.*", r"(number|list or number|seq|List of Tensors|force)"),
     # upstream's namespaces kept for compatibility, and the views keys()/values()/items() return
-    (r"py:class", r"tensordict\.utils\.\w+|TensorDictFuture|tensordict\.core\.keys\.\w+View"),
+    (
+        r"py:class",
+        r"tensordict\.utils\.\w+|TensorDictFuture|tensordict\.core\.keys\.\w+View",
+    ),
     (r"py:class", r"tensordict\.formats\.backed\.BackedTensorDict"),
     (r"py:.*", r".*\.(InputClass|OutputClass|TruncatedStandardNormal)"),
     # base classes and helpers that are not public (mixins, private names): not documented
     (r"py:class", r"tensordict\..*\.(_\w+|\w+Mixin)"),
     # modules named in docstrings for readers of the source; the reference documents names
     (r"py:mod", r"tensordict\..*"),
-    (r"py:.*", r"(int|float|str|bool|bytes|dict|list|tuple|set|type|object|None|slice)"),
+    (
+        r"py:.*",
+        r"(int|float|str|bool|bytes|dict|list|tuple|set|type|object|None|slice)",
+    ),
     # TypeVars of annotations, and words of the Google style's type fields ("x (int, optional)")
     (r"py:.*", r"(.*\.)?(T|T_co|P|R|_T|S)"),
-    (r"py:.*", r"(self|optional|string|callable|iterable|sequence|array|scalar|tensor)"),
+    (
+        r"py:.*",
+        r"(self|optional|string|callable|iterable|sequence|array|scalar|tensor)",
+    ),
 ]
 
 

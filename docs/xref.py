@@ -45,7 +45,15 @@ _TYPES = {
     "exc": ("exception", "class"),
     "meth": ("method", "classmethod", "staticmethod", "property"),
     "attr": ("attribute", "property", "data"),
-    "obj": ("function", "class", "exception", "method", "attribute", "property", "data"),
+    "obj": (
+        "function",
+        "class",
+        "exception",
+        "method",
+        "attribute",
+        "property",
+        "data",
+    ),
     "data": ("data", "attribute"),
 }
 
@@ -64,7 +72,9 @@ def _find(objects: dict[str, Any], target: str, role: str) -> str | None:
     types = _TYPES.get(role, _TYPES["obj"])
     names = [n for n, e in objects.items() if not e.aliased and e.objtype in types]
     by_suffix = [n for n in names if n == target or n.endswith("." + target)]
-    if not by_suffix and "TensorDictBase." in target:  # the API is listed on TensorDict's page
+    if (
+        not by_suffix and "TensorDictBase." in target
+    ):  # the API is listed on TensorDict's page
         return _find(objects, target.replace("TensorDictBase.", "TensorDict."), role)
     if by_suffix:
         return by_suffix[0] if len(by_suffix) == 1 else _pick(by_suffix)
@@ -81,7 +91,9 @@ def resolve(app: Any, env: Any, node: Any, contnode: Any) -> Any:
     if node.get("refdomain") != "py":
         return None
     target = node["reftarget"].lstrip("~.")
-    objects = env.get_domain("py").objects  # name -> (docname, node_id, objtype, aliased)
+    objects = env.get_domain(
+        "py"
+    ).objects  # name -> (docname, node_id, objtype, aliased)
     name = _find(objects, target, node.get("reftype", "obj"))
     if name is None:
         return None
