@@ -45,7 +45,7 @@ test: lint
 
 # the docs site, warnings as errors (open docs/_build/html/index.html)
 docs: $(STAMP)
-	$(PY) -m sphinx -W --keep-going -n -q -b html docs docs/_build/html
+	$(PY) -m sphinx -W --keep-going -n -q -j auto -b html docs docs/_build/html
 
 # a wheel and an sdist in dist/, checked as the package index would
 dist: $(STAMP)
