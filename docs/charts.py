@@ -34,7 +34,7 @@ COLOURS = {
     "map_iter shuffle": "#6baed6",
     "DataLoader": "#ff7f0e",
     "upstream map_iter": "#7f7f7f",
-    "upstream 0.15.3 (issue figure)": "#bdbdbd",  # its ratio to its loop, quoted in the issues
+    "upstream (issues' figure)": "#bdbdbd",  # its ratio to its loop, quoted in the issues
     "bare processes": "#2ca02c",
 }
 
@@ -55,7 +55,7 @@ def workloads(
     The loop of a workload is its contender named ``loop`` (or ``... loop``: ``h5py loop``).
     Upstream ratios that the benchmarks quote instead of measuring (``upstream 3.1 GB/s
     (0.26x)`` in a row's reference: upstream over its loop, in the issue's run) are added as
-    ``upstream 0.15.3 (issue figure)``.
+    ``upstream (issues' figure)``.
 
     Examples:
         >>> rows = [
@@ -64,7 +64,7 @@ def workloads(
         ...      "reference": "upstream 1.0 GB/s (0.5x)"},
         ... ]
         >>> workloads(rows, ("s",))
-        {'w': {'map_iter': 1.5, 'upstream 0.15.3 (issue figure)': 0.5}}
+        {'w': {'map_iter': 1.5, "upstream (issues' figure)": 0.5}}
     """
     groups: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for row in rows:
@@ -88,7 +88,7 @@ def workloads(
         }
         quoted = _quoted_upstream(contenders.get("map_iter", {}))
         if quoted is not None and "upstream map_iter" not in ratios:
-            ratios["upstream 0.15.3 (issue figure)"] = quoted
+            ratios["upstream (issues' figure)"] = quoted
         if ratios:
             out[workload] = ratios
     return out

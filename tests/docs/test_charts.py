@@ -50,7 +50,7 @@ def test_workloads_are_ratios_to_their_loop_within_the_run(tmp_path):
         "reduce 1 GiB": {
             "map_iter": 0.75,
             "DataLoader": 0.5,
-            "upstream 0.15.3 (issue figure)": 0.26,
+            "upstream (issues' figure)": 0.26,
         },
         "h5 1 GiB": {"map_iter": 0.5, "upstream map_iter": 0.25},
     }
