@@ -32,7 +32,6 @@ extensions = [
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 exclude_patterns = ["_build", "README.md", "Thumbs.db", ".DS_Store"]
 templates_path = ["_templates"]
-html_static_path = ["_static"]
 
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
