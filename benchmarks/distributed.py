@@ -96,7 +96,8 @@ def _ops(contender: str, rank: int, size_mib: int) -> tuple[dict[str, Callable[[
 
 
 def measure(contender: str, rank: int, port: int, size_mib: int, repeat: int) -> dict[str, Any]:
-    """Times of each operation on this rank (rank 0's are the result)."""
+    """Times of each operation on this rank (rank 0's are the result), and where the
+    ``tensordict`` it ran was imported from."""
     import torch
     import torch.distributed as dist
 
@@ -122,7 +123,9 @@ def measure(contender: str, rank: int, port: int, size_mib: int, repeat: int) ->
         assert float(received["g0", "x0"][0, 0]) == 1.0, "send/recv: wrong values"
     dist.barrier()
     dist.destroy_process_group()
-    return times
+    import tensordict
+
+    return {"times": times, "module": tensordict.__file__}
 
 
 def _free_port() -> int:
@@ -160,7 +163,11 @@ def _pair(python: Path | str, contender: str, size_mib: int, repeat: int) -> dic
         if p.returncode:
             raise RuntimeError(f"{python} {contender} failed:\n{err[-2000:]}")
     result: dict[str, Any] = json.loads(outs[0][0].strip().splitlines()[-1])
-    return result
+    ours = Path(result["module"]).resolve().is_relative_to(Path(root).resolve())
+    if ours and str(python) != sys.executable:  # (upstream's must not import this tree)
+        raise RuntimeError(f"{python} imported tensordict from {result['module']}, not its own")
+    times: dict[str, Any] = result["times"]
+    return times
 
 
 def run(

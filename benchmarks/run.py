@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -234,7 +235,35 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--only", action="append", choices=sorted(SUITES), help="run this suite (repeatable)"
     )
     parser.add_argument("--output", type=Path, default=RESULTS, help="where to write the JSON")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the other suites of the existing output file (with --only: one suite re-run)",
+    )
     return parser.parse_args(argv)
+
+
+def merge_into(path: Path, document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` with the suites of the results file at ``path`` that it did not run.
+
+    Each kept suite carries its run's ``machine`` (date, load) under ``suites[name]["machine"]``
+    unless it has one already; the rows keep their order (the earlier file's first, then the new
+    ones). A missing or unreadable file keeps nothing.
+    """
+    try:
+        earlier = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return document
+    ran = set(document["suites"])
+    kept = {k: v for k, v in earlier.get("suites", {}).items() if k not in ran}
+    for raw in kept.values():
+        if isinstance(raw, dict):
+            raw.setdefault("machine", earlier.get("machine", {}))
+    rows = [r for r in earlier.get("rows", []) if r.get("suite") not in ran]
+    merged = {**earlier, **document}
+    merged["suites"] = {**kept, **document["suites"]}
+    merged["rows"] = rows + document["rows"]
+    return merged
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -256,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
         document["rows"] += [{"suite": name, **row} for row in rows]
     document["seconds"] = round(time.perf_counter() - started, 1)
     document["machine"]["load_average_end"] = machine()["load_average"]
+    if args.merge:
+        document = merge_into(args.output, document)
     write_json(args.output, document)
     print(machine_line(info))
     print(format_rows(document["rows"]))

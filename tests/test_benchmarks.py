@@ -43,6 +43,24 @@ def test_run_quick_writes_table_and_results(tmp_path: Path) -> None:
         assert row["median"] > 0
 
 
+def test_merge_keeps_the_suites_that_did_not_run(tmp_path: Path) -> None:
+    from benchmarks.run import merge_into
+
+    path = tmp_path / "results.json"
+    old = {
+        "machine": {"date": "d0"},
+        "suites": {"a": {"x": 1}, "b": {"y": 2}},
+        "rows": [{"suite": "a", "name": "x"}, {"suite": "b", "name": "y"}],
+    }
+    new = {"machine": {"date": "d1"}, "suites": {"b": {}}, "rows": [{"suite": "b", "name": "z"}]}
+    assert merge_into(path, new) is new  # no file yet: nothing to keep
+    path.write_text(json.dumps(old))
+    merged = merge_into(path, new)
+    assert [(r["suite"], r["name"]) for r in merged["rows"]] == [("a", "x"), ("b", "z")]
+    assert merged["suites"]["a"] == {"x": 1, "machine": {"date": "d0"}}
+    assert merged["suites"]["b"] == {} and merged["machine"] == {"date": "d1"}
+
+
 def test_only_rejects_an_unknown_suite() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.run", "--only", "nope"],
