@@ -22,10 +22,10 @@ from tensordict.core.factory import forward, home
 if TYPE_CHECKING:  # the functions themselves, for type checkers (a row's type is its function's)
     from tensordict import store
     from tensordict.core.behaviour import padding
-    from tensordict.distributed import collectives, p2p, pipe, remote
     from tensordict.core.serial import convert, printing
     from tensordict.core.serial import pack as serial_pack
     from tensordict.core.serial import state_dict as serial_state
+    from tensordict.distributed import collectives, p2p, pipe, remote
     from tensordict.formats import persistent, schema, struct, tables
     from tensordict.memmap import io as memmap_io
     from tensordict.memmap import load as memmap_load
