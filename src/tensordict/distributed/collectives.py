@@ -181,7 +181,6 @@ def _finish(
     return None
 
 
-@wire.guarded("all_reduce")
 def all_reduce(
     self: Any,
     op: Any = None,
@@ -216,16 +215,16 @@ def all_reduce(
             td = TensorDict(a=torch.ones(3) * rank, batch_size=[3])
             td.all_reduce()           # with 2 ranks: td["a"] == 1 on both
     """
-    op = dist.ReduceOp.SUM if op is None else op
-    deadline, doing = Deadline(timeout), "all_reduce"
-    found, buffers, after = _leaf_buffers(self)
-    _agree(group, found, deadline, doing)
-    units = _buckets(buffers, after, bucket_bytes)
-    works = [dist.all_reduce(flat, op=op, group=group, async_op=True) for flat, _ in units]
-    return _finish(works, [f for _, f in units], not async_op, deadline, doing)
+    with wire.translated("all_reduce"):
+        op = dist.ReduceOp.SUM if op is None else op
+        deadline, doing = Deadline(timeout), "all_reduce"
+        found, buffers, after = _leaf_buffers(self)
+        _agree(group, found, deadline, doing)
+        units = _buckets(buffers, after, bucket_bytes)
+        works = [dist.all_reduce(flat, op=op, group=group, async_op=True) for flat, _ in units]
+        return _finish(works, [f for _, f in units], not async_op, deadline, doing)
 
 
-@wire.guarded("reduce")
 def reduce(
     self: Any,
     dst: int,
@@ -260,16 +259,17 @@ def reduce(
             td = TensorDict(a=torch.ones(3) * (rank + 1), batch_size=[3])
             td.reduce(dst=0)          # with 2 ranks: td["a"] == 3 on rank 0
     """
-    op = dist.ReduceOp.SUM if op is None else op
-    deadline, doing = Deadline(timeout), f"reduce to rank {dst}"
-    found, buffers, after = _leaf_buffers(self)
-    _agree(group, found, deadline, doing)
-    if dist.get_rank() != dst:
-        after = [None] * len(after)  # (no result here: nothing to write back)
-    units = _buckets(buffers, after, bucket_bytes)
-    works = [dist.reduce(flat, dst=dst, op=op, group=group, async_op=True) for flat, _ in units]
-    early = async_op and return_premature
-    return _finish(works, [f for _, f in units], not early, deadline, doing)
+    with wire.translated("reduce"):
+        op = dist.ReduceOp.SUM if op is None else op
+        deadline, doing = Deadline(timeout), f"reduce to rank {dst}"
+        found, buffers, after = _leaf_buffers(self)
+        _agree(group, found, deadline, doing)
+        if dist.get_rank() != dst:
+            after = [None] * len(after)  # (no result here: nothing to write back)
+        units = _buckets(buffers, after, bucket_bytes)
+        works = [dist.reduce(flat, dst=dst, op=op, group=group, async_op=True) for flat, _ in units]
+        early = async_op and return_premature
+        return _finish(works, [f for _, f in units], not early, deadline, doing)
 
 
 def _rebuild_all(
@@ -290,7 +290,6 @@ def _check_heads(heads: list[torch.Tensor], doing: str) -> None:
         )
 
 
-@wire.guarded("all_gather")
 def all_gather(self: Any, *, group: Any = None, timeout: Timeout = None) -> list[Any]:
     """The tensordict of every rank of the group, on every rank (in rank order).
 
@@ -310,29 +309,29 @@ def all_gather(self: Any, *, group: Any = None, timeout: Timeout = None) -> list
             tds = TensorDict(a=torch.full((3,), float(rank)), batch_size=[3]).all_gather()
             [td["a"][0].item() for td in tds]        # [0.0, 1.0] on both of 2 ranks
     """
-    deadline, doing = Deadline(timeout), "all_gather"
-    out, world = Outgoing(self), _world(group)
-    head = torch.tensor([MAGIC, out.envelope.numel(), out.total])
-    heads = [torch.zeros_like(head) for _ in range(world)]
-    deadline.wait(dist.all_gather(heads, head, group=group, async_op=True), doing)
-    _check_heads(heads, doing)
-    widest = max(int(h[1]) for h in heads), max(int(h[2]) for h in heads)
-    envelope = torch.zeros(widest[0], dtype=torch.uint8)
-    envelope[: out.envelope.numel()] = out.envelope
-    storage = torch.empty(widest[1], dtype=torch.uint8, device=out.storage.device)
-    out.place(storage)
-    envelopes = [torch.empty_like(envelope) for _ in range(world)]
-    storages = [torch.empty_like(storage) for _ in range(world)]
-    works = [
-        dist.all_gather(envelopes, envelope, group=group, async_op=True),
-        dist.all_gather(storages, storage, group=group, async_op=True),
-    ]
-    for work in works:
-        deadline.wait(work, doing)
-    return _rebuild_all(heads, envelopes, storages)
+    with wire.translated("all_gather"):
+        deadline, doing = Deadline(timeout), "all_gather"
+        out, world = Outgoing(self), _world(group)
+        head = torch.tensor([MAGIC, out.envelope.numel(), out.total])
+        heads = [torch.zeros_like(head) for _ in range(world)]
+        deadline.wait(dist.all_gather(heads, head, group=group, async_op=True), doing)
+        _check_heads(heads, doing)
+        widest = max(int(h[1]) for h in heads), max(int(h[2]) for h in heads)
+        envelope = torch.zeros(widest[0], dtype=torch.uint8)
+        envelope[: out.envelope.numel()] = out.envelope
+        storage = torch.empty(widest[1], dtype=torch.uint8, device=out.storage.device)
+        out.place(storage)
+        envelopes = [torch.empty_like(envelope) for _ in range(world)]
+        storages = [torch.empty_like(storage) for _ in range(world)]
+        works = [
+            dist.all_gather(envelopes, envelope, group=group, async_op=True),
+            dist.all_gather(storages, storage, group=group, async_op=True),
+        ]
+        for work in works:
+            deadline.wait(work, doing)
+        return _rebuild_all(heads, envelopes, storages)
 
 
-@wire.guarded("scatter")
 def scatter(
     self: Any,
     src: int,
@@ -365,40 +364,41 @@ def scatter(
             td = TensorDict().scatter(src=0, tensordicts=tds if rank == 0 else None)
             td["a"]                                  # tensor([r, r, r]) on rank r
     """
-    deadline, doing, world = Deadline(timeout), f"scatter from rank {src}", _world(group)
-    outs: list[Outgoing] = []
-    if dist.get_rank() == src:
-        if tensordicts is None or len(tensordicts) != world:
-            got = "none" if tensordicts is None else len(tensordicts)
-            raise ValueError(
-                f"scatter on the source rank needs tensordicts=, one per rank of the group "
-                f"({world}); got {got}."
-            )
-        outs = [Outgoing(td) for td in tensordicts]
-    widest = (
-        max((o.envelope.numel() for o in outs), default=0),
-        max((o.total for o in outs), default=0),
-    )
-    heads = [torch.tensor([MAGIC, o.envelope.numel(), o.total, *widest]) for o in outs]
-    head = torch.zeros(5, dtype=torch.int64)
-    work = dist.scatter(head, heads or None, src=src, group=group, async_op=True)
-    deadline.wait(work, doing)
-    _check_heads([head], doing)
-    envelope = torch.empty(int(head[3]), dtype=torch.uint8)
-    storage = torch.empty(int(head[4]), dtype=torch.uint8, device=device or "cpu")
-    envelopes, storages = [], []
-    for o in outs:
-        envelopes.append(torch.zeros_like(envelope))
-        envelopes[-1][: o.envelope.numel()] = o.envelope
-        storages.append(torch.empty_like(storage))
-        o.place(storages[-1])
-    works = [
-        dist.scatter(envelope, envelopes or None, src=src, group=group, async_op=True),
-        dist.scatter(storage, storages or None, src=src, group=group, async_op=True),
-    ]
-    for work in works:
+    with wire.translated("scatter"):
+        deadline, doing, world = Deadline(timeout), f"scatter from rank {src}", _world(group)
+        outs: list[Outgoing] = []
+        if dist.get_rank() == src:
+            if tensordicts is None or len(tensordicts) != world:
+                got = "none" if tensordicts is None else len(tensordicts)
+                raise ValueError(
+                    f"scatter on the source rank needs tensordicts=, one per rank of the group "
+                    f"({world}); got {got}."
+                )
+            outs = [Outgoing(td) for td in tensordicts]
+        widest = (
+            max((o.envelope.numel() for o in outs), default=0),
+            max((o.total for o in outs), default=0),
+        )
+        heads = [torch.tensor([MAGIC, o.envelope.numel(), o.total, *widest]) for o in outs]
+        head = torch.zeros(5, dtype=torch.int64)
+        work = dist.scatter(head, heads or None, src=src, group=group, async_op=True)
         deadline.wait(work, doing)
-    return _rebuild_all([head], [envelope], [storage])[0]
+        _check_heads([head], doing)
+        envelope = torch.empty(int(head[3]), dtype=torch.uint8)
+        storage = torch.empty(int(head[4]), dtype=torch.uint8, device=device or "cpu")
+        envelopes, storages = [], []
+        for o in outs:
+            envelopes.append(torch.zeros_like(envelope))
+            envelopes[-1][: o.envelope.numel()] = o.envelope
+            storages.append(torch.empty_like(storage))
+            o.place(storages[-1])
+        works = [
+            dist.scatter(envelope, envelopes or None, src=src, group=group, async_op=True),
+            dist.scatter(storage, storages or None, src=src, group=group, async_op=True),
+        ]
+        for work in works:
+            deadline.wait(work, doing)
+        return _rebuild_all([head], [envelope], [storage])[0]
 
 
 def _lossless(td: Any) -> bool:
@@ -424,7 +424,6 @@ def _lossless(td: Any) -> bool:
     return True
 
 
-@wire.guarded("gather_and_stack")
 def gather_and_stack(self: Any, dst: int, group: Any = None, *, timeout: Timeout = None) -> Any:
     """Stack the tensordicts of the other ranks into this one, on rank ``dst``, in place.
 
@@ -451,38 +450,40 @@ def gather_and_stack(self: Any, dst: int, group: Any = None, *, timeout: Timeout
             else:
                 TensorDict(a=torch.ones(3), batch_size=[3]).gather_and_stack(dst=0)
     """
-    deadline, doing, world = Deadline(timeout), f"gather_and_stack to rank {dst}", _world(group)
-    here = dist.get_rank() == dst
-    kind, envelope, out = _NOTHING, torch.empty(0, dtype=torch.uint8), None
-    if not here:
-        if _lossless(self):
-            kind, out = _STORAGE, Outgoing(self)
-            envelope = out.envelope
-        else:
-            kind, envelope = _PICKLE, wire.pack_object(self)
-    total = 0 if out is None else out.total
-    head = torch.tensor([MAGIC, kind, envelope.numel(), total])
-    heads = [torch.zeros_like(head) for _ in range(world)]
-    deadline.wait(dist.all_gather(heads, head, group=group, async_op=True), doing)
-    _check_heads(heads, doing)
-    width = max(int(h[2]) + int(h[3]) for h in heads)
-    buffer = torch.zeros(width, dtype=torch.uint8)
-    if out is not None:  # the storage first, where its views are aligned; the envelope after
-        out.place(buffer[: out.total])
-    buffer[total : total + envelope.numel()] = envelope
-    gathered = [torch.empty_like(buffer) for _ in range(world)] if here else None
-    work = dist.gather(buffer, gathered, dst=dst, group=group, async_op=True)
-    deadline.wait(work, doing)
-    if not here:
-        return None
-    assert gathered is not None
-    me = dist.get_rank(group=group)
-    rows = []
-    for i, (h, got) in enumerate(zip(heads, gathered)):
-        if i == me:
-            continue
-        size, total = int(h[2]), int(h[3])
-        envelope = wire.unpack_object(got[total : total + size])
-        rows.append(payload.rebuild(envelope, got[:total]) if int(h[1]) == _STORAGE else envelope)
-    self.update(torch.stack(rows, 0), inplace=True)
-    return self
+    with wire.translated("gather_and_stack"):
+        deadline, doing, world = Deadline(timeout), f"gather_and_stack to rank {dst}", _world(group)
+        here = dist.get_rank() == dst
+        kind, envelope, out = _NOTHING, torch.empty(0, dtype=torch.uint8), None
+        if not here:
+            if _lossless(self):
+                kind, out = _STORAGE, Outgoing(self)
+                envelope = out.envelope
+            else:
+                kind, envelope = _PICKLE, wire.pack_object(self)
+        total = 0 if out is None else out.total
+        head = torch.tensor([MAGIC, kind, envelope.numel(), total])
+        heads = [torch.zeros_like(head) for _ in range(world)]
+        deadline.wait(dist.all_gather(heads, head, group=group, async_op=True), doing)
+        _check_heads(heads, doing)
+        width = max(int(h[2]) + int(h[3]) for h in heads)
+        buffer = torch.zeros(width, dtype=torch.uint8)
+        if out is not None:  # the storage first, where its views are aligned; the envelope after
+            out.place(buffer[: out.total])
+        buffer[total : total + envelope.numel()] = envelope
+        gathered = [torch.empty_like(buffer) for _ in range(world)] if here else None
+        work = dist.gather(buffer, gathered, dst=dst, group=group, async_op=True)
+        deadline.wait(work, doing)
+        if not here:
+            return None
+        assert gathered is not None
+        me = dist.get_rank(group=group)
+        rows = []
+        for i, (h, got) in enumerate(zip(heads, gathered)):
+            if i == me:
+                continue
+            size, total = int(h[2]), int(h[3])
+            envelope = wire.unpack_object(got[total : total + size])
+            stored = int(h[1]) == _STORAGE
+            rows.append(payload.rebuild(envelope, got[:total]) if stored else envelope)
+        self.update(torch.stack(rows, 0), inplace=True)
+        return self

@@ -269,7 +269,6 @@ def _start_send(
     return _Sending(pg, peer, init_tag, plan, _doing("send to", peer))
 
 
-@wire.guarded("send")
 def send(
     self: Any,
     dst: int | TensorDictPipe | None = None,
@@ -332,16 +331,16 @@ def send(
         ...
         tensordict.errors.PeerArgumentError: Exactly one of `dst` and `group_dst` must be ...
     """
-    if isinstance(dst, TensorDictPipe):
-        _pipe_alone(group_dst, "group_dst", "dst")
-        dst.send(self)
-        return
-    deadline = Deadline(timeout)
-    sending = _start_send(self, dst, group, group_dst, init_tag, pseudo_rand, consolidated)
-    sending.start(deadline).wait(None, deadline)
+    with wire.translated("send"):
+        if isinstance(dst, TensorDictPipe):
+            _pipe_alone(group_dst, "group_dst", "dst")
+            dst.send(self)
+            return
+        deadline = Deadline(timeout)
+        sending = _start_send(self, dst, group, group_dst, init_tag, pseudo_rand, consolidated)
+        sending.start(deadline).wait(None, deadline)
 
 
-@wire.guarded("isend")
 def isend(
     self: Any,
     dst: int | None = None,
@@ -373,14 +372,15 @@ def isend(
             for work in works:
                 work.wait()
     """
-    deadline = Deadline(timeout)
-    sending = _start_send(self, dst, group, group_dst, init_tag, pseudo_rand, consolidated)
-    if return_early:
-        background = _Background(lambda: sending.start(deadline), sending.doing)
-        count = max(len(sending.plan.buffers), 1)
-        return [TransferWork(background, i, deadline) for i in range(count)]
-    sending.start(deadline).wait(None, deadline)
-    return None if consolidated else _last_tag(sending.plan, init_tag)
+    with wire.translated("isend"):
+        deadline = Deadline(timeout)
+        sending = _start_send(self, dst, group, group_dst, init_tag, pseudo_rand, consolidated)
+        if return_early:
+            background = _Background(lambda: sending.start(deadline), sending.doing)
+            count = max(len(sending.plan.buffers), 1)
+            return [TransferWork(background, i, deadline) for i in range(count)]
+        sending.start(deadline).wait(None, deadline)
+        return None if consolidated else _last_tag(sending.plan, init_tag)
 
 
 def _last_tag(plan: _Plan, init_tag: int) -> int:
@@ -393,7 +393,6 @@ def _recv_plan(td: Any, init_tag: int, pseudo_rand: bool, consolidated: bool) ->
     return leaf_plan(td, init_tag, pseudo_rand, receiving=True)
 
 
-@wire.guarded("recv")
 def recv(
     self: Any,
     src: int | TensorDictPipe | None = None,
@@ -443,17 +442,17 @@ def recv(
             td.recv(src=0)                   # rank 1, while rank 0 calls td.send(dst=1)
             print(td["b"].sum())             # tensor(12.)
     """
-    if isinstance(src, TensorDictPipe):
-        _pipe_alone(group_src, "group_src", "src")
-        return src.recv(self)
-    pg, peer = wire.peer_of(src, group_src, group, ("src", "group_src"))
-    deadline = Deadline(timeout)
-    plan = _recv_plan(self, init_tag, pseudo_rand, consolidated)
-    _receive(pg, peer, init_tag, plan, deadline, _doing("recv from", peer)).wait(None, deadline)
-    return None if consolidated or plan is None else _last_tag(plan, init_tag)
+    with wire.translated("recv"):
+        if isinstance(src, TensorDictPipe):
+            _pipe_alone(group_src, "group_src", "src")
+            return src.recv(self)
+        pg, peer = wire.peer_of(src, group_src, group, ("src", "group_src"))
+        deadline = Deadline(timeout)
+        plan = _recv_plan(self, init_tag, pseudo_rand, consolidated)
+        _receive(pg, peer, init_tag, plan, deadline, _doing("recv from", peer)).wait(None, deadline)
+        return None if consolidated or plan is None else _last_tag(plan, init_tag)
 
 
-@wire.guarded("irecv")
 def irecv(
     self: Any,
     src: int | None = None,
@@ -484,16 +483,17 @@ def irecv(
             for work in works:
                 work.wait()
     """
-    pg, peer = wire.peer_of(src, group_src, group, ("src", "group_src"))
-    deadline = Deadline(timeout)
-    plan = _recv_plan(self, init_tag, pseudo_rand, consolidated)
-    doing = _doing("irecv from", peer)
-    if not return_premature:
-        _receive(pg, peer, init_tag, plan, deadline, doing).wait(None, deadline)
-        return None
-    background = _Background(lambda: _receive(pg, peer, init_tag, plan, deadline, doing), doing)
-    count = max(len(plan.buffers), 1) if plan is not None else 1
-    return [TransferWork(background, i, deadline) for i in range(count)]
+    with wire.translated("irecv"):
+        pg, peer = wire.peer_of(src, group_src, group, ("src", "group_src"))
+        deadline = Deadline(timeout)
+        plan = _recv_plan(self, init_tag, pseudo_rand, consolidated)
+        doing = _doing("irecv from", peer)
+        if not return_premature:
+            _receive(pg, peer, init_tag, plan, deadline, doing).wait(None, deadline)
+            return None
+        background = _Background(lambda: _receive(pg, peer, init_tag, plan, deadline, doing), doing)
+        count = max(len(plan.buffers), 1) if plan is not None else 1
+        return [TransferWork(background, i, deadline) for i in range(count)]
 
 
 def _pipe_alone(group_peer: int | None, name: str, pipe_name: str) -> None:

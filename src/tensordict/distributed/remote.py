@@ -27,7 +27,6 @@ def _is_tc(value: Any) -> bool:
     return getattr(type(value), "_is_tensorclass", False) is True
 
 
-@wire.guarded("init_remote")
 def init_remote(
     self: Any,
     dst: int | None = None,
@@ -68,30 +67,30 @@ def init_remote(
             # rank 1: td = TensorDict.from_remote_init(src=0)
             #         td.recv(src=0, consolidated=True)
     """
-    if use_broadcast:
-        src = dist.get_rank()
-        broadcast(
-            self, src, group=group, device=device, _tensorclass_type=_tensorclass_type,
-            timeout=timeout,
-        )  # fmt: skip
-        return
-    if dst is None:
-        raise PeerArgumentError(
-            "init_remote needs dst=, the global rank of the receiver (or use_broadcast=True to "
-            "send to every rank of the group)."
-        )
-    pg, peer = wire.peer_of(dst, None, group, ("dst", "group_dst"))
-    out = Outgoing(self, tensorclass=_tensorclass_type)
-    deadline, doing = Deadline(timeout), f"init_remote to rank {peer} (of the group)"
-    works = [pg.send([out.head(padded=False)], peer, wire.control_tag(0, wire.HEADER))]
-    if not out.envelope_inline():
-        works.append(pg.send([out.envelope], peer, wire.control_tag(0, wire.META)))
-    works += [pg.send([c], peer, wire.control_tag(0, wire.CHUNK)) for c in out.chunks()]
-    for work in works:
-        deadline.wait(work, doing)
+    with wire.translated("init_remote"):
+        if use_broadcast:
+            src = dist.get_rank()
+            broadcast(
+                self, src, group=group, device=device, _tensorclass_type=_tensorclass_type,
+                timeout=timeout,
+            )  # fmt: skip
+            return
+        if dst is None:
+            raise PeerArgumentError(
+                "init_remote needs dst=, the global rank of the receiver (or use_broadcast=True to "
+                "send to every rank of the group)."
+            )
+        pg, peer = wire.peer_of(dst, None, group, ("dst", "group_dst"))
+        out = Outgoing(self, tensorclass=_tensorclass_type)
+        deadline, doing = Deadline(timeout), f"init_remote to rank {peer} (of the group)"
+        works = [pg.send([out.head(padded=False)], peer, wire.control_tag(0, wire.HEADER))]
+        if not out.envelope_inline():
+            works.append(pg.send([out.envelope], peer, wire.control_tag(0, wire.META)))
+        works += [pg.send([c], peer, wire.control_tag(0, wire.CHUNK)) for c in out.chunks()]
+        for work in works:
+            deadline.wait(work, doing)
 
 
-@wire.guarded("from_remote_init")
 def from_remote_init(
     src: int,
     group: Any = None,
@@ -121,27 +120,27 @@ def from_remote_init(
             td = TensorDict.from_remote_init(src=0)   # rank 1, while rank 0 calls init_remote
             td.is_consolidated()                      # True
     """
-    if use_broadcast:
-        return broadcast(TensorDict(), src, group=group, device=device, timeout=timeout)
-    pg, peer = wire.peer_of(src, None, group, ("src", "group_src"))
-    deadline, doing = Deadline(timeout), f"from_remote_init from rank {peer} (of the group)"
-    head = torch.empty(payload.HEAD_BYTES, dtype=torch.uint8)
-    deadline.wait(pg.recv([head], peer, wire.control_tag(0, wire.HEADER)), doing)
-    size, total, chunk, envelope = payload.read_head(head, doing)
-    if envelope is None:
-        envelope = torch.empty(size, dtype=torch.uint8)
-        deadline.wait(pg.recv([envelope], peer, wire.control_tag(0, wire.META)), doing)
-    unpacked = wire.unpack_object(envelope)
-    storage = payload.POOL.take(total, device or "cpu")
-    tag = wire.control_tag(0, wire.CHUNK)
-    cut = payload.pieces(storage, chunk)
-    works = [pg.recv([piece], peer, tag) for piece in cut]
-    for work in works:
-        deadline.wait(work, doing)
-    return payload.rebuild(unpacked, storage)
+    with wire.translated("from_remote_init"):
+        if use_broadcast:
+            return broadcast(TensorDict(), src, group=group, device=device, timeout=timeout)
+        pg, peer = wire.peer_of(src, None, group, ("src", "group_src"))
+        deadline, doing = Deadline(timeout), f"from_remote_init from rank {peer} (of the group)"
+        head = torch.empty(payload.HEAD_BYTES, dtype=torch.uint8)
+        deadline.wait(pg.recv([head], peer, wire.control_tag(0, wire.HEADER)), doing)
+        size, total, chunk, envelope = payload.read_head(head, doing)
+        if envelope is None:
+            envelope = torch.empty(size, dtype=torch.uint8)
+            deadline.wait(pg.recv([envelope], peer, wire.control_tag(0, wire.META)), doing)
+        unpacked = wire.unpack_object(envelope)
+        storage = payload.POOL.take(total, device or "cpu")
+        tag = wire.control_tag(0, wire.CHUNK)
+        cut = payload.pieces(storage, chunk)
+        works = [pg.recv([piece], peer, tag) for piece in cut]
+        for work in works:
+            deadline.wait(work, doing)
+        return payload.rebuild(unpacked, storage)
 
 
-@wire.guarded("broadcast")
 def broadcast(
     self: Any,
     src: int,
@@ -176,30 +175,31 @@ def broadcast(
             td = TensorDict(a=torch.arange(3.0), batch_size=[3]) if rank == 0 else TensorDict()
             td = td.broadcast(src=0)       # tensor([0., 1., 2.]) on every rank
     """
-    deadline = Deadline(timeout)
-    doing = f"broadcast from rank {src}"
-    if dist.get_rank() == src:
-        out = Outgoing(self, device, _tensorclass_type)
-        works = [dist.broadcast(out.head(padded=True), src, group=group, async_op=True)]
-        if not out.envelope_inline():
-            works.append(dist.broadcast(out.envelope, src, group=group, async_op=True))
-        works += [dist.broadcast(c, src, group=group, async_op=True) for c in out.chunks()]
+    with wire.translated("broadcast"):
+        deadline = Deadline(timeout)
+        doing = f"broadcast from rank {src}"
+        if dist.get_rank() == src:
+            out = Outgoing(self, device, _tensorclass_type)
+            works = [dist.broadcast(out.head(padded=True), src, group=group, async_op=True)]
+            if not out.envelope_inline():
+                works.append(dist.broadcast(out.envelope, src, group=group, async_op=True))
+            works += [dist.broadcast(c, src, group=group, async_op=True) for c in out.chunks()]
+            for work in works:
+                deadline.wait(work, doing)
+            return out.result()
+        head = torch.empty(payload.HEAD_BYTES, dtype=torch.uint8)
+        deadline.wait(dist.broadcast(head, src, group=group, async_op=True), doing)
+        size, total, chunk, envelope = payload.read_head(head, doing)
+        if envelope is None:
+            envelope = torch.empty(size, dtype=torch.uint8)
+            deadline.wait(dist.broadcast(envelope, src, group=group, async_op=True), doing)
+        unpacked = wire.unpack_object(envelope)
+        storage = payload.POOL.take(total, device or unpacked["device"])
+        cut = payload.pieces(storage, chunk)
+        works = [dist.broadcast(p, src, group=group, async_op=True) for p in cut]
         for work in works:
             deadline.wait(work, doing)
-        return out.result()
-    head = torch.empty(payload.HEAD_BYTES, dtype=torch.uint8)
-    deadline.wait(dist.broadcast(head, src, group=group, async_op=True), doing)
-    size, total, chunk, envelope = payload.read_head(head, doing)
-    if envelope is None:
-        envelope = torch.empty(size, dtype=torch.uint8)
-        deadline.wait(dist.broadcast(envelope, src, group=group, async_op=True), doing)
-    unpacked = wire.unpack_object(envelope)
-    storage = payload.POOL.take(total, device or unpacked["device"])
-    cut = payload.pieces(storage, chunk)
-    works = [dist.broadcast(p, src, group=group, async_op=True) for p in cut]
-    for work in works:
-        deadline.wait(work, doing)
-    result = payload.rebuild(unpacked, storage)
-    if _is_tc(self) and not isinstance(result, type(self)):
-        return type(self)._from_tensordict(result)
-    return result
+        result = payload.rebuild(unpacked, storage)
+        if _is_tc(self) and not isinstance(result, type(self)):
+            return type(self)._from_tensordict(result)
+        return result

@@ -14,12 +14,13 @@ number of seconds (or the ``timedelta``) given to the method, for the whole call
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import pickle
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -32,7 +33,7 @@ __all__ = [
     "Timeout",
     "control_tag",
     "group_of",
-    "guarded",
+    "translated",
     "int_generator",
     "leaf_tags",
     "pack_object",
@@ -230,27 +231,22 @@ def translate(
     return err
 
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+@contextlib.contextmanager
+def translated(what: str) -> Iterator[None]:
+    """Within the block, gloo's errors raised while posting the messages of ``what`` (a
+    connection already closed, an earlier timeout) come out as :func:`translate` says.
 
-
-def guarded(what: str) -> Callable[[_F], _F]:
-    """Decorate a method so that gloo's errors raised while posting its messages (a connection
-    already closed, an earlier timeout) come out as :func:`translate` says."""
-
-    def decorate(fn: _F) -> _F:
-        @functools.wraps(fn)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return fn(*args, **kwargs)
-            except RuntimeError as err:
-                new = translate(err, what)
-                if new is err:
-                    raise
-                raise new from err
-
-        return call  # type: ignore[return-value]
-
-    return decorate
+    Examples:
+        >>> with translated("recv"):
+        ...     pass
+    """
+    try:
+        yield
+    except RuntimeError as err:
+        new = translate(err, what)
+        if new is err:
+            raise
+        raise new from err
 
 
 def pack_object(obj: Any) -> torch.Tensor:
