@@ -244,24 +244,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def merge_into(path: Path, document: dict[str, Any]) -> dict[str, Any]:
-    """``document`` with the suites of the results file at ``path`` that it did not run.
+    """The results file at ``path`` with the suites of ``document`` (a run of some suites) in
+    place of its own.
 
-    Each kept suite carries its run's ``machine`` (date, load) under ``suites[name]["machine"]``
-    unless it has one already; the rows keep their order (the earlier file's first, then the new
-    ones). A missing or unreadable file keeps nothing.
+    The file's other suites, its rows of them (first, in their order) and its ``machine`` stay:
+    the charts' captions describe the run most rows come from. Each suite of ``document``
+    carries that run's ``machine`` (date, load) and ``quick`` in its raw results. A missing or
+    unreadable file gives ``document`` itself.
     """
     try:
         earlier = json.loads(path.read_text())
     except (OSError, ValueError):
         return document
     ran = set(document["suites"])
-    kept = {k: v for k, v in earlier.get("suites", {}).items() if k not in ran}
-    for raw in kept.values():
-        if isinstance(raw, dict):
-            raw.setdefault("machine", earlier.get("machine", {}))
+    merged = dict(earlier)
+    merged["suites"] = {k: v for k, v in earlier.get("suites", {}).items() if k not in ran}
+    for name, raw in document["suites"].items():
+        note = {"machine": document["machine"], "quick": document["quick"]}
+        merged["suites"][name] = {**raw, **note} if isinstance(raw, dict) else raw
     rows = [r for r in earlier.get("rows", []) if r.get("suite") not in ran]
-    merged = {**earlier, **document}
-    merged["suites"] = {**kept, **document["suites"]}
     merged["rows"] = rows + document["rows"]
     return merged
 

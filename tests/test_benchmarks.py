@@ -49,16 +49,23 @@ def test_merge_keeps_the_suites_that_did_not_run(tmp_path: Path) -> None:
     path = tmp_path / "results.json"
     old = {
         "machine": {"date": "d0"},
+        "quick": False,
         "suites": {"a": {"x": 1}, "b": {"y": 2}},
         "rows": [{"suite": "a", "name": "x"}, {"suite": "b", "name": "y"}],
     }
-    new = {"machine": {"date": "d1"}, "suites": {"b": {}}, "rows": [{"suite": "b", "name": "z"}]}
+    new = {
+        "machine": {"date": "d1"},
+        "quick": True,
+        "suites": {"b": {"z": 3}},
+        "rows": [{"suite": "b", "name": "z"}],
+    }
     assert merge_into(path, new) is new  # no file yet: nothing to keep
     path.write_text(json.dumps(old))
     merged = merge_into(path, new)
     assert [(r["suite"], r["name"]) for r in merged["rows"]] == [("a", "x"), ("b", "z")]
-    assert merged["suites"]["a"] == {"x": 1, "machine": {"date": "d0"}}
-    assert merged["suites"]["b"] == {} and merged["machine"] == {"date": "d1"}
+    assert merged["suites"]["a"] == {"x": 1} and merged["machine"] == {"date": "d0"}
+    assert merged["suites"]["b"] == {"z": 3, "machine": {"date": "d1"}, "quick": True}
+    assert merged["quick"] is False
 
 
 def test_only_rejects_an_unknown_suite() -> None:
