@@ -123,6 +123,26 @@ def test_a_silent_peer_raises_after_the_timeout() -> None:
     assert "timeout=1 s" in message and "larger timeout=" in message
 
 
+def test_without_timeout_the_process_groups_timeout_applies() -> None:
+    event = multiprocessing.get_context("fork").Event()
+    (error, message), _ = run(workers.silent_peer_of_a_group, event, barrier=False)
+    assert error == "DistributedTimeoutError", message
+    assert "process group's timeout" in message and "larger timeout=" in message
+
+
+@pytest.mark.parametrize("call", sorted(workers.LONELY_CALLS))
+@pytest.mark.parametrize("peer", ["silent", "dead"])
+def test_every_method_raises_for_a_silent_or_dead_peer(call: str, peer: str) -> None:
+    event = multiprocessing.get_context("fork").Event()
+    (error, message), _ = run(workers.lonely, call, peer, event, barrier=False)
+    if peer == "silent":
+        assert error == "DistributedTimeoutError", message
+        assert "timeout=1 s" in message
+    else:
+        assert error == "PeerLostError", message
+        assert "went away" in message
+
+
 @pytest.mark.parametrize(
     ("call", "words"),
     [

@@ -194,6 +194,47 @@ def silent_peer(rank: int, world: int, done: Any) -> Any:
         done.set()
 
 
+#: calls of rank 0 whose peer, rank 1, never takes part (1 s timeouts)
+LONELY_CALLS: dict[str, Any] = {
+    "send": lambda: make("dense", 1.0).send(1, timeout=1.0),
+    "isend(return_early)": lambda: [
+        w.wait() for w in make("dense", 1.0).isend(1, return_early=True, timeout=1.0)
+    ],
+    "broadcast from 1": lambda: TensorDict().broadcast(1, timeout=1.0),
+    "init_remote": lambda: make("dense", 1.0).init_remote(dst=1, timeout=1.0),
+    "from_remote_init": lambda: TensorDict.from_remote_init(src=1, timeout=1.0),
+    "all_gather": lambda: make("dense", 1.0).all_gather(timeout=1.0),
+    "scatter from 1": lambda: make("dense", 1.0).scatter(src=1, timeout=1.0),
+    "gather_and_stack": lambda: make("dense", 0.0).gather_and_stack(0, timeout=1.0),
+}
+
+
+def lonely(rank: int, world: int, call: str, peer: str, done: Any) -> Any:
+    """Rank 0 makes ``LONELY_CALLS[call]``; rank 1 stays silent (``peer="silent"``) until rank 0
+    is done, or dies at once (``"dead"``)."""
+    if rank == 1:
+        if peer == "dead":
+            os._exit(3)
+        done.wait(30)
+        return None
+    try:
+        return caught(LONELY_CALLS[call])[:2]
+    finally:
+        done.set()
+
+
+def silent_peer_of_a_group(rank: int, world: int, done: Any) -> Any:
+    """As :func:`silent_peer`, without ``timeout=``: the group's own timeout (1 s) applies."""
+    group = dist.new_group([0, 1], timeout=datetime.timedelta(seconds=1))
+    if rank == 1:
+        done.wait(30)
+        return None
+    try:
+        return caught(lambda: make("dense", 0.0).recv(1, group=group))[:2]
+    finally:
+        done.set()
+
+
 def silent_collective(rank: int, world: int, done: Any) -> Any:
     if rank == 1:
         done.wait(30)
