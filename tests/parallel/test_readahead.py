@@ -123,3 +123,17 @@ def test_a_worker_pool_reads_a_cold_source_right_every_epoch(tmp_path: Path) -> 
             _evict(td)
             out = torch.cat([o["y"] for o in td.map_iter(reduce_sum, chunksize=128, pool=pool)])
             assert torch.equal(out, expected)
+
+
+def test_rows_over_page_boundaries_ask_for_each_of_their_pages_once(tmp_path: Path) -> None:
+    td = _source(tmp_path, rows=512, cols=1536)  # 6 KiB rows: most span two or three pages
+    perm = torch.randperm(512, generator=torch.Generator().manual_seed(1))
+    ahead = ReadAhead.for_call(td, ChunkPlan(512, 0, chunksize=128, perm=perm))
+    assert ahead is not None
+    if not _evict(td):
+        pytest.skip("this file system keeps its pages in memory")
+    rows = perm[:128].tolist()
+    row_bytes = 1536 * 4
+    pages = {p for r in rows for p in range(r * row_bytes // PAGE, -(-(r + 1) * row_bytes // PAGE))}
+    y_pages = {r * 8 // PAGE for r in rows}  # the int64 leaf of the nested tensordict
+    assert ahead.read(0) == len(pages) + len(y_pages)

@@ -226,25 +226,45 @@ _READER = _Reader()
 
 def _read_missing(addr: int, runs: np.ndarray) -> int:
     """``MADV_WILLNEED`` on the pages of ``runs`` (in the mapping at ``addr``) not resident;
-    returns how many pages were asked for."""
+    returns how many pages were asked for. Memory: a few bytes per page of the runs (residency
+    is read window by window, never for the whole span of scattered rows)."""
+    missing = _missing_pages(addr, runs)
+    if not len(missing):
+        return 0
     page = pagecache.PAGE
-    lo, hi = int(runs[0, 0]), int(runs[-1, 1])
-    vec = pagecache.residency(addr + lo * page, (hi - lo) * page)
-    if vec is None:
-        return 0
-    missing = vec == 0
-    if len(runs) > 1:  # only the pages of the runs, not those between them
-        marks = np.zeros(hi - lo + 1, dtype=np.int8)
-        marks[runs[:, 0] - lo] = 1  # runs neither overlap nor touch: no index repeats
-        marks[runs[:, 1] - lo] = -1
-        missing &= np.cumsum(marks[:-1]) > 0
-    if not missing.any():
-        return 0
-    edges = np.flatnonzero(np.diff(missing, prepend=False, append=False))
-    asked = 0
-    for first, end in edges.reshape(-1, 2).tolist():
+    breaks = np.flatnonzero(np.diff(missing) != 1) + 1
+    firsts = missing[np.r_[0, breaks]].tolist()
+    ends = (missing[np.r_[breaks - 1, len(missing) - 1]] + 1).tolist()
+    for first, end in zip(firsts, ends):
         for piece in range(first, end, PIECE_PAGES):
             stop = min(piece + PIECE_PAGES, end)
-            pagecache.advise(addr + (lo + piece) * page, (stop - piece) * page, pagecache.WILLNEED)
-        asked += end - first
-    return asked
+            pagecache.advise(addr + piece * page, (stop - piece) * page, pagecache.WILLNEED)
+    return len(missing)
+
+
+#: pages whose residency one ``mincore`` call reads (a 16 KiB vector)
+_WINDOW = 1 << 14
+
+
+def _missing_pages(addr: int, runs: np.ndarray) -> np.ndarray:
+    """The pages of ``runs`` that are not resident, sorted."""
+    page = pagecache.PAGE
+    lengths = runs[:, 1] - runs[:, 0]
+    if len(runs) == 1:
+        pages = np.arange(runs[0, 0], runs[0, 1], dtype=np.int64)
+    elif (lengths == 1).all():
+        pages = runs[:, 0]
+    else:  # every page of every run
+        starts = np.repeat(runs[:, 0] - np.cumsum(lengths) + lengths, lengths)
+        pages = starts + np.arange(int(lengths.sum()), dtype=np.int64)
+    windows = pages // _WINDOW
+    cuts = np.flatnonzero(np.diff(windows)) + 1
+    missing = []
+    for group in np.split(pages, cuts):
+        base = int(group[0]) // _WINDOW * _WINDOW
+        span = int(group[-1]) - base + 1
+        vec = pagecache.residency(addr + base * page, span * page)
+        if vec is None:  # unknown: nothing is asked for
+            continue
+        missing.append(group[vec[group - base] == 0])
+    return np.concatenate(missing) if missing else pages[:0]
