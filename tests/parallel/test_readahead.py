@@ -16,7 +16,7 @@ from tensordict.parallel import WorkerPool, readahead
 from tensordict.parallel.plan import ChunkPlan
 from tensordict.parallel.readahead import ReadAhead
 
-from .helpers import reduce_sum
+from .helpers import reads_randomly, reduce_sum
 
 pytestmark = pytest.mark.skipif(not pagecache.supported(), reason="needs mincore and madvise")
 PAGE = pagecache.PAGE
@@ -137,3 +137,36 @@ def test_rows_over_page_boundaries_ask_for_each_of_their_pages_once(tmp_path: Pa
     pages = {p for r in rows for p in range(r * row_bytes // PAGE, -(-(r + 1) * row_bytes // PAGE))}
     y_pages = {r * 8 // PAGE for r in rows}  # the int64 leaf of the nested tensordict
     assert ahead.read(0) == len(pages) + len(y_pages)
+
+
+def _smaps_flags(path: str) -> set[str]:
+    flags, current = set(), False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            if line[:1].isdigit() or line[:1] in "abcdef":
+                current = line.rstrip().endswith(path)
+            elif current and line.startswith("VmFlags:"):
+                flags.update(line.split()[1:])
+    return flags
+
+
+def test_advise_access_marks_the_mappings_random_and_undoes_it(tmp_path: Path) -> None:
+    td = _source(tmp_path)
+    path = td["x"].filename
+    readahead.advise_access(td, scattered=True)
+    assert "rr" in _smaps_flags(path)
+    readahead.advise_access(td, scattered=False)
+    assert "rr" not in _smaps_flags(path)
+
+
+def test_shuffled_calls_read_randomly_in_workers_and_later_calls_do_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    td = _source(tmp_path)
+    monkeypatch.setenv("TD_TEST_MAPPED_FILE", td["x"].filename)
+    with WorkerPool(2, generator=torch.Generator()) as pool:
+        shuffled = list(td.map_iter(reads_randomly, chunksize=128, shuffle=True, pool=pool))
+        assert all(bool(out["rr"].all()) for out in shuffled)
+        in_order = list(td.map_iter(reads_randomly, chunksize=128, pool=pool))
+        assert not any(bool(out["rr"].any()) for out in in_order)
+    assert "rr" not in _smaps_flags(td["x"].filename)  # this process's own mapping: untouched

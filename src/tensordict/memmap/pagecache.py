@@ -33,7 +33,9 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "NORMAL",
     "PAGE",
+    "RANDOM",
     "WILLNEED",
     "advise",
     "all_resident",
@@ -49,6 +51,8 @@ PAGE = mmap.PAGESIZE
 #: ``madvise`` advice values (Linux); None where the platform lacks them
 WILLNEED: int | None = getattr(mmap, "MADV_WILLNEED", None)
 DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
+NORMAL: int | None = getattr(mmap, "MADV_NORMAL", None)
+RANDOM: int | None = getattr(mmap, "MADV_RANDOM", None)
 
 
 def _load_libc() -> Any:

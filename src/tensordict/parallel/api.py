@@ -252,9 +252,12 @@ def _progress(total: int, enabled: bool) -> Any:
     return tqdm(total=total)
 
 
-def _read_ahead(td: Any, opts: _Options, payload: Callable[[int], Any]) -> Any:
+def _read_ahead(
+    td: Any, opts: _Options, job: dict[str, Any], payload: Callable[[int], Any]
+) -> Any:
     """``payload``, also reading each chunk's pages ahead as it is sent (``readahead``), and the
-    :class:`ReadAhead` to close at the end (None: ``payload`` as it is)."""
+    :class:`ReadAhead` to close at the end (None: ``payload`` as it is). Shuffled chunks read
+    ahead tell the workers so (``job["scattered"]``: their faults then read no read-around)."""
     if opts.pool is not None and not isinstance(opts.pool, WorkerPool):
         from tensordict.parallel.pools import is_ray_pool
 
@@ -263,6 +266,8 @@ def _read_ahead(td: Any, opts: _Options, payload: Callable[[int], Any]) -> Any:
     ahead = ReadAhead.for_call(td, opts.plan)
     if ahead is None:
         return payload, None
+    if opts.plan.perm is not None:
+        job["scattered"] = True
 
     def sent(k: int) -> Any:
         ahead.request(k)
@@ -273,7 +278,7 @@ def _read_ahead(td: Any, opts: _Options, payload: Callable[[int], Any]) -> Any:
 
 def _run(td: Any, opts: _Options, out: Any = None) -> Iterator[Any]:
     job, payload = _job_and_payload(td, opts, out)
-    payload, ahead = _read_ahead(td, opts, payload)
+    payload, ahead = _read_ahead(td, opts, job, payload)
     plan = opts.plan
     window = 2 * opts.num_workers
     bar = _progress(len(plan), opts.kw["pbar"])

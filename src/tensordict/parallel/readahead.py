@@ -43,7 +43,7 @@ from tensordict.memmap import pagecache
 from tensordict.memmap.tensor import MemoryMappedTensor
 from tensordict.parallel.plan import ChunkPlan
 
-__all__ = ["MIN_CHUNK_BYTES", "ReadAhead"]
+__all__ = ["MIN_CHUNK_BYTES", "ReadAhead", "advise_access"]
 
 #: chunks holding fewer bytes of memory-mapped data than this are not read ahead (the cost of a
 #: request would approach that of the chunk; the kernel reads small sequential chunks ahead)
@@ -268,3 +268,36 @@ def _missing_pages(addr: int, runs: np.ndarray) -> np.ndarray:
             continue
         missing.append(group[vec[group - base] == 0])
     return np.concatenate(missing) if missing else pages[:0]
+
+
+#: mappings this process advised ``MADV_RANDOM`` (address -> length), to undo for a later call
+_ADVISED: dict[int, int] = {}
+
+
+def advise_access(source: Any, scattered: bool) -> None:
+    """In a worker, before a call's chunks: how its faults should read the source's files.
+
+    ``scattered`` (the parent reads each chunk's scattered rows ahead): ``MADV_RANDOM`` on every
+    file-backed leaf's mapping, so that a fault reads its own page and not the read-around
+    window (up to the device's read-ahead size, 128 KiB-8 MiB, around each row: mostly pages
+    no chunk asked for). Otherwise, mappings an earlier call advised so go back to
+    ``MADV_NORMAL`` (a persistent worker keeps its mappings from call to call).
+    """
+    if not scattered and not _ADVISED:
+        return
+    wanted: dict[int, int] = {}
+    if scattered:
+        if getattr(type(source), "_is_tensorclass", False):
+            source = source._tensordict
+        if isinstance(source, TensorDict):
+            for value in source.values(include_nested=True, leaves_only=True):
+                if value.__class__ is MemoryMappedTensor and value.filename:
+                    addr, nbytes = pagecache.mapping(value)
+                    wanted[addr] = nbytes
+    for addr, nbytes in list(_ADVISED.items()):
+        if wanted.get(addr) != nbytes:
+            pagecache.advise(addr, nbytes, pagecache.NORMAL)
+            del _ADVISED[addr]
+    for addr, nbytes in wanted.items():
+        if addr not in _ADVISED and pagecache.advise(addr, nbytes, pagecache.RANDOM):
+            _ADVISED[addr] = nbytes
