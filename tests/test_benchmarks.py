@@ -246,31 +246,3 @@ def test_steady_epochs_rows_compare_the_pool_with_both_persistent_limits(
     assert set(pool["ratios"]) == {"loop", "persistent limit", "persistent limit + send"}
     assert pool["cpu_workers_us_per_chunk"]["median"] > 0
     assert rows[0]["cpu_workers_us_per_chunk"]["median"] == 0  # the loop has no workers
-
-
-def test_charts_draw_one_svg_per_workload_with_every_contender(tmp_path: Path) -> None:
-    from benchmarks import charts
-
-    def row(name: str, median: float, **ratios: float) -> dict:
-        stats = {"median": median, "min": median * 0.9, "max": median * 1.1}
-        ratio_stats = {k: {"median": v} for k, v in ratios.items()}
-        return {"suite": "cold", "name": name, "unit": "GB/s", **stats, "ratios": ratio_stats}
-
-    rows = [
-        row("cold sequential 4 GiB: loop", 0.5),
-        row("cold sequential 4 GiB: map_iter", 1.6, limit=1.2),
-        row("cold sequential 4 GiB: limit", 1.3),
-        row("a single row", 1.0),
-    ]
-    results = tmp_path / "results.json"
-    results.write_text(
-        json.dumps({"machine": {"date": "2026-12-01", "load_average": [1.0]}, "rows": rows})
-    )
-    paths = charts.write_charts(results, tmp_path / "charts")
-    assert [p.name for p in paths] == ["cold-cold-sequential-4-gib-gb-s.svg"]
-    svg = paths[0].read_text()
-    assert svg.startswith("<svg") and svg.count("<rect x=") == 3
-    assert ">map_iter<" in svg and "1.2x limit" in svg.replace("1.20x", "1.2x")
-    assert paths[0].name in (tmp_path / "charts" / "index.md").read_text()
-    assert charts.write_charts(tmp_path / "missing.json", tmp_path / "none") == []
-    assert "No results yet" in (tmp_path / "none" / "index.md").read_text()
