@@ -12,8 +12,8 @@ Each chart is an SVG file under ``docs/_generated/``:
 - ``limits.svg``: the workloads measured against a limit of the machine in the same run (data
   read cold from the disk, steady-state epochs on a persistent pool, tiny chunks whose results
   are sent back): each contender's throughput over that limit, the limits hatched;
-- ``core_ops.svg``: the time of each core operation over upstream's as the issues quote it
-  (constants of ``benchmarks/core_ops.py``; below 1: faster).
+- ``core_ops.svg``: the time of each core operation over upstream's, measured in the same run
+  (below 1: faster).
 
 A row of the results is ``{"suite", "name", "median", "unit", "ratios", "reference", ...}``
 (see ``benchmarks/report.py``); a workload's rows are named ``"WORKLOAD: CONTENDER"``.
@@ -303,7 +303,7 @@ def draw_all(out_dir: Path, results: Path = RESULTS) -> list[Path]:
         ),
         "core_ops.svg": (
             {"core operations": core_ops(rows)} if core_ops(rows) else {},
-            "time over upstream 0.15.3's, as the issues quote it (1 = upstream; lower is faster)",
+            "time over upstream 0.15.3's in the same run (1 = upstream; lower is faster)",
         ),
     }
     written = []
