@@ -252,9 +252,7 @@ def _progress(total: int, enabled: bool | str) -> Any:
     return tqdm(total=total, desc=enabled if isinstance(enabled, str) else None, unit="chunk")
 
 
-def _read_ahead(
-    td: Any, opts: _Options, job: dict[str, Any], payload: Callable[[int], Any]
-) -> Any:
+def _read_ahead(td: Any, opts: _Options, job: dict[str, Any], payload: Callable[[int], Any]) -> Any:
     """``payload``, also reading each chunk's pages ahead as it is sent (``readahead``), and the
     :class:`ReadAhead` to close at the end (None: ``payload`` as it is). Shuffled chunks read
     ahead tell the workers so (``job["scattered"]``: their faults then read no read-around)."""

@@ -311,7 +311,7 @@ def pack_flat(td: Any) -> tuple[tuple[Any, ...], list[memoryview]] | None:
         except (TypeError, RuntimeError):
             array = None
         name = None if array is None else _NUMPY_NAMES.get(array.dtype)
-        if name is not None and array.flags.c_contiguous and array.size:
+        if array is not None and name is not None and array.flags.c_contiguous and array.size:
             keys.append(key)
             dtypes.append(name)
             shapes.append(array.shape)
