@@ -140,8 +140,14 @@ class H5Group(GroupNode):
         self.group.create_dataset(key, shape=shape, dtype=np_dtype, fillvalue=0)
 
     # ------------------------------------------------------------------ python objects
-    def read_non_tensor(self, key: str) -> tuple[Any, tuple[int, ...] | None]:
+    def non_tensor_layout(self, key: str) -> tuple[bool, tuple[int, ...] | None]:
         ds = self.group[key]
+        return False, (tuple(ds.shape) if STACK_ATTR in ds.attrs else None)
+
+    def read_non_tensor(
+        self, key: str, allow_pickle: bool = False
+    ) -> tuple[Any, tuple[int, ...] | None]:
+        ds = self.group[key]  # HDF5 holds strings and numbers only: nothing is ever unpickled
         if STACK_ATTR in ds.attrs:
             values = ds.asstr()[()] if ds.dtype.kind == "O" else ds[()]
             return np.asarray(values, dtype=object), tuple(ds.shape)

@@ -73,8 +73,19 @@ class GroupNode:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ python objects
-    def read_non_tensor(self, key: str) -> tuple[Any, tuple[int, ...] | None]:
-        """``(value, None)`` for one object, ``(object array, shape)`` for one per element."""
+    def read_non_tensor(
+        self, key: str, allow_pickle: bool = False
+    ) -> tuple[Any, tuple[int, ...] | None]:
+        """``(value, None)`` for one object, ``(object array, shape)`` for one per element.
+
+        Raises:
+            PickleNotAllowedError: the entry is pickled and ``allow_pickle`` is False.
+        """
+        raise NotImplementedError
+
+    def non_tensor_layout(self, key: str) -> tuple[bool, tuple[int, ...] | None]:
+        """``(pickled, per-element shape or None)`` of a python-object entry, read from its
+        metadata only (its payload is neither read nor decoded)."""
         raise NotImplementedError
 
     def write_non_tensor(

@@ -71,8 +71,12 @@ class PersistentTensorDict(BackedTensorDict):
         validate_batch_size: check that every array's shape starts with ``batch_size``.
         non_tensor_as_stack: accepted for compatibility (non-tensor data is read as it was
             stored: one object, or one per element).
-        allow_pickle: Zarr only: let python objects that are not JSON be stored and read with
-            pickle (None: refuse to write them, read them only if stored so).
+        allow_pickle: Zarr only: whether pickled python objects may be read (unpickling runs
+            code, so only ``True`` reads them; None and False refuse with
+            :class:`~tensordict.errors.PickleNotAllowedError`, naming the entry) and written
+            (False refuses to pickle objects that are not JSON; None and True pickle them).
+            ``keys()`` and ``repr`` never unpickle. A tensordict returned by ``from_dict`` /
+            ``to_zarr`` reads back what it wrote itself.
 
     Raises:
         MissingDependencyError: h5py (extra ``h5``) or zarr (extra ``zarr``) is not installed.
@@ -125,6 +129,7 @@ class PersistentTensorDict(BackedTensorDict):
                 "PersistentTensorDict needs exactly one of filename= (a file or store to open) "
                 "and group= (an open h5py or zarr group)."
             )
+        _check_allow_pickle(allow_pickle)
         node = open_node(backend, filename, group, mode)
         meta = node.meta() or {}
         if batch_size is None:
@@ -238,9 +243,12 @@ class PersistentTensorDict(BackedTensorDict):
         elif batch_size is not None:
             input_dict = input_dict.clone(False)
             input_dict.batch_size = batch_size
+        _check_allow_pickle(allow_pickle)
         node = write_tensordict(input_dict, filename, backend, allow_pickle, **kwargs)
         out = object.__new__(cls)
-        out._setup(node, input_dict.batch_size, device, input_dict.names, allow_pickle)
+        # the writer made the file and knows every value in it: it reads back its own pickles
+        mine = True if backend == "zarr" and allow_pickle is None else allow_pickle
+        out._setup(node, input_dict.batch_size, device, input_dict.names, mine)
         return out
 
     # ================================================================== the file
@@ -358,6 +366,9 @@ class PersistentTensorDict(BackedTensorDict):
     def _leaf_meta(self, key: str) -> tuple[tuple[int, ...], torch.dtype]:
         return self._leaf_shape(key), self._node.dtype(key)
 
+    def _non_tensor_layout(self, key: str) -> tuple[bool, tuple[int, ...] | None] | None:
+        return self._node.non_tensor_layout(key)
+
     def _repr_extra(self) -> list[str]:
         return [f"backend={self.backend}", f"filename={self._node.filename!r}"]
 
@@ -379,7 +390,7 @@ class PersistentTensorDict(BackedTensorDict):
         if kind == "scalar":
             value, shape = self._node.read(key, ()).item(), None
         else:
-            value, shape = self._node.read_non_tensor(key)
+            value, shape = self._node.read_non_tensor(key, allow_pickle=self.allow_pickle is True)
         if shape is None:
             return NonTensorData._new(value, self._batch_size, self._device)
         stack: Any = NonTensorStack.from_array(value, self._device)
@@ -565,6 +576,14 @@ class PersistentTensorDict(BackedTensorDict):
     def _write_meta(self) -> None:
         self._node.set_meta(
             {"batch_size": list(self._batch_size), "names": self._names, "version": 1}
+        )
+
+
+def _check_allow_pickle(allow_pickle: Any) -> None:
+    if allow_pickle is not None and not isinstance(allow_pickle, bool):
+        raise TypeError(
+            f"allow_pickle must be a bool or None, got {type(allow_pickle).__name__} "
+            f"{allow_pickle!r}: pass True to allow unpickling, False (or None) to refuse it."
         )
 
 
