@@ -29,8 +29,8 @@ import contextlib
 import errno
 import os
 import posixpath
-import stat
 import shutil
+import stat
 import struct
 import tempfile
 import zipfile
