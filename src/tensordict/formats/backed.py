@@ -49,17 +49,16 @@ class LeafInfo:
 
 
 class UnreadInfo:
-    """What ``repr`` shows for pickled python objects, which it never unpickles."""
+    """What ``repr`` shows for python objects it must not read (pickles, which it never
+    unpickles; data of a type torch cannot hold): why, instead of the value."""
 
-    def __init__(self, per_element: bool, batch_size: torch.Size, device: Any) -> None:
-        self.per_element, self.batch_size, self.device = per_element, batch_size, device
+    def __init__(self, why: str, per_element: bool, batch_size: torch.Size, device: Any) -> None:
+        self.why, self.per_element = why, per_element
+        self.batch_size, self.device = batch_size, device
 
     def __repr__(self) -> str:
         name = "NonTensorStack" if self.per_element else "NonTensorData"
-        return (
-            f"{name}(data=<pickled, not read: needs allow_pickle=True>, "
-            f"batch_size={self.batch_size}, device={self.device})"
-        )
+        return f"{name}(data=<{self.why}>, batch_size={self.batch_size}, device={self.device})"
 
 
 class BackedTensorDict(TensorDictBase):
@@ -227,9 +226,10 @@ class BackedTensorDict(TensorDictBase):
             else:
                 yield key, self._get_str(key, None)
 
-    def _non_tensor_layout(self, key: str) -> tuple[bool, tuple[int, ...] | None] | None:
-        """``(pickled, per-element shape or None)`` of the python-object entry ``key``, from
-        its metadata only; None when the backing store cannot tell without reading it."""
+    def _non_tensor_layout(self, key: str) -> tuple[str | None, tuple[int, ...] | None] | None:
+        """``(why repr must not read it or None, per-element shape or None)`` of the
+        python-object entry ``key``, from its metadata only; None when the backing store cannot
+        tell without reading it."""
         return None
 
     def _non_tensor_stand_in(self, key: str) -> Any:
@@ -246,8 +246,8 @@ class BackedTensorDict(TensorDictBase):
             shape, dtype = self._leaf_meta(key)
             return LeafInfo(shape, dtype, self._device)
         layout = self._non_tensor_layout(key) if kind == NON_TENSOR else None
-        if layout is not None and layout[0]:
-            return UnreadInfo(layout[1] is not None, self._batch_size, self._device)
+        if layout is not None and layout[0] is not None:
+            return UnreadInfo(layout[0], layout[1] is not None, self._batch_size, self._device)
         return self._get_str(key, None)
 
     def entry_class(self, key: Any) -> type:

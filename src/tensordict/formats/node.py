@@ -14,10 +14,12 @@ import torch
 
 from tensordict.errors import FormatValueError
 
-__all__ = ["META_ATTR", "GroupNode", "check_storable"]
+__all__ = ["META_ATTR", "PICKLED", "GroupNode", "check_storable"]
 
 #: the group attribute holding ``{"batch_size": [...], "names": [...], "version": 1}``
 META_ATTR = "__tensordict__"
+#: what ``repr`` shows instead of a pickled python object (it never unpickles)
+PICKLED = "pickled, not read: needs allow_pickle=True"
 
 
 class GroupNode:
@@ -83,9 +85,10 @@ class GroupNode:
         """
         raise NotImplementedError
 
-    def non_tensor_layout(self, key: str) -> tuple[bool, tuple[int, ...] | None]:
-        """``(pickled, per-element shape or None)`` of a python-object entry, read from its
-        metadata only (its payload is neither read nor decoded)."""
+    def non_tensor_layout(self, key: str) -> tuple[str | None, tuple[int, ...] | None]:
+        """``(why repr must not read it or None, per-element shape or None)`` of a
+        python-object entry, from its metadata only (its payload is neither read nor decoded):
+        e.g. ``"pickled, not read: needs allow_pickle=True"``."""
         raise NotImplementedError
 
     def write_non_tensor(

@@ -77,6 +77,10 @@ class PersistentTensorDict(BackedTensorDict):
             (False refuses to pickle objects that are not JSON; None and True pickle them).
             ``keys()`` and ``repr`` never unpickle. A tensordict returned by ``from_dict`` /
             ``to_zarr`` reads back what it wrote itself.
+        allow_external: HDF5 only: follow external links and read datasets whose data lives
+            in other files (external raw storage, virtual datasets). False (default) refuses
+            them with :class:`~tensordict.errors.ExternalDataError`: a file never makes
+            tensordict read another file (a secret next to it) unasked.
 
     Raises:
         MissingDependencyError: h5py (extra ``h5``) or zarr (extra ``zarr``) is not installed.
@@ -122,6 +126,7 @@ class PersistentTensorDict(BackedTensorDict):
         validate_batch_size: bool = True,
         non_tensor_as_stack: bool = False,
         allow_pickle: bool | None = None,
+        allow_external: bool = False,
         **kwargs: Any,
     ) -> None:
         if (filename is None) == (group is None):
@@ -130,7 +135,7 @@ class PersistentTensorDict(BackedTensorDict):
                 "and group= (an open h5py or zarr group)."
             )
         _check_allow_pickle(allow_pickle)
-        node = open_node(backend, filename, group, mode)
+        node = open_node(backend, filename, group, mode, allow_external)
         meta = node.meta() or {}
         if batch_size is None:
             batch_size = meta.get("batch_size")
@@ -193,6 +198,7 @@ class PersistentTensorDict(BackedTensorDict):
         batch_dims: int | None,
         batch_size: Any,
         allow_pickle: bool | None = None,
+        allow_external: bool = False,
     ) -> PersistentTensorDict:
         if batch_size is not None and batch_dims is not None:
             raise ValueError("give batch_size or batch_dims, not both.")
@@ -202,6 +208,7 @@ class PersistentTensorDict(BackedTensorDict):
             backend=backend,
             batch_size=batch_size,
             allow_pickle=allow_pickle,
+            allow_external=allow_external,
         )
         if batch_dims is not None:
             inferred = infer_batch_size(out._node)
@@ -366,7 +373,7 @@ class PersistentTensorDict(BackedTensorDict):
     def _leaf_meta(self, key: str) -> tuple[tuple[int, ...], torch.dtype]:
         return self._leaf_shape(key), self._node.dtype(key)
 
-    def _non_tensor_layout(self, key: str) -> tuple[bool, tuple[int, ...] | None] | None:
+    def _non_tensor_layout(self, key: str) -> tuple[str | None, tuple[int, ...] | None] | None:
         return self._node.non_tensor_layout(key)
 
     def _repr_extra(self) -> list[str]:
@@ -644,14 +651,22 @@ def open_h5(
     batch_dims: int | None = None,
     batch_size: Sequence[int] | torch.Size | None = None,
     non_tensor_as_stack: bool = False,
+    allow_external: bool = False,
 ) -> PersistentTensorDict:
     """Open a HDF5 file as a :class:`PersistentTensorDict`, read lazily (``TensorDict.from_h5``,
     ``PersistentTensorDict.from_h5``; ``tensordict.from_h5`` names the file ``h5_file``).
 
     See the class for the arguments; ``batch_dims`` keeps that many of the inferred batch
-    dimensions.
+    dimensions. The file at ``filename`` now is opened, even when this process holds another
+    handle on a file that was there before (replaced since).
+
+    Raises:
+        ExternalDataError: the file links to, or keeps data in, other files (read only with
+            ``allow_external=True``).
     """
-    return PersistentTensorDict._open(filename, "h5", mode, batch_dims, batch_size)
+    return PersistentTensorDict._open(
+        filename, "h5", mode, batch_dims, batch_size, allow_external=allow_external
+    )
 
 
 def open_zarr(
@@ -678,6 +693,7 @@ def from_h5(
     batch_dims: int | None = None,
     batch_size: Sequence[int] | torch.Size | None = None,
     non_tensor_as_stack: bool = False,
+    allow_external: bool = False,
 ) -> PersistentTensorDict:
     """Open a HDF5 file as a :class:`PersistentTensorDict` (``tensordict.from_h5``; see
     :func:`open_h5`)."""
@@ -688,6 +704,7 @@ def from_h5(
         batch_dims=batch_dims,
         batch_size=batch_size,
         non_tensor_as_stack=non_tensor_as_stack,
+        allow_external=allow_external,
     )
 
 

@@ -21,7 +21,7 @@ import torch
 
 from tensordict.errors import FormatValueError, PickleNotAllowedError
 from tensordict.formats.deps import require
-from tensordict.formats.node import META_ATTR, GroupNode, to_numpy
+from tensordict.formats.node import META_ATTR, PICKLED, GroupNode, to_numpy
 from tensordict.formats.zarr_chunks import ALL_CHUNKS_ATTR, check_read
 
 __all__ = ["ZarrGroup", "consolidate", "open_zarr", "zarr"]
@@ -187,13 +187,13 @@ class ZarrGroup(GroupNode):
         self._changed()
 
     # ------------------------------------------------------------------ python objects
-    def non_tensor_layout(self, key: str) -> tuple[bool, tuple[int, ...] | None]:
+    def non_tensor_layout(self, key: str) -> tuple[str | None, tuple[int, ...] | None]:
         arr = self.group[key]
         marker = arr.attrs.get(NON_TENSOR_ATTR)
         if not isinstance(marker, dict):  # a string array written by another program
-            return False, tuple(arr.shape)
+            return None, tuple(arr.shape)
         shape = _per_element_shape(marker, self._where(key))
-        return marker.get("encoding") == "pickle", shape
+        return (PICKLED if marker.get("encoding") == "pickle" else None), shape
 
     def read_non_tensor(
         self, key: str, allow_pickle: bool = False

@@ -264,7 +264,7 @@ def _atomic_zip(dst: str, fill: Any) -> None:
                 fill(zf)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~tx.current_umask())
         os.replace(tmp, os.path.realpath(dst))
     except BaseException:
         with contextlib.suppress(OSError):
@@ -272,12 +272,6 @@ def _atomic_zip(dst: str, fill: Any) -> None:
         raise
     with contextlib.suppress(OSError):
         tx.fsync_path(folder)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _open(path: str) -> zipfile.ZipFile:

@@ -30,6 +30,7 @@ from tensordict.core.keys import key_path
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.errors import BatchSizeError, StoreDataError, StoreKeyError
 from tensordict.formats.backed import ARRAY, GROUP, NON_TENSOR, BackedTensorDict, check_fits
+from tensordict.formats.node import PICKLED
 from tensordict.formats.rows import select
 from tensordict.store._connection import (
     DEFAULT_TIMEOUT,
@@ -331,10 +332,11 @@ class TensorDictStore(BackedTensorDict):
         metas = self._conn.metas([self._full_key_path(p) for p in paths], fresh)
         return {p: metas[self._full_key_path(p)] for p in paths}
 
-    def _non_tensor_layout(self, key: str) -> tuple[bool, tuple[int, ...] | None] | None:
+    def _non_tensor_layout(self, key: str) -> tuple[str | None, tuple[int, ...] | None] | None:
         path = self._full_key_path(key)
         encoding = self._conn.metas([path])[path].get("encoding")
-        return encoding == "pickle", ((0,) if encoding == "json_array" else None)
+        why = PICKLED if encoding == "pickle" else None
+        return why, ((0,) if encoding == "json_array" else None)
 
     def _own_keys(self) -> list[str]:
         seen: dict[str, None] = {}

@@ -386,10 +386,11 @@ class TensorDictBase(
         self, excluded: builtins.set[tuple[str, ...]], prefix: tuple[str, ...]
     ) -> Any:
         source = {}
-        for key, value in self._own_items():
+        for key in self._own_keys():
             path = prefix + (key,)
             if path in excluded:
-                continue
+                continue  # never read (a file-backed entry may be costly, or refuse to be read)
+            value = self._get_str(key, None)
             if isinstance(value, TensorDictBase):
                 value = value._copy_structure(excluded, path)
             elif getattr(type(value), "_is_tensorclass", False):
