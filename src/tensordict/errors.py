@@ -52,6 +52,7 @@ __all__ = [
     "MissingDependencyError",
     "MultipleEllipsisError",
     "NestedWorkersError",
+    "NestingDepthError",
     "NoSpaceError",
     "NotATensorDictError",
     "NotMemmappedError",
@@ -323,6 +324,12 @@ class PoolClosedError(ValueError):
 
 class ChunkError(RuntimeError):
     """An error in ``fn`` that cannot be re-raised with its own type (e.g. it does not unpickle)."""
+
+
+class NestingDepthError(ValueError, RecursionError):
+    """A tensordict nested deeper than the 128 levels one may hold (deeper trees would break
+    pickling, ``repr`` and every recursive operation with a bare ``RecursionError``).
+    Subclasses ``RecursionError`` too, which code catching the old failure expects."""
 
 
 class CycleError(ValueError):
