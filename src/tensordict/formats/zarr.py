@@ -211,7 +211,7 @@ class ZarrGroup(GroupNode):
             )
         shape = _per_element_shape(marker, where)
         payload = np.asarray(self.read_raw(key), dtype=np.uint8).tobytes()
-        value = _decode(payload, encoding)
+        value = _decode(payload, str(encoding))
         if shape is None:
             return value, None
         if not isinstance(value, list) or len(value) != math.prod(shape):

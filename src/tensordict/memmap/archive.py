@@ -498,7 +498,7 @@ def _check_stored_crcs(
     names = [n for n in leaves.values() if not reader.is_compressed(n)]
     if not names:
         return
-    data = memoryview(reader.storage.numpy())
+    data = memoryview(reader.storage.numpy())  # type: ignore[arg-type]
     for name in names:
         entry, info = reader.entries[name], zf.getinfo(name)
         crc = 0

@@ -210,9 +210,9 @@ class _Walker:
             elif "dtype" in entry and "shape" in entry:
                 info.children.append(self.tensor(name, directory, entry))
         info.nbytes = sum(c.nbytes for c in info.children)
-        for child in info.children if bs is not None else ():
+        for child in info.children:
             size = child.shape if child.kind == TENSOR else child.batch_size
-            if size is not None and size[: len(bs)] != bs:  # what load_memmap refuses
+            if bs is not None and size is not None and size[: len(bs)] != bs:  # load refuses
                 what = "shape" if child.kind == TENSOR else "batch size"
                 child.problems.append(f"{what} {size} does not start with the batch size {bs}")
         return info
