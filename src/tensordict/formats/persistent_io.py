@@ -122,7 +122,16 @@ def _write_h5_beside(
 
     target = os.path.abspath(filename)
     folder, name = os.path.split(target)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tdh5", dir=folder or ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tdh5", dir=folder or ".")
+    except PermissionError:  # a folder this process cannot create files in: in place, as before
+        root = h5.open_h5(target, "w")
+        try:
+            write_group(root, td, allow_pickle, **kwargs)
+        except BaseException:
+            root.close()
+            raise
+        return root
     os.close(fd)
     try:
         root = h5.open_h5(tmp, "w")

@@ -58,7 +58,7 @@ class Reaper:
     def _run(self) -> None:
         try:
             self._loop()
-        finally:  # however it ends, a later adopt() starts a new thread
+        finally:  # an unexpected error too: a later adopt() starts a new thread
             with self._cond:
                 if self._thread is threading.current_thread():
                     self._thread = None
@@ -69,7 +69,8 @@ class Reaper:
                 if not self._pending:
                     self._cond.wait(1.0)
                 if not self._pending:
-                    return  # idle
+                    self._thread = None  # idle (under the lock): a later adopt() starts one
+                    return
                 items = list(self._pending)
             done = self._poll(items)
             with self._cond:  # close() may have taken some meanwhile: those are its to close
