@@ -10,10 +10,11 @@ at about 200). Storing a tensordict nested deeper than :data:`MAX_NESTING` level
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Iterator
 from typing import Any
+
+import torch
 
 from tensordict.core.collection import TensorCollection
 from tensordict.errors import NestingDepthError
@@ -49,12 +50,22 @@ def nesting_depth(value: Any, limit: int = MAX_NESTING) -> int:
     todo = [(root, 1)]
     while todo and deepest <= limit:
         node, level = todo.pop()
-        deepest = max(deepest, level)
-        for _, child in node._own_key_items():  # stand-ins: nothing is stacked or read
-            inner = _collection(child)
-            if inner is not None:
-                todo.append((inner, level + 1))
+        if level > deepest:
+            deepest = level
+        store = getattr(node, "_tensordict", None)  # a TensorDict's own dict: the fast path
+        children = store.values() if type(store) is dict else _key_values(node)
+        for child in children:
+            if child.__class__ is not torch.Tensor:
+                inner = _collection(child)
+                if inner is not None:
+                    todo.append((inner, level + 1))
     return deepest
+
+
+def _key_values(node: Any) -> Iterator[Any]:
+    # stand-ins (a lazy stack does not stack, a file-backed tensordict reads nothing)
+    for _, child in node._own_key_items():
+        yield child
 
 
 def check_nesting(key: Any, value: Any) -> None:
@@ -84,23 +95,28 @@ def refuse_deep(td: Any, what: str) -> None:
         )
 
 
-@contextlib.contextmanager
-def recursion_guard(what: str) -> Iterator[None]:
+class recursion_guard:
     """Turn a ``RecursionError`` raised anywhere inside the outermost guarded call of this thread
     into :class:`~tensordict.errors.NestingDepthError` naming ``what``."""
-    if getattr(_active, "on", False):
-        yield
-        return
-    _active.on = True
-    try:
-        yield
-    except RecursionError as err:
-        if isinstance(err, NestingDepthError):
-            raise
-        raise NestingDepthError(
-            f"{what} hit Python's recursion limit: the tensordict is nested too deeply (it was "
-            f"grown level by level past the {MAX_NESTING} levels that can be stored at once). "
-            "Flatten the structure (flatten_keys())."
-        ) from None
-    finally:
+
+    __slots__ = ("outermost", "what")
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.outermost = False
+
+    def __enter__(self) -> None:
+        if not getattr(_active, "on", False):
+            _active.on = self.outermost = True
+
+    def __exit__(self, kind: Any, err: Any, tb: Any) -> None:
+        if not self.outermost:
+            return
         _active.on = False
+        deep = kind is not None and issubclass(kind, RecursionError)
+        if deep and not issubclass(kind, NestingDepthError):
+            raise NestingDepthError(
+                f"{self.what} hit Python's recursion limit: the tensordict is nested too deeply "
+                f"(it was grown level by level past the {MAX_NESTING} levels that can be stored "
+                "at once). Flatten the structure (flatten_keys())."
+            ) from None
