@@ -329,3 +329,22 @@ def test_a_batch_size_load_memmap_refuses_is_a_problem(capsys, tmp_path, shape, 
         TensorDict.load_memmap(tmp_path / "p")
     status, out, _ = _run(capsys, str(tmp_path / "p"))
     assert status == 1 and re.search(rf"! {problem}", out), out
+
+
+def test_version_prints_the_package_torch_and_python_versions_on_one_line():
+    res = subprocess.run(
+        [sys.executable, "-m", "tensordict", "--version"], capture_output=True, text=True
+    )
+    import tensordict
+
+    assert res.returncode == 0, res.stderr
+    line = res.stdout.strip()
+    assert "\n" not in line
+    assert line.startswith(f"tensordict {tensordict.__version__} (torch {torch.__version__}")
+    assert line.endswith(os.path.dirname(tensordict.__file__))
+
+
+def test_the_package_metadata_takes_its_version_from_the_module():
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in pyproject
+    assert 'version = { attr = "tensordict.__version__" }' in pyproject

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from tensordict.errors import ExternalDataError, FormatValueError
-from tensordict.formats.deps import require
+from tensordict.formats.deps import require, require_file
 from tensordict.formats.node import META_ATTR, GroupNode, to_numpy
 from tensordict.memmap.format import MAX_DEPTH
 
@@ -64,6 +64,7 @@ def open_h5(
             and _is_file_at(current, path)
         ):
             return H5Group(current, allow_external=allow_external)
+        require_file(filename, "HDF5 file")
     kwargs = {} if locking is None else {"locking": locking}
     file = lib.File(str(filename), mode, **kwargs)
     _OPEN[path] = file

@@ -28,7 +28,7 @@ from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.errors import FormatValueError
 from tensordict.formats.arrow_columns import NULL_POLICIES, arrow_column
-from tensordict.formats.deps import require
+from tensordict.formats.deps import require, require_file
 
 __all__ = [
     "from_arrow",
@@ -292,6 +292,7 @@ def from_parquet(
     ``"_mask"``), True where the row is not null. See :func:`from_arrow` for every policy.
     """
     pq = require("pyarrow.parquet", "arrow", "reading Parquet files")
+    require_file(path, "Parquet file")
     table = pq.read_table(str(path), columns=columns, **kwargs)
     td = from_arrow(table, nulls=nulls, mask_key=mask_key)
     return _finish(
@@ -447,6 +448,7 @@ def from_csv(path: Any, **kwargs: Any) -> TensorDict:
     """Read a CSV file with ``pandas.read_csv`` (tensordict arguments as :func:`from_pandas`;
     other keyword arguments go to pandas)."""
     mine, theirs = _split_kwargs(kwargs)
+    require_file(path, "CSV file")
     return from_pandas(_pd().read_csv(path, **theirs), **mine)
 
 
@@ -459,6 +461,7 @@ def to_csv(td: Any, path: Any, *, separator: str | None = None, **kwargs: Any) -
 def from_json(path: Any, *, lines: bool = False, **kwargs: Any) -> TensorDict:
     """Read a JSON file of records (``lines=True``: one record per line) with pandas."""
     mine, theirs = _split_kwargs(kwargs)
+    require_file(path, "JSON file")
     return from_pandas(_pd().read_json(path, lines=lines, **theirs), **mine)
 
 
