@@ -141,3 +141,27 @@ def test_the_reaper_survives_a_worker_closed_under_it(monkeypatch):
     assert own.wait_idle(10.0)
     with pytest.raises(ValueError, match="closed"):
         later.process.exitcode  # reaped, then closed by the reaper  # noqa: B018
+
+
+def test_a_worker_handed_over_as_the_thread_goes_idle_is_reaped():
+    """The thread going idle races adopt(): forced here, workers are handed over after the thread
+    decided it had nothing left to do and before it ended. A thread that still counted as
+    running then would start no new one, and those workers would never be reaped."""
+    handed_over = threading.Event()
+    later = _started()
+
+    class Racing(reaper.Reaper):
+        def _loop(self) -> None:
+            super()._loop()  # returned: idle
+            if not handed_over.is_set():
+                adopter = threading.Thread(target=self.adopt, args=([later], 5.0))
+                adopter.start()
+                adopter.join()
+                handed_over.set()
+
+    own = Racing()
+    own.adopt([_started()], grace=5.0)
+    assert handed_over.wait(10.0)  # the first thread went idle, then `later` was handed over
+    assert own.wait_idle(10.0)  # and a new thread reaped it
+    with pytest.raises(ValueError, match="closed"):
+        later.process.exitcode  # noqa: B018
