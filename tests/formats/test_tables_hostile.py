@@ -81,6 +81,7 @@ def test_bad_null_policy_is_refused():
     ("frame", "separator", "clash"),
     [
         (pd.DataFrame({"a.b": [1, 2], "a": [3, 4]}), ".", r"'a\.b' and 'a'|'a' and 'a\.b'"),
+        (pd.DataFrame({"a..b": [1, 2], "a": [3, 4]}), ".", r"'a' and 'a\.\.b'"),  # a..b was lost
         (pd.DataFrame({1: [1, 2], "1": [3, 4]}), None, r"1 and '1'"),
         (pd.DataFrame([[1, 2]], columns=["x", "x"]), None, r"'x' and 'x'"),
     ],
