@@ -128,7 +128,8 @@ def test_the_reaper_survives_a_worker_closed_under_it(monkeypatch):
     select = reaper.select.select
 
     def close_then_wait(rlist: Any, *args: Any) -> Any:
-        if threading.current_thread().name == "tensordict-reaper" and not closed_under_it.is_set():
+        # own's thread only (the package's reaper may be reaping earlier tests' workers)
+        if threading.current_thread() is own._thread and not closed_under_it.is_set():
             closed_under_it.set()
             own.close(grace=5.0)  # joins and closes the process the thread is about to poll
         return select(rlist, *args)
