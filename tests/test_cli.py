@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -310,6 +311,24 @@ def test_python_m_tensordict_info(saved, tmp_path):
     bad = subprocess.run([*cmd, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2
     assert bad.stdout == "" and len(bad.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("shape", "problem"),
+    [
+        ([10**30], r"'shape' is not a list of sizes: \[1000000000000000000000000000000\]"),
+        ([5], r"shape \[4\] does not start with the batch size \[5\]"),
+    ],
+)
+def test_a_batch_size_load_memmap_refuses_is_a_problem(capsys, tmp_path, shape, problem):
+    TensorDict({"x": torch.zeros(4)}, [4]).memmap(tmp_path / "p")
+    meta = json.loads((tmp_path / "p" / "meta.json").read_text())
+    meta["shape"] = shape
+    (tmp_path / "p" / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError):
+        TensorDict.load_memmap(tmp_path / "p")
+    status, out, _ = _run(capsys, str(tmp_path / "p"))
+    assert status == 1 and re.search(rf"! {problem}", out), out
 
 
 def test_version_prints_the_package_torch_and_python_versions_on_one_line():

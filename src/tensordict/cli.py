@@ -139,7 +139,7 @@ def render_tree(root: EntryInfo, path: str, branches: tuple[str, ...] = _ASCII) 
     rows: list[tuple[str, ...]] = []
     _rows(root, "", branches, rows)
     widths = [max((len(r[i]) for r in rows), default=0) for i in range(4)]
-    lines = [header]
+    lines = [header, *(f"! {p}" for p in root.problems)]
     for name, kind, shape, size, note in rows:
         line = f"{name:<{widths[0]}}  {kind:<{widths[1]}}  {shape:<{widths[2]}}  "
         lines.append((line + f"{size:>{widths[3]}}  {note}").rstrip())

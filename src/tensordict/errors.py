@@ -25,12 +25,14 @@ __all__ = [
     "DimIndexError",
     "DimNamesError",
     "DistributedTimeoutError",
+    "ExternalDataError",
     "FieldTypeError",
     "FileNameTooLongError",
     "FirstClassDimMemmapError",
     "FormatValueError",
     "FromModulesError",
     "FrozenTensorclassError",
+    "IncompleteDataError",
     "IncompleteMemmapError",
     "IndexTypeError",
     "IndexingError",
@@ -54,6 +56,7 @@ __all__ = [
     "MissingDependencyError",
     "MultipleEllipsisError",
     "NestedWorkersError",
+    "NestingDepthError",
     "NoSpaceError",
     "NotATensorDictError",
     "NotConsolidatedError",
@@ -74,6 +77,7 @@ __all__ = [
     "StoreConnectionError",
     "StoreDataError",
     "StoreKeyError",
+    "StoreTimeoutError",
     "TensorDictKeyError",
     "TensorDictPropertyError",
     "TensorclassArgumentError",
@@ -277,7 +281,23 @@ class MappingLimitError(OSError, RuntimeError):
 
 
 class PickleNotAllowedError(MemmapFormatError, RuntimeError):
-    """A saved entry that can only be read by unpickling, while ``allow_pickle=False``."""
+    """A saved entry that can only be read by unpickling, while ``allow_pickle`` is not True
+    (a memory-mapped directory, a Zarr store, a key-value store)."""
+
+    @classmethod
+    def for_entry(cls, what: str, opt_in: str) -> PickleNotAllowedError:
+        """The error for ``what`` (the entry, named where it lives), saying how to opt in.
+
+        Examples:
+            >>> err = PickleNotAllowedError.for_entry("/d/x.pickle", "allow_pickle=True")
+            >>> print(err)  # doctest: +NORMALIZE_WHITESPACE
+            /d/x.pickle can only be read by unpickling it, which can run arbitrary code. Pass
+            allow_pickle=True if you trust where this data came from.
+        """
+        return cls(
+            f"{what} can only be read by unpickling it, which can run arbitrary code. Pass "
+            f"{opt_in} if you trust where this data came from."
+        )
 
 
 class NotPicklableError(TypeError):
@@ -332,6 +352,12 @@ class ChunkError(RuntimeError):
     """An error in ``fn`` that cannot be re-raised with its own type (e.g. it does not unpickle)."""
 
 
+class NestingDepthError(ValueError, RecursionError):
+    """A tensordict nested deeper than the 128 levels one may hold (deeper trees would break
+    pickling, ``repr`` and every recursive operation with a bare ``RecursionError``).
+    Subclasses ``RecursionError`` too, which code catching the old failure expects."""
+
+
 class CycleError(ValueError):
     """A tensordict stored inside itself (``td["a"] = td``), directly or deeper down."""
 
@@ -382,7 +408,18 @@ class FieldTypeError(TypeError, ValueError):
 class FormatValueError(TypeError, ValueError):
     """A value a file format cannot hold (bfloat16 in HDF5, a 2-d tensor in a table column, a
     python object where only tensors are stored), or a file whose content does not fit a
-    tensordict."""
+    tensordict (null values in a column, column names that clash once split into keys)."""
+
+
+class ExternalDataError(FormatValueError, PermissionError):
+    """An entry of a file that would read data outside it (a HDF5 external link, external raw
+    storage or virtual dataset; a Zarr chunk that is a symbolic link), refused unless the user
+    opts in. Subclasses ``PermissionError``: the read was not allowed."""
+
+
+class IncompleteDataError(FormatValueError, FileNotFoundError):
+    """Data a file or store says it holds but does not (a deleted Zarr chunk or array folder):
+    it is never read back as zeros."""
 
 
 class StoreKeyError(TensorDictKeyError):
@@ -395,7 +432,13 @@ class StoreConnectionError(ConnectionError, RuntimeError):
 
 class StoreDataError(RuntimeError, ValueError):
     """An entry on a key-value server whose bytes do not match its metadata (incomplete, or
-    changed by another program): it is never read back as valid data."""
+    changed by another program), or a stored tensordict whose data is gone from the server (it
+    was restarted empty, flushed or evicted): it is never read back as valid data."""
+
+
+class StoreTimeoutError(StoreConnectionError, TimeoutError):
+    """A call to the key-value server that got no answer within the store's ``timeout``
+    (a server stopped, overloaded or not speaking the protocol)."""
 
 
 class OutKeyNotFoundError(ValueError, RuntimeError):

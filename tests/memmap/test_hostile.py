@@ -139,9 +139,10 @@ def test_nesting_up_to_the_limit_loads(tmp_path: Path) -> None:
 
 
 def test_writing_deeper_than_the_limit_is_refused_before_writing(tmp_path: Path) -> None:
-    td = TensorDict({}, [])
-    for _ in range(fmt.MAX_DEPTH + 1):
-        td = TensorDict({"a": td}, [])
+    td = cur = TensorDict({}, [])
+    for _ in range(fmt.MAX_DEPTH + 1):  # grown level by level (storing it whole is refused)
+        cur["a"] = TensorDict({}, [])
+        cur = cur["a"]
     with pytest.raises(MemmapFormatError, match="deeper than"):
         td.memmap(tmp_path / "p")
     assert not (tmp_path / "p").exists()

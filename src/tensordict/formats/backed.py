@@ -16,16 +16,18 @@ import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.behaviour.entries import locked_message
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import key_path
+from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.core.serial.printing import field_lines
 from tensordict.errors import LockedError, ShapeMismatchError, TensorDictKeyError
 
-__all__ = ["BackedTensorDict", "LeafInfo"]
+__all__ = ["BackedTensorDict", "LeafInfo", "UnreadInfo"]
 
 _MISSING: Any = object()
 
@@ -44,6 +46,19 @@ class LeafInfo:
             f"Tensor(shape={self.shape}, device={self.device or 'cpu'}, dtype={self.dtype}, "
             "is_shared=False)"
         )
+
+
+class UnreadInfo:
+    """What ``repr`` shows for python objects it must not read (pickles, which it never
+    unpickles; data of a type torch cannot hold): why, instead of the value."""
+
+    def __init__(self, why: str, per_element: bool, batch_size: torch.Size, device: Any) -> None:
+        self.why, self.per_element = why, per_element
+        self.batch_size, self.device = batch_size, device
+
+    def __repr__(self) -> str:
+        name = "NonTensorStack" if self.per_element else "NonTensorData"
+        return f"{name}(data=<{self.why}>, batch_size={self.batch_size}, device={self.device})"
 
 
 class BackedTensorDict(TensorDictBase):
@@ -199,13 +214,41 @@ class BackedTensorDict(TensorDictBase):
             yield key, self._get_str(key, None)
 
     def _own_key_items(self) -> Iterator[tuple[str, Any]]:
-        # keys() needs the kind of each entry, not its data: arrays are stood in by meta tensors
+        # keys() needs the kind of each entry, not its data: arrays are stood in by meta
+        # tensors, python objects by empty stand-ins (a payload is never read, nor unpickled)
         for key in self._own_keys():
-            if self._kind(key) == ARRAY:
+            kind = self._kind(key)
+            if kind == ARRAY:
                 shape, dtype = self._leaf_meta(key)
                 yield key, torch.empty(shape, dtype=dtype, device="meta")
+            elif kind == NON_TENSOR and self._non_tensor_layout(key) is not None:
+                yield key, self._non_tensor_stand_in(key)
             else:
                 yield key, self._get_str(key, None)
+
+    def _non_tensor_layout(self, key: str) -> tuple[str | None, tuple[int, ...] | None] | None:
+        """``(why repr must not read it or None, per-element shape or None)`` of the
+        python-object entry ``key``, from its metadata only; None when the backing store cannot
+        tell without reading it."""
+        return None
+
+    def _non_tensor_stand_in(self, key: str) -> Any:
+        """What ``keys()`` needs of a python-object entry: its class, not its value."""
+        layout = self._non_tensor_layout(key)
+        if layout is not None and layout[1] is not None:
+            return NonTensorStack.from_array(np.empty((0,), dtype=object), self._device)
+        return NonTensorData._new(None, self._batch_size, self._device)
+
+    def _shown(self, key: str, kind: str | None) -> Any:
+        """What ``repr`` shows for the entry ``key``: nothing is read but python objects that
+        need no unpickling."""
+        if kind == ARRAY:
+            shape, dtype = self._leaf_meta(key)
+            return LeafInfo(shape, dtype, self._device)
+        layout = self._non_tensor_layout(key) if kind == NON_TENSOR else None
+        if layout is not None and layout[0] is not None:
+            return UnreadInfo(layout[0], layout[1] is not None, self._batch_size, self._device)
+        return self._get_str(key, None)
 
     def entry_class(self, key: Any) -> type:
         """The class of the entry at ``key``, without reading a tensor."""
@@ -238,13 +281,7 @@ class BackedTensorDict(TensorDictBase):
         return self.to_tensordict()
 
     def __repr__(self) -> str:
-        lines = []
-        for key in self._own_keys():
-            if self._kind(key) == ARRAY:
-                shape, dtype = self._leaf_meta(key)
-                lines.append((key, LeafInfo(shape, dtype, self._device)))
-            else:
-                lines.append((key, self._get_str(key, None)))
+        lines = [(key, self._shown(key, self._kind(key))) for key in self._own_keys()]
         fields = textwrap.indent("\n" + ",\n".join(field_lines(lines)), "    ")
         parts = [
             f"fields={{{fields}}}",

@@ -14,10 +14,12 @@ import torch
 
 from tensordict.errors import FormatValueError
 
-__all__ = ["META_ATTR", "GroupNode", "check_storable"]
+__all__ = ["META_ATTR", "PICKLED", "GroupNode", "check_storable"]
 
 #: the group attribute holding ``{"batch_size": [...], "names": [...], "version": 1}``
 META_ATTR = "__tensordict__"
+#: what ``repr`` shows instead of a pickled python object (it never unpickles)
+PICKLED = "pickled, not read: needs allow_pickle=True"
 
 
 class GroupNode:
@@ -73,8 +75,20 @@ class GroupNode:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ python objects
-    def read_non_tensor(self, key: str) -> tuple[Any, tuple[int, ...] | None]:
-        """``(value, None)`` for one object, ``(object array, shape)`` for one per element."""
+    def read_non_tensor(
+        self, key: str, allow_pickle: bool = False
+    ) -> tuple[Any, tuple[int, ...] | None]:
+        """``(value, None)`` for one object, ``(object array, shape)`` for one per element.
+
+        Raises:
+            PickleNotAllowedError: the entry is pickled and ``allow_pickle`` is False.
+        """
+        raise NotImplementedError
+
+    def non_tensor_layout(self, key: str) -> tuple[str | None, tuple[int, ...] | None]:
+        """``(why repr must not read it or None, per-element shape or None)`` of a
+        python-object entry, from its metadata only (its payload is neither read nor decoded):
+        e.g. ``"pickled, not read: needs allow_pickle=True"``."""
         raise NotImplementedError
 
     def write_non_tensor(

@@ -71,8 +71,16 @@ class PersistentTensorDict(BackedTensorDict):
         validate_batch_size: check that every array's shape starts with ``batch_size``.
         non_tensor_as_stack: accepted for compatibility (non-tensor data is read as it was
             stored: one object, or one per element).
-        allow_pickle: Zarr only: let python objects that are not JSON be stored and read with
-            pickle (None: refuse to write them, read them only if stored so).
+        allow_pickle: Zarr only: whether pickled python objects may be read (unpickling runs
+            code, so only ``True`` reads them; None and False refuse with
+            :class:`~tensordict.errors.PickleNotAllowedError`, naming the entry) and written
+            (False refuses to pickle objects that are not JSON; None and True pickle them).
+            ``keys()`` and ``repr`` never unpickle. A tensordict returned by ``from_dict`` /
+            ``to_zarr`` reads back what it wrote itself.
+        allow_external: HDF5 only: follow external links and read datasets whose data lives
+            in other files (external raw storage, virtual datasets). False (default) refuses
+            them with :class:`~tensordict.errors.ExternalDataError`: a file never makes
+            tensordict read another file (a secret next to it) unasked.
 
     Raises:
         MissingDependencyError: h5py (extra ``h5``) or zarr (extra ``zarr``) is not installed.
@@ -118,6 +126,7 @@ class PersistentTensorDict(BackedTensorDict):
         validate_batch_size: bool = True,
         non_tensor_as_stack: bool = False,
         allow_pickle: bool | None = None,
+        allow_external: bool = False,
         **kwargs: Any,
     ) -> None:
         if (filename is None) == (group is None):
@@ -125,7 +134,8 @@ class PersistentTensorDict(BackedTensorDict):
                 "PersistentTensorDict needs exactly one of filename= (a file or store to open) "
                 "and group= (an open h5py or zarr group)."
             )
-        node = open_node(backend, filename, group, mode)
+        _check_allow_pickle(allow_pickle)
+        node = open_node(backend, filename, group, mode, allow_external)
         meta = node.meta() or {}
         if batch_size is None:
             batch_size = meta.get("batch_size")
@@ -188,6 +198,7 @@ class PersistentTensorDict(BackedTensorDict):
         batch_dims: int | None,
         batch_size: Any,
         allow_pickle: bool | None = None,
+        allow_external: bool = False,
     ) -> PersistentTensorDict:
         if batch_size is not None and batch_dims is not None:
             raise ValueError("give batch_size or batch_dims, not both.")
@@ -197,6 +208,7 @@ class PersistentTensorDict(BackedTensorDict):
             backend=backend,
             batch_size=batch_size,
             allow_pickle=allow_pickle,
+            allow_external=allow_external,
         )
         if batch_dims is not None:
             inferred = infer_batch_size(out._node)
@@ -238,9 +250,12 @@ class PersistentTensorDict(BackedTensorDict):
         elif batch_size is not None:
             input_dict = input_dict.clone(False)
             input_dict.batch_size = batch_size
+        _check_allow_pickle(allow_pickle)
         node = write_tensordict(input_dict, filename, backend, allow_pickle, **kwargs)
         out = object.__new__(cls)
-        out._setup(node, input_dict.batch_size, device, input_dict.names, allow_pickle)
+        # the writer made the file and knows every value in it: it reads back its own pickles
+        mine = True if backend == "zarr" and allow_pickle is None else allow_pickle
+        out._setup(node, input_dict.batch_size, device, input_dict.names, mine)
         return out
 
     # ================================================================== the file
@@ -358,6 +373,9 @@ class PersistentTensorDict(BackedTensorDict):
     def _leaf_meta(self, key: str) -> tuple[tuple[int, ...], torch.dtype]:
         return self._leaf_shape(key), self._node.dtype(key)
 
+    def _non_tensor_layout(self, key: str) -> tuple[str | None, tuple[int, ...] | None] | None:
+        return self._node.non_tensor_layout(key)
+
     def _repr_extra(self) -> list[str]:
         return [f"backend={self.backend}", f"filename={self._node.filename!r}"]
 
@@ -379,7 +397,7 @@ class PersistentTensorDict(BackedTensorDict):
         if kind == "scalar":
             value, shape = self._node.read(key, ()).item(), None
         else:
-            value, shape = self._node.read_non_tensor(key)
+            value, shape = self._node.read_non_tensor(key, allow_pickle=self.allow_pickle is True)
         if shape is None:
             return NonTensorData._new(value, self._batch_size, self._device)
         stack: Any = NonTensorStack.from_array(value, self._device)
@@ -568,6 +586,14 @@ class PersistentTensorDict(BackedTensorDict):
         )
 
 
+def _check_allow_pickle(allow_pickle: Any) -> None:
+    if allow_pickle is not None and not isinstance(allow_pickle, bool):
+        raise TypeError(
+            f"allow_pickle must be a bool or None, got {type(allow_pickle).__name__} "
+            f"{allow_pickle!r}: pass True to allow unpickling, False (or None) to refuse it."
+        )
+
+
 def _selected_shape(td: PersistentTensorDict, key: str, index: Any) -> tuple[int, ...]:
     shape = td._leaf_shape(key)
     if index is None or td._selection is not None:
@@ -625,14 +651,22 @@ def open_h5(
     batch_dims: int | None = None,
     batch_size: Sequence[int] | torch.Size | None = None,
     non_tensor_as_stack: bool = False,
+    allow_external: bool = False,
 ) -> PersistentTensorDict:
     """Open a HDF5 file as a :class:`PersistentTensorDict`, read lazily (``TensorDict.from_h5``,
     ``PersistentTensorDict.from_h5``; ``tensordict.from_h5`` names the file ``h5_file``).
 
     See the class for the arguments; ``batch_dims`` keeps that many of the inferred batch
-    dimensions.
+    dimensions. The file at ``filename`` now is opened, even when this process holds another
+    handle on a file that was there before (replaced since).
+
+    Raises:
+        ExternalDataError: the file links to, or keeps data in, other files (read only with
+            ``allow_external=True``).
     """
-    return PersistentTensorDict._open(filename, "h5", mode, batch_dims, batch_size)
+    return PersistentTensorDict._open(
+        filename, "h5", mode, batch_dims, batch_size, allow_external=allow_external
+    )
 
 
 def open_zarr(
@@ -659,6 +693,7 @@ def from_h5(
     batch_dims: int | None = None,
     batch_size: Sequence[int] | torch.Size | None = None,
     non_tensor_as_stack: bool = False,
+    allow_external: bool = False,
 ) -> PersistentTensorDict:
     """Open a HDF5 file as a :class:`PersistentTensorDict` (``tensordict.from_h5``; see
     :meth:`TensorDict.from_h5`)."""
@@ -669,6 +704,7 @@ def from_h5(
         batch_dims=batch_dims,
         batch_size=batch_size,
         non_tensor_as_stack=non_tensor_as_stack,
+        allow_external=allow_external,
     )
 
 

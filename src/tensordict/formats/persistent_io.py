@@ -5,6 +5,9 @@ Backends are chosen by name (``"h5"``, ``"zarr"``) and imported only when used.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
 from typing import Any
 
 import torch
@@ -12,6 +15,7 @@ import torch
 from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.formats.node import GroupNode
+from tensordict.memmap.transaction import current_umask
 
 __all__ = ["infer_batch_size", "open_node", "reopen_node", "write_tensordict", "write_value"]
 
@@ -26,15 +30,17 @@ def _check_backend(backend: str) -> None:
         )
 
 
-def open_node(backend: str, filename: Any, group: Any, mode: str) -> GroupNode:
+def open_node(
+    backend: str, filename: Any, group: Any, mode: str, allow_external: bool = False
+) -> GroupNode:
     """The root node of ``filename`` (opened with ``mode``), or ``group`` wrapped."""
     _check_backend(backend)
     if backend == "h5":
         from tensordict.formats import h5
 
         if group is not None:
-            return h5.H5Group(group)
-        return h5.open_h5(filename, mode)
+            return h5.H5Group(group, allow_external=allow_external)
+        return h5.open_h5(filename, mode, allow_external=allow_external)
     from tensordict.formats import zarr as zarr_format
 
     if group is not None:
@@ -87,8 +93,15 @@ def infer_batch_size(node: GroupNode) -> torch.Size:
 def write_tensordict(
     td: TensorDictBase, filename: Any, backend: str, allow_pickle: bool | None, **kwargs: Any
 ) -> GroupNode:
-    """Create ``filename`` (replacing it) holding ``td``; its root node, open for writing."""
+    """Create ``filename`` (replacing it) holding ``td``; its root node, open for writing.
+
+    A HDF5 file named by a path is written beside it and renamed over it once complete: a
+    write that fails (a dtype HDF5 cannot hold, a meta tensor) leaves the previous file as it
+    was, and no partial file.
+    """
     _check_backend(backend)
+    if backend == "h5" and isinstance(filename, (str, os.PathLike)):
+        return _write_h5_beside(td, os.fspath(filename), allow_pickle, **kwargs)
     root = open_node(backend, filename, None, "w")
     try:
         write_group(root, td, allow_pickle, **kwargs)
@@ -100,6 +113,41 @@ def write_tensordict(
         root.close()
         raise
     return root
+
+
+def _write_h5_beside(
+    td: TensorDictBase, filename: str, allow_pickle: bool | None, **kwargs: Any
+) -> GroupNode:
+    from tensordict.formats import h5
+
+    target = os.path.abspath(filename)
+    folder, name = os.path.split(target)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tdh5", dir=folder or ".")
+    except PermissionError:  # a folder this process cannot create files in: in place, as before
+        root = h5.open_h5(target, "w")
+        try:
+            write_group(root, td, allow_pickle, **kwargs)
+        except BaseException:
+            root.close()
+            raise
+        return root
+    os.close(fd)
+    try:
+        root = h5.open_h5(tmp, "w")
+        try:
+            write_group(root, td, allow_pickle, **kwargs)
+        finally:
+            root.close()
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~current_umask())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return h5.open_h5(target, "r+")
 
 
 def write_group(

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from tensordict.core.behaviour.base import TensorDictBase
+from tensordict.core.behaviour.nesting import MAX_NESTING
 from tensordict.core.dense import TensorDict
 from tensordict.core.lazy.stack import LazyStackedTensorDict
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
@@ -115,6 +116,10 @@ def from_safetensors(path: str | Path, *, device: Any = None) -> Any:
 
     A tensorclass is rebuilt only if the module defining it is already imported (a file never
     makes tensordict import a module).
+
+    Raises:
+        FormatValueError: the structure tensordict recorded in the file's metadata is malformed
+            or does not fit its tensors (naming the file and the entry).
     """
     st = require("safetensors", "safetensors", "reading safetensors files")
     require_file(path, "safetensors file")
@@ -126,29 +131,72 @@ def from_safetensors(path: str | Path, *, device: Any = None) -> Any:
         nested: dict[Any, Any] = {tuple(name.split(".")): t for name, t in tensors.items()}
         td: Any = TensorDict(nested, [])
     else:
-        td = _rebuild(json.loads(raw)["root"], tensors)
+        td = _rebuild(_root(raw, str(path)), tensors, str(path), ())
     return td.to(device) if device is not None else td
 
 
-def _rebuild(node: dict[str, Any], tensors: dict[str, torch.Tensor]) -> Any:
+def _bad(path: str, where: tuple[str, ...], what: str) -> FormatValueError:
+    at = f" at {'.'.join(where)!r}" if where else ""
+    return FormatValueError(
+        f"{path}: the tensordict structure in its metadata (key {META_KEY!r}) is malformed{at}: "
+        f"{what}. The file was damaged or written by another program; load its tensors alone "
+        "with safetensors.torch.load_file."
+    )
+
+
+def _root(raw: str, path: str) -> dict[str, Any]:
+    try:
+        meta = json.loads(raw)
+    except ValueError as err:
+        raise _bad(path, (), f"not JSON ({err})") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("root"), dict):
+        raise _bad(path, (), "expected a JSON object with a 'root' object")
+    return meta["root"]
+
+
+def _rebuild(node: Any, tensors: dict[str, torch.Tensor], path: str, where: tuple[str, ...]) -> Any:
+    if len(where) > MAX_NESTING:
+        raise _bad(path, where, f"nested deeper than {MAX_NESTING} levels")
+    bs, keys = node.get("batch_size"), node.get("keys")
+    if not isinstance(bs, list) or not all(type(s) is int and 0 <= s < 1 << 63 for s in bs):
+        raise _bad(path, where, f"batch_size must be a list of sizes, got {bs!r}")
+    if not isinstance(keys, dict):
+        raise _bad(path, where, f"keys must be an object, got {type(keys).__name__}")
     source: dict[str, Any] = {}
-    bs = torch.Size(node["batch_size"])
-    for key, entry in node["keys"].items():
-        if "tensor" in entry:
-            source[key] = tensors[entry["tensor"]]
-        elif "td" in entry:
-            source[key] = _rebuild(entry["td"], tensors)
-        else:
-            source[key] = NonTensorData(entry["non_tensor"], batch_size=bs)
-    td: Any = TensorDict(source, batch_size=bs)
-    if node.get("names"):
-        td.names = node["names"]
-    if "stack_dim" in node:
-        td = LazyStackedTensorDict(*td.unbind(node["stack_dim"]), stack_dim=node["stack_dim"])
+    for key, entry in keys.items():
+        source[key] = _entry(entry, tensors, path, (*where, key), torch.Size(bs))
+    try:
+        td: Any = TensorDict(source, batch_size=bs)
+        if node.get("names"):
+            td.names = node["names"]
+        if "stack_dim" in node:
+            dim = node["stack_dim"]
+            td = LazyStackedTensorDict(*td.unbind(dim), stack_dim=dim)
+    except (RuntimeError, ValueError, TypeError, IndexError) as err:
+        raise _bad(path, where, str(err).split("\n")[0]) from None
     cls = _tensorclass(node.get("class"))
     if cls is not None:
         td = cls._from_tensordict(td, None)
     return td
+
+
+def _entry(
+    entry: Any, tensors: dict[str, torch.Tensor], path: str, where: tuple[str, ...], bs: Any
+) -> Any:
+    if not isinstance(entry, dict) or len(entry) != 1:
+        raise _bad(path, where, "an entry must be one of {'tensor'|'td'|'non_tensor': ...}")
+    if "tensor" in entry:
+        name = entry["tensor"]
+        if not isinstance(name, str) or name not in tensors:
+            raise _bad(path, where, f"it names the tensor {name!r}, which the file does not hold")
+        return tensors[name]
+    if "td" in entry:
+        if not isinstance(entry["td"], dict):
+            raise _bad(path, where, "a nested tensordict must be an object")
+        return _rebuild(entry["td"], tensors, path, where)
+    if "non_tensor" in entry:
+        return NonTensorData(entry["non_tensor"], batch_size=bs)
+    raise _bad(path, where, f"unknown entry kind {next(iter(entry))!r}")
 
 
 def _tensorclass(name: Any) -> Any:

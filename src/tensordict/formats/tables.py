@@ -27,6 +27,7 @@ from tensordict.core.dense import TensorDict
 from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.errors import FormatValueError
+from tensordict.formats.arrow_columns import NULL_POLICIES, arrow_column
 from tensordict.formats.deps import require, require_file
 
 __all__ = [
@@ -71,16 +72,29 @@ def _finish(
         )
     if dtype is not None:
         columns = _cast(columns, dtype)
-    source: dict[Any, Any] = {}
+    leaves = []
     for name, value in columns.items():
-        key = tuple(name.split(separator)) if separator and separator in name else name
-        source[key] = value
-    td = TensorDict(source, batch_size=[n_rows], device=device)
+        path = tuple(name.split(separator)) if separator and separator in name else (name,)
+        leaves += [(name, path + sub, leaf) for sub, leaf in _leaves_of(value)]
+    _check_names([(name, path) for name, path, _ in leaves])
+    td = TensorDict({}, batch_size=[n_rows], device=device)
+    for _, path, leaf in leaves:
+        td.set(path, leaf)
     if batch_size is not None:
         td.batch_size = batch_size
     elif auto_batch_size or batch_dims is not None:
         td.auto_batch_size_(batch_dims)
     return td
+
+
+def _leaves_of(value: Any) -> list[tuple[tuple[str, ...], Any]]:
+    """``(key path below the column, leaf)`` of each leaf of a column's entry."""
+    if isinstance(value, TensorDictBase):
+        items = value.items(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor)
+        return [((k,) if isinstance(k, str) else tuple(k), v) for k, v in items]
+    if isinstance(value, dict):
+        return [((k, *sub), leaf) for k, v in value.items() for sub, leaf in _leaves_of(v)]
+    return [((), value)]
 
 
 def _cast(columns: dict[str, Any], dtype: torch.dtype) -> dict[str, Any]:
@@ -125,9 +139,12 @@ def from_arrow(
         table: the table.
         copy: ``False`` views the Arrow buffers where it can (they are read-only: do not write
             in place); ``None`` and ``True`` copy.
-        nulls: ``"raise"`` refuses null values; ``"fill"`` fills them (NaN for floats, 0 /
-            False otherwise, None for python objects); ``"mask"`` fills them and adds a boolean
-            entry ``(*mask_key, *key)``, True where the row is not null.
+        nulls: what null values become; none ever turns into a plausible value unasked.
+            ``"raise"`` (default) refuses them; ``"nan"`` reads nulls of floats as NaN and of
+            python objects (strings) as None, and refuses the others (integers, booleans,
+            lists); ``"mask"`` fills them (NaN for floats, 0 / False / empty lists otherwise)
+            and adds a boolean entry ``(*mask_key, *key)``, True where the row is not null;
+            ``"fill"`` fills them without a mask.
         mask_key: where the masks go with ``nulls="mask"`` (default ``"_mask"``).
         device: the device of the result.
 
@@ -136,29 +153,33 @@ def from_arrow(
 
     Raises:
         MissingDependencyError: pyarrow is not installed (extra ``arrow``).
-        ValueError: a null value with ``nulls="raise"``, or a bad ``nulls``.
+        FormatValueError: a null value the policy refuses (naming the column), two columns of
+            the same name, or a bad ``nulls`` (all ``ValueError``).
 
     Examples:
         >>> import pyarrow as pa
         >>> td = from_arrow(pa.table({"x": [1.0, 2.0], "s": ["a", "b"], "p": [{"q": 1}, {"q": 2}]}))
         >>> td["x"], td["s"], td["p", "q"]
         (tensor([1., 2.], dtype=torch.float64), LinkedList(['a', 'b']), tensor([1, 2]))
+        >>> from_arrow(pa.table({"i": [1, None]}), nulls="mask")["_mask", "i"]
+        tensor([ True, False])
     """
     pa = _pa()
-    if nulls not in ("raise", "fill", "mask"):
-        raise ValueError(f"nulls must be 'raise', 'fill' or 'mask', got {nulls!r}.")
+    if nulls not in NULL_POLICIES:
+        raise FormatValueError(f"nulls must be one of {NULL_POLICIES}, got {nulls!r}.")
     if mask_key is not None and nulls != "mask":
-        raise ValueError("mask_key= is only used with nulls='mask'.")
+        raise FormatValueError("mask_key= is only used with nulls='mask'.")
     if not isinstance(table, pa.Table):
         table = (
             pa.table(table)
             if not isinstance(table, pa.RecordBatch)
             else pa.Table.from_batches([table])
         )
+    _check_names([(n, (n,)) for n in table.column_names])  # a table may repeat a name
     masks: dict[Any, torch.Tensor] = {}
     columns = {
-        name: _arrow_column(table.column(name), (name,), copy, nulls, masks)
-        for name in table.column_names
+        name: arrow_column(table.column(i), (name,), copy, nulls, masks)
+        for i, name in enumerate(table.column_names)
     }
     td = TensorDict(columns, batch_size=[table.num_rows], device=device)
     key = mask_key if mask_key is not None else "_mask"
@@ -168,81 +189,26 @@ def from_arrow(
     return td
 
 
-def _arrow_column(
-    column: Any, path: tuple[str, ...], copy: bool | None, nulls: str, masks: dict[Any, Any]
-) -> Any:
-    pa = _pa()
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    if column.null_count:
-        if nulls == "raise":
-            raise ValueError(
-                f"column {'.'.join(path)!r} has {column.null_count} null values. Pass "
-                "nulls='fill' to fill them, or nulls='mask' to fill them and keep a mask."
-            )
-        if nulls == "mask":
-            masks[path] = torch.from_numpy(column.is_valid().to_numpy(zero_copy_only=False).copy())
-    kind = column.type
-    types = pa.types
-    if types.is_struct(kind):
-        return {
-            kind.field(i).name: _arrow_column(
-                column.field(i), path + (kind.field(i).name,), copy, nulls, masks
-            )
-            for i in range(kind.num_fields)
-        }
-    if types.is_integer(kind) or types.is_floating(kind) or types.is_boolean(kind):
-        return _arrow_numbers(column, copy)
-    if isinstance(kind, pa.FixedShapeTensorType):
-        return torch.from_numpy(np.array(column.to_numpy_ndarray(), copy=True))
-    if types.is_fixed_size_list(kind) and _numeric(kind.value_type):
-        values = _arrow_numbers(column.flatten(), copy)
-        return values.reshape(len(column), *_fixed_shape(kind), *values.shape[1:])
-    if (types.is_list(kind) or types.is_large_list(kind)) and _numeric(kind.value_type):
-        return _arrow_jagged(column, copy)
-    return NonTensorStack.from_array(_object_array(column.to_pylist()))
-
-
-def _numeric(kind: Any) -> bool:
-    types = _pa().types
-    return bool(types.is_integer(kind) or types.is_floating(kind) or types.is_boolean(kind))
-
-
-def _fixed_shape(kind: Any) -> tuple[int, ...]:
-    return (kind.list_size,)
-
-
-def _arrow_numbers(array: Any, copy: bool | None) -> torch.Tensor:
-    pa = _pa()
-    if array.null_count:
-        fill = float("nan") if pa.types.is_floating(array.type) else 0
-        if pa.types.is_boolean(array.type):
-            fill = False
-        array = array.fill_null(fill)
-    values = array.to_numpy(zero_copy_only=False)
-    if copy is not False or not values.flags.writeable:
-        if copy is False:
-            import warnings
-
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # read-only buffer, viewed on request
-                return torch.from_numpy(values)
-        values = values.copy()
-    return torch.from_numpy(values)
-
-
-def _arrow_jagged(column: Any, copy: bool | None) -> torch.Tensor:
-    offsets = torch.from_numpy(column.offsets.to_numpy().astype(np.int64))
-    values = _arrow_numbers(column.values, copy)
-    start = int(offsets[0])
-    values = values[start : int(offsets[-1])]
-    return torch.nested.nested_tensor_from_jagged(values, offsets - start)
-
-
-def _object_array(values: list[Any]) -> np.ndarray:
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
+def _check_names(columns: list[tuple[Any, tuple[str, ...]]]) -> None:
+    """Raise if two columns' leaves would land on the same key, or one on a key inside
+    another's (``"a"`` and ``"a.b"`` split on ``"."``): every column arrives, or the call
+    raises, naming both."""
+    seen: dict[tuple[str, ...], Any] = {}
+    for label, path in sorted(columns, key=lambda c: len(c[1])):
+        clash = next((path[:i] for i in range(1, len(path) + 1) if path[:i] in seen), None)
+        if clash is None:
+            seen[path] = label
+            continue
+        why = (
+            "two columns cannot share a key"
+            if clash == path
+            else f"{clash!r} cannot be both an entry and a nested tensordict"
+        )
+        raise FormatValueError(
+            f"the columns {seen[clash]!r} and {label!r} clash once their names are split into "
+            f"keys ({clash!r} and {path!r}): {why}. Rename one of them (or pick another "
+            "separator) before converting; nothing was converted."
+        )
 
 
 def to_arrow(td: Any) -> Any:
@@ -311,14 +277,24 @@ def from_parquet(
     separator: str | None = None,
     dtype: torch.dtype | None = None,
     columns: list[str] | None = None,
+    nulls: str = "nan",
+    mask_key: Any = None,
     **kwargs: Any,
 ) -> TensorDict:
     """Read a Parquet file with pyarrow (``columns=`` reads only those; other keyword arguments
-    go to ``pyarrow.parquet.read_table``)."""
+    go to ``pyarrow.parquet.read_table``).
+
+    Null values never become plausible numbers: by default (``nulls="nan"``) nulls of
+    floating-point columns are NaN and nulls of string (python object) columns None, as
+    upstream reads them, while a null in an integer, boolean, list or fixed-size list column
+    raises :class:`~tensordict.errors.FormatValueError` naming the column; ``nulls="mask"``
+    fills those (0, False, empty) and adds a boolean entry under ``mask_key`` (default
+    ``"_mask"``), True where the row is not null. See :func:`from_arrow` for every policy.
+    """
     pq = require("pyarrow.parquet", "arrow", "reading Parquet files")
     require_file(path, "Parquet file")
     table = pq.read_table(str(path), columns=columns, **kwargs)
-    td = from_arrow(table, nulls="fill")
+    td = from_arrow(table, nulls=nulls, mask_key=mask_key)
     return _finish(
         dict(td._own_items()),
         table.num_rows,
@@ -362,6 +338,9 @@ def from_pandas(
     Raises:
         MissingDependencyError: pandas is not installed (extra ``pandas``).
         TypeError: both ``auto_batch_size=True`` and ``batch_size``.
+        FormatValueError: two columns that would become the same key (a repeated name, ``1``
+            and ``"1"``), or one key inside another's (``"a"`` and ``"a.b"`` with
+            ``separator="."``): every column arrives, or nothing does.
 
     Examples:
         >>> import pandas as pd
@@ -371,8 +350,15 @@ def from_pandas(
     """
     pd = _pd()
     columns: dict[str, Any] = {}
-    for name in dataframe.columns:
-        columns[str(name)] = _pandas_column(pd, dataframe[name])
+    labels: dict[str, Any] = {}
+    for i, name in enumerate(dataframe.columns):
+        if str(name) in labels:  # a repeated name, or 1 and "1"
+            raise FormatValueError(
+                f"the columns {labels[str(name)]!r} and {name!r} both become the key "
+                f"{str(name)!r}; rename one of them before converting (nothing was converted)."
+            )
+        labels[str(name)] = name
+        columns[str(name)] = _pandas_column(pd, dataframe.iloc[:, i])
     return _finish(
         columns,
         len(dataframe),
@@ -383,6 +369,12 @@ def from_pandas(
         separator=separator,
         dtype=dtype,
     )
+
+
+def _object_array(values: list[Any]) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
 
 
 def _pandas_column(pd: Any, series: Any) -> Any:

@@ -10,6 +10,7 @@ metadata, kept fresh after every change of structure.
 from __future__ import annotations
 
 import json
+import math
 import pickle
 import warnings
 from pathlib import Path
@@ -18,9 +19,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from tensordict.errors import FormatValueError
+from tensordict.errors import FormatValueError, PickleNotAllowedError
 from tensordict.formats.deps import require, require_file
-from tensordict.formats.node import META_ATTR, GroupNode, to_numpy
+from tensordict.formats.node import META_ATTR, PICKLED, GroupNode, to_numpy
+from tensordict.formats.zarr_chunks import ALL_CHUNKS_ATTR, check_read
 
 __all__ = ["ZarrGroup", "consolidate", "open_zarr", "zarr"]
 
@@ -150,13 +152,19 @@ class ZarrGroup(GroupNode):
         return _torch(np.empty(0, dtype=self.group[key].dtype)).dtype
 
     def read(self, key: str, region: tuple[Any, ...]) -> torch.Tensor:
+        return _torch(self.read_raw(key, region))
+
+    def read_raw(self, key: str, region: tuple[Any, ...] = ()) -> Any:
+        """The numpy elements of array ``key`` in ``region``, once its chunks are checked
+        (see :mod:`tensordict.formats.zarr_chunks`)."""
         arr = self.group[key]
+        check_read(arr, region, self._where(key))
         if any(isinstance(r, np.ndarray) for r in region):
-            return _torch(arr.oindex[region])
-        return _torch(arr[region] if region else arr[...])
+            return arr.oindex[region]
+        return arr[region] if region else arr[...]
 
     def write(self, key: str, region: tuple[Any, ...], value: torch.Tensor) -> None:
-        arr = self.group[key]
+        arr = _storing_every_chunk(self.group[key])
         data = to_numpy(key, value.to(self.dtype(key)), "Zarr")
         if any(isinstance(r, np.ndarray) for r in region):
             arr.oindex[region] = data
@@ -171,23 +179,55 @@ class ZarrGroup(GroupNode):
 
     def create_zeros(self, key: str, shape: tuple[int, ...], dtype: torch.dtype) -> None:
         np_dtype = to_numpy(key, torch.empty(0, dtype=dtype), "Zarr").dtype
-        self.group.create_array(key, **_array_options(shape, np_dtype, {}))
+        arr = self.group.create_array(key, **_array_options(shape, np_dtype, {}))
+        if not shape:
+            arr[...] = np.zeros((), np_dtype)
+        step = max(int(arr.chunks[0]), 1) if shape else 1
+        for start in range(0, shape[0] if shape else 0, step):  # every chunk stored, as zeros
+            stop = min(start + step, shape[0])
+            arr[start:stop] = np.zeros((stop - start, *shape[1:]), np_dtype)
         self._changed()
 
     # ------------------------------------------------------------------ python objects
-    def read_non_tensor(self, key: str) -> tuple[Any, tuple[int, ...] | None]:
+    def non_tensor_layout(self, key: str) -> tuple[str | None, tuple[int, ...] | None]:
+        arr = self.group[key]
+        marker = arr.attrs.get(NON_TENSOR_ATTR)
+        if not isinstance(marker, dict):  # a string array written by another program
+            return None, tuple(arr.shape)
+        shape = _per_element_shape(marker, self._where(key))
+        return (PICKLED if marker.get("encoding") == "pickle" else None), shape
+
+    def read_non_tensor(
+        self, key: str, allow_pickle: bool = False
+    ) -> tuple[Any, tuple[int, ...] | None]:
         arr = self.group[key]
         marker = arr.attrs.get(NON_TENSOR_ATTR)
         if not isinstance(marker, dict):  # a string array written by another program
             return np.asarray(arr[...], dtype=object), tuple(arr.shape)
-        payload = np.asarray(arr[...], dtype=np.uint8).tobytes()
-        value = _decode(payload, marker.get("encoding"), key)
-        shape = marker.get("per_element")
+        where = self._where(key)
+        encoding = marker.get("encoding")
+        _check_encoding(encoding, where)
+        if encoding == "pickle" and not allow_pickle:  # refused before a byte is read
+            raise PickleNotAllowedError.for_entry(
+                where, "allow_pickle=True to TensorDict.from_zarr(...)"
+            )
+        shape = _per_element_shape(marker, where)
+        payload = np.asarray(self.read_raw(key), dtype=np.uint8).tobytes()
+        value = _decode(payload, str(encoding))
         if shape is None:
             return value, None
+        if not isinstance(value, list) or len(value) != math.prod(shape):
+            raise FormatValueError(
+                f"{where} should hold {math.prod(shape)} python objects (one per element of "
+                f"shape {list(shape)}), got {type(value).__name__}: the store is damaged or was "
+                "written by another program."
+            )
         out = np.empty(len(value), dtype=object)
         out[:] = value
         return out.reshape(shape), tuple(shape)
+
+    def _where(self, key: str) -> str:
+        return f"the Zarr entry {self.path.rstrip('/')}/{key} of {self.filename}"
 
     def write_non_tensor(
         self, key: str, value: Any, per_element: bool, allow_pickle: bool | None = None
@@ -205,7 +245,8 @@ class ZarrGroup(GroupNode):
             dtype="uint8",
             chunks=data.shape or (1,),
             compressors=None,
-            attributes={NON_TENSOR_ATTR: marker},
+            attributes={NON_TENSOR_ATTR: marker, ALL_CHUNKS_ATTR: True},
+            config={"write_empty_chunks": True},
         )
         if data.size:
             arr[...] = data
@@ -258,7 +299,15 @@ def _array_options(shape: tuple[int, ...], dtype: Any, kwargs: dict[str, Any]) -
         chunks = tuple(chunks)[: len(shape)]
         chunks = chunks + tuple(max(s, 1) for s in shape[len(chunks) :])
     options.setdefault("compressors", None)
+    # every chunk is stored, zeros included, so that a missing one is noticed when read
+    options["config"] = {**dict(options.get("config") or {}), "write_empty_chunks": True}
+    options["attributes"] = {**dict(options.get("attributes") or {}), ALL_CHUNKS_ATTR: True}
     return {"shape": shape, "dtype": dtype, "chunks": chunks or (1,), **options}
+
+
+def _storing_every_chunk(arr: Any) -> Any:
+    """``arr``, writing every chunk it touches (zarr would delete a chunk written as zeros)."""
+    return arr.with_config({"write_empty_chunks": True})
 
 
 def _encode(key: str, value: Any, allow_pickle: bool | None) -> tuple[bytes, str]:
@@ -277,12 +326,28 @@ def _encode(key: str, value: Any, allow_pickle: bool | None) -> tuple[bytes, str
     return pickle.dumps(value), "pickle"
 
 
-def _decode(payload: bytes, encoding: Any, key: str) -> Any:
+def _check_encoding(encoding: Any, where: str) -> None:
+    if encoding not in ("json", "pickle"):
+        raise FormatValueError(
+            f"{where} holds non-tensor data in an unknown encoding {encoding!r} (expected "
+            "'json' or 'pickle'). It was written by another program or a newer version."
+        )
+
+
+def _per_element_shape(marker: dict[str, Any], where: str) -> tuple[int, ...] | None:
+    shape = marker.get("per_element")
+    if shape is None:
+        return None
+    if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
+        raise FormatValueError(
+            f"{where} has a malformed per-element shape {shape!r} (expected a list of "
+            "non-negative ints): the store is damaged or was written by another program."
+        )
+    return tuple(shape)
+
+
+def _decode(payload: bytes, encoding: str) -> Any:
+    """The python value of a payload whose encoding was checked (and allowed) by the caller."""
     if encoding == "json":
         return json.loads(payload.decode("utf-8"))
-    if encoding == "pickle":
-        return pickle.loads(payload)
-    raise FormatValueError(
-        f"the Zarr array {key!r} holds non-tensor data in an unknown encoding {encoding!r} "
-        "(expected 'json' or 'pickle'). It was written by another program or a newer version."
-    )
+    return pickle.loads(payload)

@@ -6,18 +6,31 @@ at a multiple of :data:`ALIGNMENT` bytes: the local header carries a padding ext
 :data:`PAD_EXTRA_ID`), so ``unzip``, :mod:`zipfile` and upstream all read it.
 
 Writing is atomic: the archive is written under a temporary name next to its target, flushed and
-renamed in, so a failed or interrupted write leaves the old file (or none). Reading checks every
-entry name (no absolute path, no ``..``), the number of entries (:data:`MAX_ENTRIES`) and the
-free space before anything is extracted; a damaged or truncated archive raises
-:class:`~tensordict.errors.MemmapArchiveError` naming the file.
+renamed in, so a failed or interrupted write leaves the old file (or none); a full disk raises
+:class:`~tensordict.errors.NoSpaceError` naming the archive. Packing a directory holds its
+writers' lock (:func:`~tensordict.memmap.transaction.prefix_lock`), so that an archive is always
+one complete version, never a mix of a version and the one a concurrent writer switches in.
+
+Reading checks, before anything is extracted: every entry name (no absolute path, no ``..``, no
+two entries naming the same file), the number of entries (:data:`MAX_ENTRIES`), the size of
+each ``meta.json`` (at most :data:`~tensordict.memmap.format.MAX_META_BYTES`), the free space,
+and that no folder or file on the way is a symbolic link (extraction never writes through a
+link). Loading with ``mode="r"`` checks the CRC-32 of every uncompressed leaf (compressed ones
+are checked as they are inflated); a damaged or truncated archive raises
+:class:`~tensordict.errors.MemmapArchiveError` naming the file and the entry. Loading with
+``mode="r+"`` (writes go into the archive, and leave its checksums stale) marks the archive in
+its zip comment (:data:`STALE_MARK`); loads of a marked archive skip the check until
+:func:`refresh_archive_checksums` recomputes the checksums and removes the mark.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import posixpath
 import shutil
+import stat
 import struct
 import tempfile
 import zipfile
@@ -30,7 +43,7 @@ import torch
 
 from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.lazy.views import _SubTensorDict
-from tensordict.errors import MemmapArchiveError, MemmapArchiveWriteError
+from tensordict.errors import MemmapArchiveError, MemmapArchiveWriteError, NoSpaceError
 from tensordict.memmap import format as fmt
 from tensordict.memmap import transaction as tx
 from tensordict.memmap.archive_reader import _ArchiveReader
@@ -55,6 +68,8 @@ ALIGNMENT = 64
 PAD_EXTRA_ID = 0x6474
 #: the most entries an archive may hold before it is refused (as a directory's file count)
 MAX_ENTRIES = 1 << 20
+#: the zip comment of an archive loaded with ``mode="r+"``: its checksums may be stale
+STALE_MARK = b"tensordict: written in place; checksums stale until refresh_archive_checksums"
 _LOCAL_FIXED = 30  # bytes of a zip local file header before its name
 _ZIP64_LOCAL_EXTRA = 20  # the zip64 extra field zipfile adds to a local header
 _CENTRAL_FIXED = 46
@@ -215,8 +230,28 @@ def pack_memmap(
         for path, name in _files(src):
             _add(zf, path, name, method, compresslevel)
 
-    _atomic_zip(dst, fill)
+    with _writers_excluded(src):  # one complete version: no writer switches one in meanwhile
+        _atomic_zip(dst, fill)
     return Path(dst)
+
+
+@contextlib.contextmanager
+def _writers_excluded(src: str) -> Iterator[None]:
+    """Hold the write lock of the saved tensordict ``src`` (writers of it wait); where the lock
+    file cannot be created (a read-only file system), no writer of this library can write
+    either, and nothing is held."""
+    try:
+        lock = tx.prefix_lock(os.path.realpath(src))
+        lock.__enter__()
+    except OSError as err:
+        if err.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.__exit__(None, None, None)
 
 
 def _atomic_zip(dst: str, fill: Any) -> None:
@@ -229,7 +264,7 @@ def _atomic_zip(dst: str, fill: Any) -> None:
                 fill(zf)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~tx.current_umask())
         os.replace(tmp, os.path.realpath(dst))
     except BaseException:
         with contextlib.suppress(OSError):
@@ -237,12 +272,6 @@ def _atomic_zip(dst: str, fill: Any) -> None:
         raise
     with contextlib.suppress(OSError):
         tx.fsync_path(folder)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _open(path: str) -> zipfile.ZipFile:
@@ -282,6 +311,51 @@ def _safe_name(archive: str, name: str) -> str:
     return norm
 
 
+def _checked_names(archive: str, infos: list[zipfile.ZipInfo]) -> list[str]:
+    """The safe name of each entry; raise for a name outside the target, two entries naming
+    the same file, or a ``meta.json`` larger than a load reads (checked before extracting)."""
+    names = [_safe_name(archive, i.filename) for i in infos]
+    seen: dict[str, str] = {}
+    for info, name in zip(infos, names, strict=True):
+        if name in seen:
+            raise MemmapArchiveError(
+                f"{archive}: the entries {seen[name]!r} and {info.filename!r} both name the file "
+                f"{name!r}; one would silently replace the other. Refusing the archive."
+            )
+        seen[name] = info.filename
+        if posixpath.basename(name) == fmt.META and info.file_size > fmt.MAX_META_BYTES:
+            raise MemmapArchiveError(
+                f"{archive}: the entry {info.filename!r} expands to {info.file_size} bytes, more "
+                f"than the {fmt.MAX_META_BYTES} bytes of metadata a load reads; it is not "
+                "metadata written by tensordict. Nothing was extracted."
+            )
+    return names
+
+
+def _check_no_links(archive: str, target: str, names: list[str]) -> None:
+    """Raise if a folder or file an entry would be written to is a symbolic link (extracting
+    would write wherever it leads)."""
+    checked: set[str] = set()
+    for name in names:
+        parts = name.split("/")
+        for depth in range(1, len(parts) + 1):
+            rel = "/".join(parts[:depth])
+            if rel in checked:
+                continue
+            checked.add(rel)
+            try:
+                mode = os.lstat(os.path.join(target, *parts[:depth])).st_mode
+            except FileNotFoundError:
+                break  # created by the extraction itself
+            if stat.S_ISLNK(mode):
+                raise MemmapArchiveError(
+                    f"{archive}: extracting {name!r} into {target} would write through the "
+                    f"symbolic link {os.path.join(target, *parts[:depth])}, to a file outside "
+                    "the target. Remove the link, or unpack into an empty folder. Nothing was "
+                    "extracted."
+                )
+
+
 def _extract(
     zf: zipfile.ZipFile, archive: str, target: str, sparse: set[str] | frozenset[str] = frozenset()
 ) -> None:
@@ -289,9 +363,10 @@ def _extract(
     named in ``sparse`` become empty files of their size (their data is mapped from the
     archive instead)."""
     infos = [i for i in zf.infolist() if not i.is_dir()]
-    names = [_safe_name(archive, i.filename) for i in infos]
+    names = _checked_names(archive, infos)
     need = sum(i.file_size for i, n in zip(infos, names, strict=True) if n not in sparse)
     os.makedirs(target, exist_ok=True)
+    _check_no_links(archive, target, names)
     if need > tx.free_bytes(target):
         raise MemmapArchiveError(
             f"{archive} expands to {need} bytes, more than the free space under {target}."
@@ -300,11 +375,11 @@ def _extract(
         dest = os.path.join(target, *name.split("/"))
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         if name in sparse:
-            with open(dest, "wb") as out:
+            with _create(dest) as out:
                 out.truncate(info.file_size)
             continue
         try:
-            with zf.open(info) as src, open(dest, "wb") as out:
+            with zf.open(info) as src, _create(dest) as out:
                 shutil.copyfileobj(src, out, _CHUNK)
         except (zipfile.BadZipFile, EOFError, zlib.error, OSError) as err:
             with contextlib.suppress(OSError):
@@ -315,6 +390,13 @@ def _extract(
                 f"{archive}: the entry {info.filename!r} is damaged or truncated ({err}). If "
                 "you wrote into the archive in place, call refresh_archive_checksums first."
             ) from None
+
+
+def _create(path: str) -> Any:
+    """Open ``path`` for writing, never through a symbolic link (one planted since the check
+    raises ELOOP)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    return os.fdopen(fd, "wb")
 
 
 def unpack_memmap(archive_path: str | os.PathLike[str], prefix: str | os.PathLike[str]) -> Path:
@@ -329,7 +411,10 @@ def unpack_memmap(archive_path: str | os.PathLike[str], prefix: str | os.PathLik
         The path of the directory.
 
     Raises:
-        MemmapArchiveError: not an archive, or a damaged one (a CRC mismatch, a truncated file).
+        MemmapArchiveError: not an archive, or a damaged one (a CRC mismatch, a truncated file),
+            or a hostile one (two entries naming one file, an oversized ``meta.json``), or a
+            symbolic link in ``prefix`` that an entry would be written through (nothing is
+            extracted then).
 
     Examples:
         >>> import tempfile, torch
@@ -377,6 +462,10 @@ def load_archive(
             loaded = load_dir(tmp, subpath=subpath, **kwargs)
             if not materialize:
                 return loaded
+            if writable:  # in-place writes make its checksums stale: say so in the archive
+                _set_comment(path, STALE_MARK)
+            elif zf.comment != STALE_MARK:
+                _check_stored_crcs(zf, reader, path, leaves)
             if writable:
                 _refuse_nested(loaded, path)
             if num_threads > 0:
@@ -399,6 +488,37 @@ def _reader(path: str, writable: bool) -> Iterator[_ArchiveReader]:
         raise MemmapArchiveError(f"{path} is damaged or truncated ({err}).") from None
     with reader:
         yield reader
+
+
+def _check_stored_crcs(
+    zf: zipfile.ZipFile, reader: _ArchiveReader, path: str, leaves: dict[str, str]
+) -> None:
+    """Raise if an uncompressed leaf's bytes do not match the CRC-32 its entry records (they
+    are mapped, not extracted, so zipfile never checks them)."""
+    names = [n for n in leaves.values() if not reader.is_compressed(n)]
+    if not names:
+        return
+    data = memoryview(reader.storage.numpy())  # type: ignore[arg-type]
+    for name in names:
+        entry, info = reader.entries[name], zf.getinfo(name)
+        crc = 0
+        for start in range(entry.offset, entry.offset + entry.size, _CHUNK):
+            crc = zlib.crc32(data[start : min(start + _CHUNK, entry.offset + entry.size)], crc)
+        if crc != info.CRC:
+            raise MemmapArchiveError(
+                f"{path}: the entry {name!r} is damaged: its bytes do not match the CRC-32 the "
+                "archive records. If you wrote into the archive in place (mode='r+'), call "
+                "refresh_archive_checksums first; otherwise restore it from a copy."
+            )
+
+
+def _set_comment(path: str, comment: bytes) -> None:
+    """Set the archive's zip comment (only its end record is rewritten)."""
+    with zipfile.ZipFile(path) as zf:
+        if zf.comment == comment:
+            return
+    with zipfile.ZipFile(path, "a") as zf:
+        zf.comment = comment
 
 
 def _leaf_entries(reader: _ArchiveReader, path: str, writable: bool) -> dict[str, str]:
@@ -466,7 +586,8 @@ def refresh_archive_checksums(archive_path: str | os.PathLike[str]) -> Path:
 
     Writes into a loaded archive do not update the checksums the zip format stores; call this
     before handing the archive to a tool that checks them (``unzip``, :mod:`zipfile`,
-    :func:`unpack_memmap`).
+    :func:`unpack_memmap`). Loads check them again afterwards (an archive loaded with
+    ``mode="r+"`` is not checked until then).
 
     Args:
         archive_path: the archive to update.
@@ -498,6 +619,7 @@ def refresh_archive_checksums(archive_path: str | os.PathLike[str]) -> Path:
         _patch_central(f, archive, start, len(infos), crcs)
         f.flush()
         os.fsync(f.fileno())
+    _set_comment(archive, b"")  # checked again at load
     return Path(archive)
 
 
@@ -561,5 +683,14 @@ def write_archive(td: Any, path: Any, writer: Any, **kwargs: Any) -> None:
     try:
         writer(td, os.path.join(tmp, "td"))
         pack_memmap(os.path.join(tmp, "td"), dst, **kwargs)
+    except OSError as err:
+        if err.errno != errno.ENOSPC:
+            raise
+        raise NoSpaceError(
+            errno.ENOSPC,
+            f"no space left to write the archive {dst} (it is written as a folder beside it, "
+            f"then packed: both need room at once; {err.strerror or err}). Nothing was "
+            "changed: a previous archive there is kept. Free space on that file system",
+        ) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

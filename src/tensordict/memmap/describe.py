@@ -142,8 +142,9 @@ def _tag(meta: dict[str, Any]) -> Any:
 
 
 def _int_list(value: Any) -> list[int] | None:
+    """``value`` if it is a list of sizes a tensor can have (non-negative int64), else None."""
     if isinstance(value, list) and all(
-        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
+        isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 63 for v in value
     ):
         return list(value)
     return None
@@ -209,6 +210,11 @@ class _Walker:
             elif "dtype" in entry and "shape" in entry:
                 info.children.append(self.tensor(name, directory, entry))
         info.nbytes = sum(c.nbytes for c in info.children)
+        for child in info.children:
+            size = child.shape if child.kind == TENSOR else child.batch_size
+            if bs is not None and size is not None and size[: len(bs)] != bs:  # load refuses
+                what = "shape" if child.kind == TENSOR else "batch size"
+                child.problems.append(f"{what} {size} does not start with the batch size {bs}")
         return info
 
     def tensor(self, key: str, directory: str, entry: dict[str, Any]) -> EntryInfo:

@@ -171,6 +171,7 @@ class _Job:
 def _resolve(plan: Plan, real: str) -> list[_Job]:
     """Decide, under the lock, what to do with each leaf given what the prefix holds now."""
     jobs = []
+    layouts: dict[str, dict[str, tuple[list[int], str]]] = {}
     for leaf in plan.leaves:
         here = os.path.join(real, os.path.relpath(leaf.path, plan.root))
         if not plan.like:
@@ -178,11 +179,19 @@ def _resolve(plan: Plan, real: str) -> list[_Job]:
             jobs.append(_Job("link" if whole else "write", leaf))
             continue
         size = os.lstat(here).st_size if _is_plain_file(here) else None
-        if size is None or leaf.nbytes == 0:
-            jobs.append(_Job("write", leaf))
-        elif size >= leaf.nbytes:
+        folder = os.path.dirname(here)
+        if folder not in layouts:
+            layouts[folder] = _saved_layouts(folder)
+        old = layouts[folder].get(os.path.basename(here))
+        if size is None or leaf.nbytes == 0 or leaf.value is not None or old is None:
+            jobs.append(_Job("write", leaf))  # new, or a file no saved leaf describes
+            continue
+        old_shape, shape = list(old[0]), list(leaf.shape)
+        if old[1] != str(leaf.dtype) or old_shape[1:] != shape[1:] or old_shape[:1] > shape[:1]:
+            jobs.append(_Job("write", leaf))  # another layout: fresh zeros, never its bytes
+        elif old_shape == shape and size >= leaf.nbytes:
             jobs.append(_Job("link", leaf))  # as upstream: an existing file keeps its content
-        else:
+        else:  # the same rows, fewer of them: kept, then zeros
             warnings.warn(
                 f"{leaf.path} holds {size} bytes, smaller than the {leaf.nbytes} of its leaf: it "
                 "is grown with zeros. Upstream tensordict 0.17 will raise instead.",
@@ -191,6 +200,23 @@ def _resolve(plan: Plan, real: str) -> list[_Job]:
             )
             jobs.append(_Job("grow", leaf, size))
     return jobs
+
+
+def _saved_layouts(directory: str) -> dict[str, tuple[list[int], str]]:
+    """``file name -> (shape, dtype)`` of each tensor file the saved ``meta.json`` of
+    ``directory`` describes (none when there is no readable metadata): ``memmap_like`` keeps an
+    existing file only when it holds a leaf of the same dtype and shape (or fewer rows of it)."""
+    try:
+        meta = fmt.read_meta(directory)
+    except (MemmapFormatError, OSError):
+        return {}
+    out = {}
+    for key, entry in meta.items():
+        if isinstance(entry, dict) and not entry.get("is_nested") and "dtype" in entry:
+            shape = entry.get("shape")
+            if isinstance(shape, list):
+                out[fmt.encode_key(key) + ".memmap"] = (shape, str(entry["dtype"]))
+    return out
 
 
 def _is_plain_file(path: str) -> bool:

@@ -335,10 +335,7 @@ def _load_sub(directory: str, meta: dict[str, Any], ctx: _Load, depth: int) -> _
 
 def _read_pickle(path: str, ctx: _Load) -> Any:
     if not ctx.allow_pickle:
-        raise PickleNotAllowedError(
-            f"{path} can only be read by unpickling it, which can run arbitrary code. Pass "
-            "allow_pickle=True to load_memmap if you trust where this directory came from."
-        )
+        raise PickleNotAllowedError.for_entry(path, "allow_pickle=True to load_memmap")
     with os.fdopen(fmt.open_regular(path), "rb") as f:
         return pickle.load(f)
 

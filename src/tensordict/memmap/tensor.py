@@ -187,6 +187,20 @@ def is_whole_file(value: Any, path: str) -> bool:
     return base is not None and base.data_ptr() == value.data_ptr()
 
 
+def maps_current_file(t: torch.Tensor) -> bool:
+    """Whether the file-backed tensor ``t`` (or a view of it) maps the file now at its
+    ``filename``, not one that was replaced (or deleted) since it was mapped."""
+    filename = getattr(t, "filename", None)
+    if filename is None:
+        return False
+    storage = t.untyped_storage()
+    numel = storage.nbytes() // t.element_size()
+    if numel == 0:
+        return os.path.exists(filename)
+    base = current_mapping(filename, t.dtype, numel)
+    return base is not None and base.untyped_storage().data_ptr() == storage.data_ptr()
+
+
 def forget_file(filename: str) -> None:
     """Drop cached mappings of ``filename`` (after it was rewritten or deleted)."""
     with _cache_lock:

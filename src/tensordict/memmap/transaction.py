@@ -50,6 +50,7 @@ __all__ = [
     "CannotStage",
     "Staging",
     "aside_versions",
+    "current_umask",
     "exchange",
     "free_bytes",
     "fsync_tree",
@@ -301,6 +302,13 @@ def write_bytes(path: str, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def current_umask() -> int:
+    """The process's umask (the mode bits new files lose)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def fsync_path(path: str) -> None:

@@ -7,9 +7,7 @@ workers on its first ``next()``.
 
 from __future__ import annotations
 
-import os
 import pickle
-import sys
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,7 +18,15 @@ import torch
 from tensordict.core.behaviour.combine import stack
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import leaf_or_non_tensor
-from tensordict.errors import BatchSizeError, NotPicklableError, WorkerCountWarning
+from tensordict.errors import BatchSizeError, NotPicklableError
+from tensordict.memmap.tensor import MemoryMappedTensor, maps_current_file
+from tensordict.parallel.arguments import (
+    MAX_WORKERS_PER_CPU,
+    capped_workers,
+    check_count,
+    check_generator,
+    user_stacklevel,
+)
 from tensordict.parallel.engine import OwnPool, drive, start_method_context, usable_cpus
 from tensordict.parallel.lifeline import check_can_start_workers
 from tensordict.parallel.out import check_out, check_slice, write_results
@@ -28,10 +34,7 @@ from tensordict.parallel.persistent import WorkerPool
 from tensordict.parallel.plan import ChunkPlan, take
 from tensordict.parallel.readahead import ReadAhead
 
-__all__ = ["map", "map_iter"]
-
-#: at most this many workers per CPU the process may run on (more are capped, with a warning)
-MAX_WORKERS_PER_CPU = 4
+__all__ = ["MAX_WORKERS_PER_CPU", "map", "map_iter"]
 
 _GENERATOR_WARNING = (
     "map_iter/map called without a generator: the workers are seeded from a new "
@@ -66,41 +69,11 @@ def _normalize_dim(td: Any, dim: int) -> int:
     return dim % bd
 
 
-def _user_stacklevel() -> int:
-    """The stacklevel of the first caller outside this package (so warnings point at user code)."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    frame = sys._getframe(1)
-    level = 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
-        frame = frame.f_back  # type: ignore[assignment]
-        level += 1
-    return level
-
-
 def _base_seed(generator: torch.Generator | None) -> int:
     if generator is None:
-        warnings.warn(_GENERATOR_WARNING, FutureWarning, stacklevel=_user_stacklevel())
+        warnings.warn(_GENERATOR_WARNING, FutureWarning, stacklevel=user_stacklevel())
         generator = torch.Generator()
     return int(torch.empty((), dtype=torch.int64).random_(generator=generator))
-
-
-def _capped_workers(num_workers: int | None) -> int:
-    """``num_workers`` (None: one per usable CPU), at most MAX_WORKERS_PER_CPU per usable CPU."""
-    cpus = usable_cpus()
-    if num_workers is None:
-        return cpus
-    cap = MAX_WORKERS_PER_CPU * cpus
-    if num_workers > cap:
-        warnings.warn(
-            f"num_workers={num_workers} is more than {MAX_WORKERS_PER_CPU} processes for each of "
-            f"the {cpus} CPUs this process may run on: starting {cap} workers instead. More "
-            "only compete for the same CPUs (and memory); for I/O-bound work, use threads in "
-            "fn or pass pool= a pool of the size you want.",
-            WorkerCountWarning,
-            stacklevel=_user_stacklevel(),
-        )
-        return cap
-    return num_workers
 
 
 def _remote_readable(td: Any) -> bool:
@@ -111,11 +84,22 @@ def _remote_readable(td: Any) -> bool:
 
 
 def _remote_writable(td: Any) -> bool:
-    """Whether workers can write their slice of ``td`` themselves (memory-mapped or shared)."""
+    """Whether workers can write their slice of ``td`` themselves (memory-mapped or shared, and
+    its files still those at their paths)."""
     try:
-        return bool(td.is_memmap() or td.is_shared())
+        return bool(td.is_memmap() or td.is_shared()) and _files_current(td)
     except Exception:
         return False
+
+
+def _files_current(td: Any) -> bool:
+    """Whether every file-backed leaf of ``td`` maps the file now at its path: a prefix
+    overwritten since ``td`` was loaded holds other files, which workers reopening the paths
+    would read (or write) instead of what ``td`` holds. Such a ``td`` travels by value."""
+    leaves = td.values(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor)
+    return all(
+        maps_current_file(v) for v in leaves if isinstance(v, MemoryMappedTensor) and v.filename
+    )
 
 
 def _by_reference(td: Any) -> bool:
@@ -127,7 +111,8 @@ def _by_reference(td: Any) -> bool:
         if not td.is_memmap():
             return False
         leaves = td.values(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor)
-        return all(getattr(v, "filename", None) for v in leaves if isinstance(v, torch.Tensor))
+        named = all(getattr(v, "filename", None) for v in leaves if isinstance(v, torch.Tensor))
+        return named and _files_current(td)
     except Exception:
         return False
 
@@ -156,13 +141,12 @@ class _Options:
                 "shuffle=True needs index_with_generator=True: shuffled chunks are gathered by "
                 "index in the workers. Drop index_with_generator=False."
             )
-        if num_workers is not None and num_workers < 1:
-            raise ValueError(f"num_workers must be at least 1, got {num_workers}.")
-        if kw["worker_threads"] < 1:
-            raise ValueError(f"worker_threads must be at least 1, got {kw['worker_threads']}.")
-        mtpc = kw["max_tasks_per_child"]
-        if mtpc is not None and mtpc < 1:
-            raise ValueError(f"max_tasks_per_child must be at least 1 or None, got {mtpc}.")
+        check_count("num_workers", num_workers, 1)
+        check_count("worker_threads", kw["worker_threads"], 1, none_ok=False)
+        check_count("max_tasks_per_child", kw["max_tasks_per_child"], 1)
+        check_count("chunksize", kw["chunksize"], 0)
+        check_count("num_chunks", kw["num_chunks"], 1)
+        check_generator(kw["generator"])
         n = td.batch_size[self.dim]
         ChunkPlan(n, self.dim, chunksize=kw["chunksize"], num_chunks=kw["num_chunks"])  # validate
         self.pool = kw["pool"]
@@ -170,7 +154,7 @@ class _Options:
         if self.pool is None:
             check_can_start_workers()
             self.ctx = start_method_context(kw["mp_start_method"])
-            self.num_workers = _capped_workers(num_workers)
+            self.num_workers = capped_workers(num_workers, usable_cpus())
             self.base_seed: int | None = _base_seed(kw["generator"])
         elif isinstance(self.pool, WorkerPool):
             self.num_workers = self.pool.num_workers
@@ -223,6 +207,10 @@ def _job_and_payload(
     own_fork = opts.pool is None and opts.ctx.get_start_method() == "fork"
     persistent = isinstance(opts.pool, WorkerPool)
     reachable = own_fork or (_by_reference(td) if persistent else _remote_readable(td))
+    # a memory-mapped chunk pickles as its file's path: when the files at those paths are not
+    # the ones td maps (its prefix was overwritten since), it travels as a private copy instead
+    stale = not own_fork and _is_memmap(td) and not _files_current(td)
+    private = (lambda c: c.clone()) if stale else (lambda c: c)
     if opts.kw["index_with_generator"]:
         if reachable and (opts.pool is None or persistent):
             job["source"], job["plan"] = _worker_source(td), plan
@@ -230,12 +218,19 @@ def _job_and_payload(
         if reachable:  # a user's pool: every task is pickled on its own, so it names its index
             job["source"] = _worker_source(td)
             return job, lambda k: ("index", _index_payload(plan.index(k)))
-        return job, lambda k: ("chunk", take(td, dim, plan.index(k)))
+        return job, lambda k: ("chunk", private(take(td, dim, plan.index(k))))
     chunks = _split_up_front(td, plan)
     if own_fork:
         job["chunks"] = chunks
         return job, lambda k: ("chunk_id", k)
-    return job, lambda k: ("chunk", chunks[k])
+    return job, lambda k: ("chunk", private(chunks[k]))
+
+
+def _is_memmap(td: Any) -> bool:
+    try:
+        return bool(td.is_memmap())
+    except Exception:
+        return False
 
 
 def _no_payload(k: int) -> None:

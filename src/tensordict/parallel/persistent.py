@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from tensordict.errors import PoolBusyError, PoolClosedError
+from tensordict.parallel.arguments import capped_workers, check_count, check_generator
 from tensordict.parallel.engine import Backend, Event, OwnPool, start_method_context, usable_cpus
 from tensordict.parallel.lifeline import check_can_start_workers
 
@@ -62,7 +63,7 @@ class WorkerPool:
 
     Args:
         num_workers: the number of worker processes; None for one per CPU this process may run
-            on.
+            on. At most 4 per such CPU: more warns (``WorkerCountWarning``) and starts that many.
         generator: the base seed is drawn from it; None draws it from the global torch RNG
             (DataLoader's behaviour), advancing it by one draw.
         worker_threads: ``torch.set_num_threads`` in each worker.
@@ -70,6 +71,7 @@ class WorkerPool:
         mp_start_method: ``"fork"``, ``"spawn"`` or ``"forkserver"``; None for the default.
 
     Raises:
+        TypeError: a count that is not an int, a generator that is not a ``torch.Generator``.
         ValueError: a count below 1, or a start method not available here.
         NestedWorkersError: created inside a daemonic process.
 
@@ -95,19 +97,16 @@ class WorkerPool:
         max_tasks_per_child: int | None = None,
         mp_start_method: str | None = None,
     ) -> None:
-        for name, value in (("num_workers", num_workers), ("worker_threads", worker_threads)):
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be at least 1, got {value}.")
-        if max_tasks_per_child is not None and max_tasks_per_child < 1:
-            raise ValueError(
-                f"max_tasks_per_child must be at least 1 or None, got {max_tasks_per_child}."
-            )
+        check_count("num_workers", num_workers, 1)
+        check_count("worker_threads", worker_threads, 1, none_ok=False)
+        check_count("max_tasks_per_child", max_tasks_per_child, 1)
+        check_generator(generator)
         check_can_start_workers()
         ctx = start_method_context(mp_start_method)
         if generator is None:
             generator = torch.default_generator
         base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=generator))
-        count = num_workers if num_workers is not None else usable_cpus()
+        count = capped_workers(num_workers, usable_cpus())  # as map_iter: never 64 on 2 CPUs
         self._pool = OwnPool(ctx, count, None, base_seed, worker_threads, max_tasks_per_child)
         self._in_call = False
         self._finalizer = weakref.finalize(self, _shutdown, self._pool)

@@ -56,12 +56,20 @@ class Reaper:
         close_at_exit(self)
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:  # an unexpected error too: a later adopt() starts a new thread
+            with self._cond:
+                if self._thread is threading.current_thread():
+                    self._thread = None
+
+    def _loop(self) -> None:
         while True:
             with self._cond:
                 if not self._pending:
                     self._cond.wait(1.0)
                 if not self._pending:
-                    self._thread = None  # idle: a later adopt() starts a new thread
+                    self._thread = None  # idle (under the lock): a later adopt() starts one
                     return
                 items = list(self._pending)
             done = self._poll(items)
@@ -82,12 +90,15 @@ class Reaper:
         done = []
         now = time.monotonic()
         for w, deadline in items:
-            if w.process.exitcode is not None:  # reaps it
-                done.append(w)
-            elif now >= deadline:
-                with contextlib.suppress(OSError, AttributeError):
-                    w.process.kill()
-                w.process.join(KILLED_SECONDS)
+            try:
+                if w.process.exitcode is not None:  # reaps it
+                    done.append(w)
+                elif now >= deadline:
+                    with contextlib.suppress(OSError, AttributeError):
+                        w.process.kill()
+                    w.process.join(KILLED_SECONDS)
+                    done.append(w)
+            except ValueError:  # "process object is closed": close() reaped it meanwhile
                 done.append(w)
         return done
 

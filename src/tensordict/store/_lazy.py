@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +26,14 @@ from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.lazy.stack import LazyStackedTensorDict
 from tensordict.errors import ShapeMismatchError, StoreKeyError
 from tensordict.formats.backed import ARRAY, GROUP, BackedTensorDict
-from tensordict.store._connection import KEY_SEP, Connection, check_length, dtype_from_str
+from tensordict.store._connection import (
+    KEY_SEP,
+    Connection,
+    check_length,
+    connect,
+    decode_meta,
+    dtype_from_str,
+)
 from tensordict.store._store import TensorDictStore
 from tensordict.store._utils import _bytes_to_tensor, _tensor_to_bytes
 
@@ -94,18 +100,7 @@ class LazyStackedTensorDictStore(BackedTensorDict):
 
         params = {k: kwargs.pop(k) for k in _CONN_ARGS if k in kwargs}
         out = object.__new__(cls)
-        out._conn = Connection(
-            backend=params.get("backend", "redis"),
-            host=params.get("host", "localhost"),
-            port=params.get("port", 6379),
-            db=params.get("db", 0),
-            unix_socket_path=params.get("unix_socket_path"),
-            namespace=params.get("prefix", "tensordict"),
-            td_id=params.get("td_id") or str(uuid.uuid4()),
-            client=params.get("client"),
-            redis_kwargs=kwargs,
-            cache_metadata=params.get("cache_metadata", True),
-        )
+        out._conn = connect(params, kwargs, "__type__")
         return out
 
     def _init_layout(self, count: int, stack_dim: int, inner: torch.Size, device: Any) -> None:
@@ -183,7 +178,7 @@ class LazyStackedTensorDictStore(BackedTensorDict):
 
     def clear_redis(self) -> None:
         conn = self._conn
-        paths = conn.paths()
+        paths = conn.paths(check=False)  # clearing what is left of a store that is gone works
         keys = [conn.data_key(p) for p in paths] + [conn.meta_key(p) for p in paths]
         keys += [conn.data_key(p) + ":idx" for p in paths]
         keys += [
@@ -220,10 +215,8 @@ class LazyStackedTensorDictStore(BackedTensorDict):
         commands: list[Command] = []
         for p in paths:
             commands += [("hgetall", (conn.meta_key(p),)), ("get", (conn.data_key(p) + ":idx",))]
-        answers = conn.run(commands) if commands else []
+        answers = conn.read(commands) if commands else []
         out = {}
-        from tensordict.store._connection import decode_meta
-
         for i, p in enumerate(paths):
             meta, idx = decode_meta(answers[2 * i]), answers[2 * i + 1]
             offsets = np.frombuffer(bytes(idx), dtype=np.int64) if idx is not None else None
@@ -248,7 +241,7 @@ class LazyStackedTensorDictStore(BackedTensorDict):
                 off, length = layouts[p].range(i)
                 commands.append(("getrange", (conn.data_key(p), off, off + length - 1)))
                 keys.append((p, i))
-        answers = conn.run(commands) if commands else []
+        answers = conn.read(commands) if commands else []
         blobs = {k: bytes(a) for k, a in zip(keys, answers)}
         for k in keys:  # a zero-length member reads nothing (GETRANGE 0..-1 reads everything)
             if layouts[k[0]].range(k[1])[1] == 0:
@@ -435,7 +428,7 @@ class _Member(BackedTensorDict):
         leaf = self._store._layouts([path])[path]
         off, length = leaf.range(self._index_i)
         conn = self._store._conn
-        (data,) = conn.run([("getrange", (conn.data_key(path), off, off + length - 1))])
+        (data,) = conn.read([("getrange", (conn.data_key(path), off, off + length - 1))])
         shape = leaf.shapes[self._index_i]
         data = check_length(path, bytes(data) if length else b"", shape, leaf.dtype)
         tensor = _bytes_to_tensor(data, shape, leaf.dtype)

@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from tensordict.errors import StoreDataError
 from tensordict.formats.rows import Selection, apply_chain, write_selection
-from tensordict.store._connection import Connection
+from tensordict.store._connection import Connection, decode_meta, tensor_meta
 from tensordict.store._utils import _bytes_to_tensor, _row_bytes, _tensor_to_bytes
 
-__all__ = ["RowRead", "fetch", "write_rows"]
+__all__ = ["RowRead", "StaleMetadata", "fetch", "write_rows"]
 
 FULL = slice(None)
 
@@ -79,24 +80,50 @@ def _runs(positions: np.ndarray) -> list[tuple[int, int]]:
     return [(int(run[0]), len(run)) for run in np.split(positions, breaks)]
 
 
+class StaleMetadata(Exception):
+    """The metadata a read was planned with changed on the server (another client replaced
+    the entry): the read is planned again with the new metadata."""
+
+
 def fetch(
     conn: Connection, reads: list[RowRead], extra: Sequence[tuple[str, tuple[Any, ...]]] = ()
 ) -> tuple[list[torch.Tensor], list[Any]]:
-    """Read every ``RowRead`` (and the ``extra`` commands) in one pipeline."""
+    """Read every ``RowRead`` (and the ``extra`` commands) in one transaction, with each
+    entry's metadata, which must still be what the read was planned with.
+
+    Raises:
+        StaleMetadata: an entry's shape or dtype changed since it was planned (the new ones
+            are cached: plan again).
+        StoreDataError: the stored tensordict is gone from the server.
+    """
     commands: list[tuple[str, tuple[Any, ...]]] = []
     for read in reads:
         key = conn.data_key(read.path)
+        commands.append(("hgetall", (conn.meta_key(read.path),)))
         commands += [
             ("getrange", (key, off, off + length - 1)) for off, length in read.ranges if length
         ]
     commands += list(extra)
-    answers = conn.run(commands) if commands else []
-    out, i = [], 0
+    answers = conn.read(commands) if commands else []
+    out, i, stale = [], 0, False
     for read in reads:
+        meta = conn.remember(read.path, decode_meta(answers[i]))
+        stale = stale or _changed(read, meta)
         n = sum(1 for _, length in read.ranges if length)
-        out.append(read.finish([bytes(a) for a in answers[i : i + n]]))
-        i += n
+        if not stale:
+            out.append(read.finish([bytes(a) for a in answers[i + 1 : i + 1 + n]]))
+        i += 1 + n
+    if stale:
+        raise StaleMetadata
     return out, answers[i:]
+
+
+def _changed(read: RowRead, meta: dict[str, str]) -> bool:
+    """Whether ``meta`` (just read) describes another tensor than the one ``read`` planned."""
+    if not meta or meta.get("is_non_tensor") == "1":
+        return True
+    shape, dtype = tensor_meta(read.path, meta)
+    return list(shape) != list(read.shape) or dtype != read.dtype
 
 
 class RowWrite:
@@ -185,7 +212,13 @@ def write_rows(
     """Perform ``writes`` (and ``extra`` commands) in one transaction, after one read of the
     covering rows of those that do not replace whole rows."""
     rmw = [w for w in writes if not w.direct]
-    blocks, _ = fetch(conn, [w.block for w in rmw]) if rmw else ([], [])
+    try:
+        blocks, _ = fetch(conn, [w.block for w in rmw]) if rmw else ([], [])
+    except StaleMetadata:
+        raise StoreDataError(
+            "an entry this write changes was replaced by another client while the write was "
+            "prepared (its shape or dtype changed). Nothing was written; write again."
+        ) from None
     by_id = {id(w): b for w, b in zip(rmw, blocks)}
     commands: list[tuple[str, tuple[Any, ...]]] = []
     for w in writes:

@@ -20,7 +20,7 @@ from tensordict.core.indexing import plan_index
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.errors import LockedError, ShapeMismatchError
 from tensordict.formats.rows import fit_value, select
-from tensordict.store._connection import KEY_SEP, decode_meta, tensor_meta
+from tensordict.store._connection import KEY_SEP, tensor_meta
 from tensordict.store._rows import RowWrite, write_rows
 
 __all__ = ["stage_store_setitem"]
@@ -53,7 +53,7 @@ def stage_store_setitem(td: Any, index: Any, value: Any) -> list[Callable[[], No
     bs = td.batch_size
     plan = plan_index(index, bs)
     sel = select(plan.leaf_index, bs)
-    metas = td._entries_meta()
+    metas = td._entries_meta(fresh=True)  # a write never trusts cached metadata
     conn = td._conn
     collection = isinstance(value, (TensorDictBase, Mapping)) or getattr(
         type(value), "_is_tensorclass", False
@@ -139,12 +139,12 @@ def _object_commands(
     conn = td._conn
     existing = [rel for rel, _ in objects if rel in metas]
     commands = [("get", (conn.data_key(td._full_key_path(r)),)) for r in existing]
-    blobs = dict(zip(existing, conn.run(commands))) if commands else {}
+    blobs = dict(zip(existing, conn.read(commands))) if commands else {}
     out: list[Any] = []
     for rel, v in objects:
         full = td._full_key_path(rel)
         if rel in metas:
-            current = _non_tensor(decode_meta(metas[rel]), blobs[rel], torch.Size([n0]), None, full)
+            current = _non_tensor(metas[rel], blobs[rel], torch.Size([n0]), None, full, conn)
             values = (
                 current.tolist() if isinstance(current, NonTensorStack) else [current.data] * n0
             )

@@ -28,17 +28,21 @@ from tensordict.core.dense import TensorDict
 from tensordict.core.indexing import plan_index
 from tensordict.core.keys import key_path
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
-from tensordict.errors import BatchSizeError, StoreKeyError
+from tensordict.errors import BatchSizeError, StoreDataError, StoreKeyError
 from tensordict.formats.backed import ARRAY, GROUP, NON_TENSOR, BackedTensorDict, check_fits
+from tensordict.formats.node import PICKLED
 from tensordict.formats.rows import select
 from tensordict.store._connection import (
+    DEFAULT_TIMEOUT,
     KEY_SEP,
     Connection,
     check_length,
+    connect,
+    decode_meta,
     dtype_to_str,
     tensor_meta,
 )
-from tensordict.store._rows import RowRead, RowWrite, fetch, write_rows
+from tensordict.store._rows import RowRead, RowWrite, StaleMetadata, fetch, write_rows
 from tensordict.store._utils import (
     _bytes_to_tensor,
     _compute_byte_ranges,
@@ -83,12 +87,22 @@ class TensorDictStore(BackedTensorDict):
         client: an existing ``redis.Redis`` client to use.
         td_id: the id of the data on the server (a new UUID when None). The constructor does
             not read an existing store's batch size: use :meth:`from_store` to reconnect.
-        cache_metadata: keep each tensor's shape and dtype in the process (fewer round-trips).
+        cache_metadata: keep each tensor's shape and dtype in the process (fewer round-trips;
+            each read still checks them against the server's, in the same round-trip).
+        timeout: seconds each call waits for the server (connecting, and each answer) before
+            it raises :class:`~tensordict.errors.StoreTimeoutError`; None waits forever.
+        allow_pickle: read python objects that were pickled (by any client of the server:
+            unpickling runs code). Only ``True`` reads them; otherwise reading one raises
+            :class:`~tensordict.errors.PickleNotAllowedError`. ``keys()`` and ``repr`` never
+            unpickle; writing pickles objects that are not JSON unless ``False``.
         **redis_kwargs: passed to ``redis.Redis``.
 
     Raises:
         MissingDependencyError: redis-py is not installed (extra ``store``).
-        StoreConnectionError: the server cannot be reached.
+        StoreConnectionError: the server cannot be reached (StoreTimeoutError: no answer
+            within ``timeout``).
+        StoreDataError: the stored tensordict is gone from the server (restarted empty,
+            flushed, evicted), or an entry's bytes do not match its metadata.
 
     Examples:
         >>> from tensordict.store import TensorDictStore
@@ -114,6 +128,8 @@ class TensorDictStore(BackedTensorDict):
         client: Any = None,
         td_id: str | None = None,
         cache_metadata: bool = True,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        allow_pickle: bool | None = None,
         **redis_kwargs: Any,
     ) -> None:
         conn = Connection(
@@ -127,6 +143,8 @@ class TensorDictStore(BackedTensorDict):
             client=client,
             redis_kwargs=redis_kwargs,
             cache_metadata=cache_metadata,
+            timeout=timeout,
+            allow_pickle=allow_pickle,
         )
         self._setup(conn, "", as_size(batch_size), device)
         self._persist_metadata()
@@ -171,7 +189,7 @@ class TensorDictStore(BackedTensorDict):
     def clear_redis(self) -> None:
         """Delete every key of this tensordict from the server."""
         conn = self._conn
-        paths = conn.paths()
+        paths = conn.paths(check=False)  # clearing what is left of a store that is gone works
         keys = [conn.data_key(p) for p in paths] + [conn.meta_key(p) for p in paths]
         keys += [conn.key(s) for s in _GLOBALS] + [conn.registry]
         conn.run([("delete", tuple(keys))], write=True)
@@ -279,19 +297,7 @@ class TensorDictStore(BackedTensorDict):
         """An instance on existing data: connect, write nothing (from_store, unpickling)."""
         self = object.__new__(cls)
         params = {k: kwargs.pop(k) for k in _CONN_ARGS if k in kwargs}
-        conn = Connection(
-            backend=params.get("backend", "redis"),
-            host=params.get("host", "localhost"),
-            port=params.get("port", 6379),
-            db=params.get("db", 0),
-            unix_socket_path=params.get("unix_socket_path"),
-            namespace=params.get("prefix", "tensordict"),
-            td_id=params["td_id"],
-            client=params.get("client"),
-            redis_kwargs=kwargs,
-            cache_metadata=params.get("cache_metadata", True),
-        )
-        self._setup(conn, "", torch.Size([]), None)
+        self._setup(connect(params, kwargs, "__batch_size__"), "", torch.Size([]), None)
         return self
 
     # ================================================================== structure
@@ -321,10 +327,16 @@ class TensorDictStore(BackedTensorDict):
         head = self._prefix + KEY_SEP
         return [p[len(head) :] for p in paths if p.startswith(head)]
 
-    def _entries_meta(self) -> dict[str, dict[str, str]]:
+    def _entries_meta(self, fresh: bool = False) -> dict[str, dict[str, str]]:
         paths = self._paths()
-        metas = self._conn.metas([self._full_key_path(p) for p in paths])
+        metas = self._conn.metas([self._full_key_path(p) for p in paths], fresh)
         return {p: metas[self._full_key_path(p)] for p in paths}
+
+    def _non_tensor_layout(self, key: str) -> tuple[str | None, tuple[int, ...] | None] | None:
+        path = self._full_key_path(key)
+        encoding = self._conn.metas([path])[path].get("encoding")
+        why = PICKLED if encoding == "pickle" else None
+        return why, ((0,) if encoding == "json_array" else None)
 
     def _own_keys(self) -> list[str]:
         seen: dict[str, None] = {}
@@ -355,20 +367,20 @@ class TensorDictStore(BackedTensorDict):
 
     # ================================================================== reading
     def _read_leaf(self, key: str) -> torch.Tensor:
-        path = self._full_key_path(key)
-        shape, dtype = tensor_meta(path, self._conn.metas([path])[path])
-        (data,) = self._conn.run([("get", (self._conn.data_key(path),))])
+        path, conn = self._full_key_path(key), self._conn
+        raw, data = conn.read(
+            [("hgetall", (conn.meta_key(path),)), ("get", (conn.data_key(path),))]
+        )
+        shape, dtype = tensor_meta(path, conn.remember(path, decode_meta(raw)))
         tensor = _bytes_to_tensor(check_length(path, data, shape, dtype), shape, dtype)
         return tensor.to(self._device) if self._device is not None else tensor
 
     def _read_non_tensor(self, key: str, kind: str) -> Any:
-        path = self._full_key_path(key)
-        data, raw = self._conn.run(
-            [("get", (self._conn.data_key(path),)), ("hgetall", (self._conn.meta_key(path),))]
+        path, conn = self._full_key_path(key), self._conn
+        data, raw = conn.read(
+            [("get", (conn.data_key(path),)), ("hgetall", (conn.meta_key(path),))]
         )
-        from tensordict.store._connection import decode_meta
-
-        return _non_tensor(decode_meta(raw), data, self._batch_size, self._device, path)
+        return _non_tensor(decode_meta(raw), data, self._batch_size, self._device, path, conn)
 
     def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDict:
         """Download everything into a regular :class:`TensorDict` (one round-trip for data)."""
@@ -379,11 +391,22 @@ class TensorDictStore(BackedTensorDict):
         return self._read_rows(select(plan.leaf_index, self._batch_size), plan.batch_size)
 
     def _read_rows(self, sel: Any, batch_size: torch.Size) -> TensorDict:
-        """The rows ``sel`` selects of every entry (all of them for None), as a TensorDict."""
-        from tensordict.formats.rows import Selection
-        from tensordict.store._connection import decode_meta
+        """The rows ``sel`` selects of every entry (all of them for None), as a TensorDict;
+        planned again when another client changed an entry's shape or dtype meanwhile."""
+        for attempt in range(_READ_ATTEMPTS):
+            try:
+                return self._read_rows_once(sel, batch_size, fresh=attempt > 0)
+            except StaleMetadata:
+                continue
+        raise StoreDataError(
+            f"the entries of td_id={self._td_id!r} kept changing on the server during "
+            f"{_READ_ATTEMPTS} reads (another client rewrites them). Retry when it is done."
+        )
 
-        metas = self._entries_meta()
+    def _read_rows_once(self, sel: Any, batch_size: torch.Size, fresh: bool) -> TensorDict:
+        from tensordict.formats.rows import Selection
+
+        metas = self._entries_meta(fresh)
         sel = sel if sel is not None else Selection(())
         reads, others = [], []
         for path, meta in metas.items():
@@ -402,7 +425,7 @@ class TensorDictStore(BackedTensorDict):
             self._put(out, path, tensor.to(self._device) if self._device else tensor)
         for path, blob in zip(others, blobs):
             full = self._full_key_path(path)
-            value = _non_tensor(decode_meta(metas[path]), blob, self._batch_size, None, full)
+            value = _non_tensor(metas[path], blob, self._batch_size, None, full, self._conn)
             if isinstance(value, NonTensorStack) and sel.region:
                 value = _index_stack(value, sel)
             elif isinstance(value, NonTensorData):
@@ -458,7 +481,7 @@ class TensorDictStore(BackedTensorDict):
 
     def _write_leaf(self, key: str, value: Any, index: Any = None) -> None:
         path = self._full_key_path(key)
-        shape, dtype = tensor_meta(path, self._conn.metas([path])[path])
+        shape, dtype = tensor_meta(path, self._conn.metas([path], fresh=True)[path])
         value = torch.as_tensor(value).to(dtype)
         leaf = torch.Size(shape)
         if index is None:
@@ -530,6 +553,8 @@ class TensorDictStore(BackedTensorDict):
 
 
 _GLOBALS = ("__batch_size__", "__device__", "__tensorclass__")
+#: reads planned again at most this many times while other clients change the entries
+_READ_ATTEMPTS = 3
 _CONN_ARGS = (
     "backend",
     "host",
@@ -540,6 +565,8 @@ _CONN_ARGS = (
     "td_id",
     "client",
     "cache_metadata",
+    "timeout",
+    "allow_pickle",
 )
 
 
@@ -589,13 +616,22 @@ def _encode_non_tensor(leaf: Any) -> tuple[bytes, str]:
         return pickle.dumps(values), "pickle"
 
 
-def _non_tensor(meta: dict[str, str], data: Any, bs: torch.Size, device: Any, path: str) -> Any:
+def _non_tensor(
+    meta: dict[str, str], data: Any, bs: torch.Size, device: Any, path: str, conn: Connection
+) -> Any:
     if data is None:
-        from tensordict.errors import StoreDataError
-
         raise StoreDataError(f"the non-tensor entry {path!r} has no data on the server.")
     encoding = meta.get("encoding")
-    value = pickle.loads(data) if encoding == "pickle" else json.loads(bytes(data).decode())
+    if encoding == "pickle":
+        conn.check_unpickle(path)  # refused before anything is decoded
+        value = pickle.loads(data)
+    elif encoding in ("json", "json_array"):
+        value = json.loads(bytes(data).decode())
+    else:
+        raise StoreDataError(
+            f"the non-tensor entry {path!r} on the server has the unknown encoding {encoding!r} "
+            "(expected 'json', 'json_array' or 'pickle'): it was written by another program."
+        )
     if encoding == "json_array":
         array: np.ndarray = np.empty(len(value), dtype=object)
         array[:] = value

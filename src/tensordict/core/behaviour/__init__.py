@@ -7,7 +7,8 @@ split and the ``__torch_function__`` table), ``ops`` (the one tree walk) with ``
 ``reductions`` and ``tensor_methods`` on it, ``device``, ``locking``, ``names`` (dim names),
 ``storage`` (shared memory, memmap state), ``consolidate`` (one storage for every leaf),
 ``autograd``, ``ragged``, ``padding`` (``pad``, ``pad_sequence``, ``collate``) and
-``upstream_private`` (upstream's private methods TorchRL calls). ``forwards`` is the table of
+``upstream_private`` (upstream's private methods TorchRL calls), ``nesting`` (how deep trees
+may nest, and a clear error where the recursion limit would strike). ``forwards`` is the table of
 methods implemented above the behaviour (serial, memmap, parallel, nn, formats, store).
 
 Imports: the primitives (collection, options, indexing, batch_shape, unbatched, factory),

@@ -24,6 +24,7 @@ from tensordict.core.behaviour.entries import EntriesMixin, locked_message
 from tensordict.core.behaviour.forwards import ForwardsMixin
 from tensordict.core.behaviour.locking import LockingMixin
 from tensordict.core.behaviour.names import DimNamesMixin
+from tensordict.core.behaviour.nesting import recursion_guard
 from tensordict.core.behaviour.ops import CastMixin, OpsMixin, keep_lock_of
 from tensordict.core.behaviour.ragged import RaggedMixin
 from tensordict.core.behaviour.reductions import ReductionsMixin
@@ -386,10 +387,11 @@ class TensorDictBase(
         self, excluded: builtins.set[tuple[str, ...]], prefix: tuple[str, ...]
     ) -> Any:
         source = {}
-        for key, value in self._own_items():
+        for key in self._own_keys():
             path = prefix + (key,)
             if path in excluded:
-                continue
+                continue  # never read (a file-backed entry may be costly, or refuse to be read)
+            value = self._get_str(key, None)
             if isinstance(value, TensorDictBase):
                 value = value._copy_structure(excluded, path)
             elif getattr(type(value), "_is_tensorclass", False):
@@ -506,9 +508,10 @@ class TensorDictBase(
 
     def clone(self: T, recurse: bool = True, **kwargs: Any) -> T:
         """A copy (unlocked). ``recurse=False`` copies the structure but shares the tensors."""
-        if not recurse:
-            return self._copy_structure(set(), ())  # type: ignore[no-any-return]
-        return self._apply_leaves(lambda t: t.clone(), keep_non_tensor_copy=True)  # type: ignore[no-any-return]
+        with recursion_guard("clone"):
+            if not recurse:
+                return self._copy_structure(set(), ())  # type: ignore[no-any-return]
+            return self._apply_leaves(lambda t: t.clone(), keep_non_tensor_copy=True)  # type: ignore[no-any-return]
 
     def to_lazystack(self, dim: int = 0) -> Any:
         """A :class:`~tensordict.LazyStackedTensorDict` of this tensordict's slices along

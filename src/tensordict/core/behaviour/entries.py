@@ -17,6 +17,7 @@ import torch
 
 from tensordict.core import factory
 from tensordict.core.batch_shape import leaf_shape
+from tensordict.core.behaviour.nesting import check_nesting
 from tensordict.core.behaviour.setitem import refuse_cycle, setitem_index
 from tensordict.core.behaviour.shape import broadcasts_to
 from tensordict.core.behaviour.update_resize import check_source_batch_size, update_resized
@@ -307,12 +308,14 @@ class EntriesMixin(TensorCollection):
                 value = value.to(device)
             return value
         if isinstance(value, TensorCollection):
+            check_nesting(key, value)
             value = _grown(value, batch_size)
             self._check_batch(key, value, batch_size)
             if device is not None and value.device != device:
                 value = value.to(device)  # type: ignore[attr-defined]
             return value
         if getattr(type(value), "_is_tensorclass", False):
+            check_nesting(key, value)
             value = _grown(value, batch_size)
             self._check_batch(key, value, batch_size)
             return value

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from tensordict.core.behaviour.consolidate import rebuild_consolidated
+from tensordict.core.behaviour.nesting import refuse_deep
 from tensordict.core.dense import TensorDict
 from tensordict.core.serial.upstream_pickle import (
     _DTYPES,
@@ -144,6 +145,7 @@ def reduce_tensordict(td: Any, protocol: Any) -> tuple[Any, ...]:
     proto = protocol if isinstance(protocol, int) else pickle.DEFAULT_PROTOCOL
     if _consolidated_fast_path(td):
         return reduce_consolidated(td, proto, plain=proto)
+    refuse_deep(td, "pickle")
     return reduce_tensordict_upstream(td, proto)
 
 
@@ -164,6 +166,7 @@ def reduce_for_multiprocessing(td: Any) -> tuple[Any, ...]:
     """
     if _consolidated_fast_path(td):
         return reduce_consolidated(td, None)
+    refuse_deep(td, "pickle")
     return (
         rebuild_tensordict,
         (

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from tensordict.core.behaviour.nesting import recursion_guard
 from tensordict.core.lazy.stack import LazyStackedTensorDict
 from tensordict.core.options import get_printoptions
 from tensordict.core.serial.compact_repr import _nested_shape, compact_repr
@@ -95,6 +96,11 @@ def _is_shared(td: Any) -> bool:
 def td_repr(td: Any) -> str:
     """The repr of a TensorDict or LazyStackedTensorDict: the compact form (upstream's
     default) unless ``set_printoptions(compact=False)``, or the detailed one."""
+    with recursion_guard("repr"):
+        return _td_repr(td)
+
+
+def _td_repr(td: Any) -> str:
     if get_printoptions()["compact"]:
         try:
             return compact_repr(td)
