@@ -1,17 +1,19 @@
 """The one entry point of the benchmark suite: ``python -m benchmarks.run [--quick] [--only NAME]``.
 
 Runs every suite (core_ops, memmap_io, map_iter, cpu_bound, epochs, cold, io_stream,
-consolidate, and ray_pool when ray is installed), prints one table and writes
+consolidate, distributed, and ray_pool when ray is installed), prints one table and writes
 ``benchmarks/results.json`` (the machine, the table rows and each suite's raw results).
 ``make bench ARGS="--quick"`` runs the same at small sizes, as a smoke run; ``--only steady`` and
 ``--only tiny`` run one part of the epochs and cpu_bound suites; ``make bench ARGS=--big`` runs
-the cold suite over a dataset of 1.5x the machine's RAM (into ``benchmarks/results-big.json``).
+the cold suite over a dataset of 1.5x the machine's RAM (into ``benchmarks/results-big.json``);
+``--merge`` keeps the suites of the output file that did not run.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -244,6 +246,14 @@ def io_stream(quick: bool) -> tuple[dict[str, Any], list[Row]]:
     return raw, raw["rows"]
 
 
+def distributed(quick: bool) -> tuple[dict[str, Any], list[Row]]:
+    from benchmarks import distributed as suite
+
+    raw = suite.run(rounds=2, repeat=3, size_mib=16) if quick else suite.run()
+    keys = ("name", "unit", "median", "min", "max", "ratios", "reference")
+    return raw, [{k: r[k] for k in keys} for r in raw["rows"]]
+
+
 SUITES: dict[str, Callable[[bool], tuple[dict[str, Any], list[Row]]]] = {
     "core_ops": core_ops,
     "memmap_io": memmap_io,
@@ -254,6 +264,7 @@ SUITES: dict[str, Callable[[bool], tuple[dict[str, Any], list[Row]]]] = {
     "ray_pool": ray_pool,
     "io_stream": io_stream,
     "consolidate": consolidate,
+    "distributed": distributed,
 }
 #: parts of the suites above, run only when named (``--only steady``): quick to re-run alone
 PARTS: dict[str, Callable[[bool], tuple[dict[str, Any], list[Row]]]] = {
@@ -280,7 +291,36 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="the cold suite over a dataset of 1.5x the machine's RAM (built on first use)",
     )
     parser.add_argument("--output", type=Path, default=RESULTS, help="where to write the JSON")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the other suites of the existing output file (with --only: one suite re-run)",
+    )
     return parser.parse_args(argv)
+
+
+def merge_into(path: Path, document: dict[str, Any]) -> dict[str, Any]:
+    """The results file at ``path`` with the suites of ``document`` (a run of some suites) in
+    place of its own.
+
+    The file's other suites, its rows of them (first, in their order) and its ``machine`` stay:
+    the charts' captions describe the run most rows come from. Each suite of ``document``
+    carries that run's ``machine`` (date, load) and ``quick`` in its raw results. A missing or
+    unreadable file gives ``document`` itself.
+    """
+    try:
+        earlier = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return document
+    ran = set(document["suites"])
+    merged = dict(earlier)
+    merged["suites"] = {k: v for k, v in earlier.get("suites", {}).items() if k not in ran}
+    for name, raw in document["suites"].items():
+        note = {"machine": document["machine"], "quick": document["quick"]}
+        merged["suites"][name] = {**raw, **note} if isinstance(raw, dict) else raw
+    rows = [r for r in earlier.get("rows", []) if r.get("suite") not in ran]
+    merged["rows"] = rows + document["rows"]
+    return merged
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -309,6 +349,8 @@ def main(argv: list[str] | None = None) -> int:
         document["rows"] += [{"suite": name, **row} for row in rows]
     document["seconds"] = round(time.perf_counter() - started, 1)
     document["machine"]["load_average_end"] = machine()["load_average"]
+    if args.merge:
+        document = merge_into(args.output, document)
     write_json(args.output, document)
     print(machine_line(info))
     print(format_rows(document["rows"]))

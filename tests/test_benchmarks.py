@@ -48,6 +48,31 @@ def test_run_quick_writes_table_and_results(tmp_path: Path) -> None:
         assert "measured in this run" in row["reference"] or "issues' figure" in row["reference"]
 
 
+def test_merge_keeps_the_suites_that_did_not_run(tmp_path: Path) -> None:
+    from benchmarks.run import merge_into
+
+    path = tmp_path / "results.json"
+    old = {
+        "machine": {"date": "d0"},
+        "quick": False,
+        "suites": {"a": {"x": 1}, "b": {"y": 2}},
+        "rows": [{"suite": "a", "name": "x"}, {"suite": "b", "name": "y"}],
+    }
+    new = {
+        "machine": {"date": "d1"},
+        "quick": True,
+        "suites": {"b": {"z": 3}},
+        "rows": [{"suite": "b", "name": "z"}],
+    }
+    assert merge_into(path, new) is new  # no file yet: nothing to keep
+    path.write_text(json.dumps(old))
+    merged = merge_into(path, new)
+    assert [(r["suite"], r["name"]) for r in merged["rows"]] == [("a", "x"), ("b", "z")]
+    assert merged["suites"]["a"] == {"x": 1} and merged["machine"] == {"date": "d0"}
+    assert merged["suites"]["b"] == {"z": 3, "machine": {"date": "d1"}, "quick": True}
+    assert merged["quick"] is False
+
+
 def test_only_rejects_an_unknown_suite() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.run", "--only", "nope"],
@@ -170,6 +195,29 @@ def test_chunk_cost_defaults_when_no_workload_is_named_and_rejects_unknown_ones(
         chunk_cost.parse_args(["tiny", "nope"])
     assert exit_info.value.code == 2
     assert "nope" in capsys.readouterr().err
+
+
+def test_distributed_rows_rate_here_against_upstream_and_the_limits() -> None:
+    from benchmarks import distributed
+
+    ops = ("send/recv", "broadcast")
+    limits = (*ops, "broadcast (fresh buffer)", "broadcast + source copy")
+    medians = {
+        "here": [dict.fromkeys(ops, 0.5)],
+        "upstream": [dict.fromkeys(ops, 1.0)],
+        "limit": [dict.fromkeys(limits, 0.4)],
+    }
+    row = distributed._row("broadcast", "here", medians, 10**9)
+    assert row["unit"] == "GB/s" and row["median"] == 2.0  # 1 GB in 0.5 s
+    assert row["ratios"] == {
+        "upstream": {"median": 2.0},  # twice upstream's rate
+        "limit": {"median": 0.8},
+        "limit, fresh buffer": {"median": 0.8},
+        "limit + source copy": {"median": 0.8},
+    }
+    assert set(distributed._row("send/recv", "here", medians, 10**9)["ratios"]) == {
+        "upstream", "limit",
+    }  # fmt: skip
 
 
 # ---------------------------------------------------------------------- [perf-3]

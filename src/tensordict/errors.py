@@ -24,6 +24,7 @@ __all__ = [
     "DeviceMismatchError",
     "DimIndexError",
     "DimNamesError",
+    "DistributedTimeoutError",
     "ExternalDataError",
     "FieldTypeError",
     "FileNameTooLongError",
@@ -58,12 +59,15 @@ __all__ = [
     "NestingDepthError",
     "NoSpaceError",
     "NotATensorDictError",
+    "NotConsolidatedError",
     "NotMemmappedError",
     "NotPicklableError",
     "NotYetAvailableError",
     "OutKeyNotFoundError",
     "OutMismatchError",
     "ParamsWriteError",
+    "PeerArgumentError",
+    "PeerLostError",
     "PickleNotAllowedError",
     "PoolBusyError",
     "PoolClosedError",
@@ -78,6 +82,7 @@ __all__ = [
     "TensorDictPropertyError",
     "TensorclassArgumentError",
     "TensorclassDefinitionError",
+    "TransferMismatchError",
     "TypedFieldError",
     "UnbatchedMemmapError",
     "UndeclaredFieldError",
@@ -505,3 +510,33 @@ class MemmapArchiveWriteError(MemmapArchiveError, RuntimeError):
 class ArchiveReturnEarlyError(NotImplementedError):
     """``memmap_like(..., return_early=True)`` to an archive: an archive is written whole, then
     renamed in, so there is nothing to return early. Upstream raises ``NotImplementedError``."""
+
+
+class PeerArgumentError(ValueError):
+    """The peer of a point-to-point method named wrongly: both or neither of ``dst`` and
+    ``group_dst`` (``src`` and ``group_src``), or ``group_dst`` without ``group``. Subclasses
+    ``ValueError``, which upstream raises."""
+
+
+class DistributedTimeoutError(TimeoutError, RuntimeError):
+    """A ``torch.distributed`` transfer or collective of a tensordict that did not complete within
+    its timeout (the ``timeout=`` of the call, else the process group's). Subclasses
+    ``RuntimeError``, which gloo raises for the same timeout."""
+
+
+class PeerLostError(ConnectionError, RuntimeError):
+    """A rank that went away (its process died, or it destroyed its process group) while a
+    tensordict was being sent to it, received from it or reduced with it. Subclasses
+    ``RuntimeError``, which gloo raises when the connection breaks."""
+
+
+class TransferMismatchError(ShapeMismatchError):
+    """Ranks of a transfer or collective whose tensordicts do not fit each other (another number
+    of leaves, another dtype or shape, a consolidated storage of another layout, a different
+    ``pseudo_rand``): found by the control exchange before any data moved, so nothing was
+    overwritten, and raised on every rank taking part."""
+
+
+class NotConsolidatedError(AttributeError, ValueError):
+    """``recv(consolidated=True)`` (or ``irecv``) into a tensordict that is not consolidated:
+    there is no storage to receive into. Subclasses ``AttributeError``, which upstream raises."""

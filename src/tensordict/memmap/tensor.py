@@ -321,6 +321,10 @@ class MemoryMappedTensor(torch.Tensor):
         same = _reusable(input, filename, copy_existing, copy_data, shape)
         if same is not None:
             return same
+        if copy_data and hasattr(input, "full_tensor"):
+            # a DTensor: its whole value, gathered from its mesh (every rank of the mesh makes
+            # the matching call, as upstream's memmap of a DTensor requires)
+            input = input.full_tensor()
         if input.is_nested or is_nested_shape(shape):
             return cls._from_nested(input, filename, existsok, copy_data, shape)
         src = input.detach()

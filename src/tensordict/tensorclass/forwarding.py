@@ -108,11 +108,16 @@ FORWARDED: dict[Kind, tuple[str, ...]] = {
         *("allclose", "is_floating_point", "to_module"),
         # file formats whose result is not a tensordict (core/behaviour/forwards.py)
         *("to_pandas", "to_csv", "to_json", "to_parquet", "to_struct_array"),
+        # torch.distributed: in place, or plain tensordicts / works, as upstream
+        *("send", "recv", "isend", "irecv", "asend", "arecv"),
+        *("all_reduce", "reduce", "all_gather", "scatter"),
         "__exit__",
     ),
     Kind.BORROW: (
         *("memmap_", "memmap", "memmap_like", "save", "dumps", "memmap_refresh_"),
         *("map", "map_iter", "__iter__", "__len__", "pack"),
+        # the class travels by name, and the result comes back as an instance of it
+        *("init_remote", "broadcast"),
     ),
 }
 

@@ -36,6 +36,7 @@ from tensordict.errors import NotYetAvailableError
 
 __all__ = [
     "ConsolidateMixin",
+    "Layout",
     "TensorDictFuture",
     "from_consolidated",
     "move_consolidated",
@@ -191,17 +192,23 @@ def _plan_node(td: Any, plan: _Plan) -> dict[str, Any]:
     return node
 
 
+def _copy_part(storage: torch.Tensor, plan: _Plan, i: int, views: dict[Any, Any]) -> int:
+    """Copy the ``i``-th tensor of ``plan`` into ``storage``; the byte where the next one goes."""
+    part, start = plan.parts[i], plan.starts[i]
+    end = start + _nbytes(part)
+    target = _typed_view(storage, part.dtype, part.shape, start, end, views)
+    target.copy_(part.detach())  # (any strides, any device: one copy)
+    stop = plan.starts[i + 1] if i + 1 < len(plan.starts) else plan.size
+    if stop > end:
+        storage[end:stop].zero_()  # padding bytes are zeros: the bytes are deterministic
+    return stop
+
+
 def _copy_leaves(
     storage: torch.Tensor, plan: _Plan, num_threads: int, views: dict[Any, Any]
 ) -> None:
     def copy(i: int) -> None:
-        part, start = plan.parts[i], plan.starts[i]
-        end = start + _nbytes(part)
-        target = _typed_view(storage, part.dtype, part.shape, start, end, views)
-        target.copy_(part.detach())  # (any strides, any device: one copy)
-        stop = plan.starts[i + 1] if i + 1 < len(plan.starts) else plan.size
-        if stop > end:
-            storage[end:stop].zero_()  # padding bytes are zeros: the bytes are deterministic
+        _copy_part(storage, plan, i, views)
 
     if num_threads > 1 and len(plan.parts) > 1:
         with concurrent.futures.ThreadPoolExecutor(num_threads) as pool:
@@ -293,15 +300,70 @@ def _consolidate(
     if payload:
         full[plan.size :].copy_(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
     storage = full[: plan.size]
-    out = _rebuild(td, meta, storage, None if filename is None else torch.device("cpu"), views)
-    if filename is not None or td.device is not None:  # (a file-backed result is on the cpu)
-        _set_device_tree(out, storage.device)
-    _attach(out, storage, meta)
+    out = _finish(td, meta, storage, views, on_file=filename is not None)
     if filename is not None:
         out._consolidated["filename"] = str(filename)
     if data is not None:  # (checked against the storage's address when pickled: see pickling)
         out._consolidated["bytes"] = (data, storage.data_ptr())
+    return out
+
+
+def _finish(
+    td: Any, meta: dict[str, Any], storage: torch.Tensor, views: Any, on_file: bool = False
+) -> Any:
+    """The consolidated tensordict of ``td``'s structure over the filled ``storage``, locked."""
+    out = _rebuild(td, meta, storage, torch.device("cpu") if on_file else None, views)
+    if on_file or td.device is not None:  # (a file-backed result is on the cpu)
+        _set_device_tree(out, storage.device)
+    _attach(out, storage, meta)
     return out.lock_()
+
+
+class Layout:
+    """What :meth:`~ConsolidateMixin.consolidate` makes of ``td``, planned before a byte is copied:
+    the metadata, the storage's size and the place of each tensor in it.
+
+    :meth:`fill` copies the tensors into a storage, all of them or those placed before a byte
+    offset (so that a transfer can send the first bytes while the next ones are copied), and
+    :meth:`finish` gives the consolidated tensordict over the filled storage.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> layout = Layout(TensorDict(a=torch.ones(3), b=torch.zeros(2, dtype=torch.int64)))
+        >>> layout.size  # each tensor padded to 8 bytes
+        32
+        >>> storage = torch.empty(layout.size, dtype=torch.uint8)
+        >>> layout.fill(storage, 8)  # 'a' (12 bytes + 4 of padding) is in place
+        16
+        >>> layout.fill(storage)
+        32
+        >>> td = layout.finish(storage)
+        >>> td.is_consolidated(), td["a"].untyped_storage().data_ptr() == storage.data_ptr()
+        (True, True)
+    """
+
+    def __init__(self, td: Any) -> None:
+        self.td = td
+        self._plan = _Plan()
+        self.metadata: dict[str, Any] = _plan_node(td, self._plan)
+        self.size: int = self._plan.size
+        self._views: dict[Any, Any] = {}
+        self._next = 0  # the first tensor not copied yet
+
+    def fill(self, storage: torch.Tensor, until: int | None = None) -> int:
+        """Copy into ``storage`` the tensors not copied yet that start before byte ``until``
+        (all of them by default); return the offset up to which ``storage`` is complete."""
+        plan, limit = self._plan, self.size if until is None else until
+        done = plan.starts[self._next] if self._next < len(plan.parts) else plan.size
+        while self._next < len(plan.parts) and plan.starts[self._next] < limit:
+            done = _copy_part(storage, plan, self._next, self._views)
+            self._next += 1
+        return done
+
+    def finish(self, storage: torch.Tensor) -> Any:
+        """The consolidated tensordict over ``storage`` (filled by :meth:`fill`), locked."""
+        return _finish(self.td, self.metadata, storage, self._views)
 
 
 def _attach(td: Any, storage: torch.Tensor, meta: dict[str, Any]) -> Any:

@@ -2,9 +2,9 @@
 
 Each row binds a method to the function that implements it, in a room of core built on the
 classes (``serial``, ``padding``) or a package built on core (``memmap``, ``parallel``, ``nn``,
-``formats``, ``store``). The function is the method: its signature and docstring are what
-``help(TensorDict.map_iter)`` shows, and ``PersistentTensorDict``, lazy stacks and every other
-class get the same rows by inheritance. Rows are bound on first use (see
+``formats``, ``store``, ``distributed``). The function is the method: its signature and
+docstring are what ``help(TensorDict.map_iter)`` shows, and ``PersistentTensorDict``, lazy
+stacks and every other class get the same rows by inheritance. Rows are bound on first use (see
 :class:`~tensordict.core.factory.Forward`); importing a format's module does not import its
 library, which is imported when the method runs.
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the functions themselves, for type checkers (a row's type i
     from tensordict.core.serial import convert, printing
     from tensordict.core.serial import pack as serial_pack
     from tensordict.core.serial import state_dict as serial_state
+    from tensordict.distributed import collectives, p2p, pipe, remote
     from tensordict.formats import persistent, schema, struct, tables
     from tensordict.memmap import io as memmap_io
     from tensordict.memmap import load as memmap_load
@@ -47,6 +48,10 @@ else:
     tables = home("tensordict.formats.tables")
     struct = home("tensordict.formats.struct")
     store = home("tensordict.store")
+    p2p = home("tensordict.distributed.p2p")
+    remote = home("tensordict.distributed.remote")
+    collectives = home("tensordict.distributed.collectives")
+    pipe = home("tensordict.distributed.pipe")
 
 __all__ = ["ForwardsMixin"]
 
@@ -104,3 +109,19 @@ class ForwardsMixin:
     to_struct_array = forward(struct.to_struct_array)
     from_struct_array = forward(struct.from_struct_array, "constructor")
     to_store = forward(store.to_store)
+
+    # ------------------------------------------------------------------ torch.distributed
+    send = forward(p2p.send)
+    recv = forward(p2p.recv)
+    isend = forward(p2p.isend)
+    irecv = forward(p2p.irecv)
+    asend = forward(pipe.asend)
+    arecv = forward(pipe.arecv)
+    init_remote = forward(remote.init_remote)
+    from_remote_init = forward(remote.from_remote_init, "constructor")
+    broadcast = forward(remote.broadcast)
+    all_reduce = forward(collectives.all_reduce)
+    reduce = forward(collectives.reduce)
+    all_gather = forward(collectives.all_gather)
+    scatter = forward(collectives.scatter)
+    gather_and_stack = forward(collectives.gather_and_stack)
