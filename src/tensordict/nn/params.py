@@ -339,6 +339,14 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
             return nn.Module.__getattr__(self, name)
         except AttributeError:
             inner = self.__dict__.get("_param_td")
+            if inner is not None and not name.startswith("_"):
+                # a nested entry read as a submodule (torch.export and state-dict loading walk
+                # "params.0.weight" with getattr): a TensorDictParams on a copy of its structure
+                # holding the same tensors, as upstream (tensors swapped into it, as torch.export
+                # does while tracing, do not reach this one)
+                nested = inner._get_str(name, None)
+                if isinstance(nested, TensorDictBase):
+                    return type(self)(nested.copy(), no_convert=True)
             if inner is None or name.startswith("__") or not hasattr(inner, name):
                 raise AttributeError(
                     f"'TensorDictParams' object has no attribute {name!r}"
