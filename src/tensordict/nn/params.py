@@ -202,6 +202,12 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
     _param_td: TensorDict
     no_convert: bool
 
+    def __hash__(self) -> int:
+        # by identity, as every tensordict here; written in Python because torch.compile does
+        # not trace object.__hash__ (a C slot), which nn.Module.named_modules calls on each
+        # submodule (a loss module listing its parameters inside a compiled function)
+        return id(self)
+
     # ================================================================== primitives (delegated)
     @property
     def batch_size(self) -> torch.Size:

@@ -34,14 +34,20 @@ T = TypeVar("T", bound="EntriesMixin")
 _MISSING: Any = object()
 
 
-class _Unset:
-    """``get``'s default: ``None``, or a KeyError under ``set_get_defaults_to_none(False)``."""
+class _Unset(enum.Enum):
+    """``get``'s default: ``None``, or a KeyError under ``set_get_defaults_to_none(False)``.
+
+    An enum member (not an instance of a plain class): torch.compile can hold it when it
+    binds ``get``'s defaults without a source (a plain object there breaks the graph).
+    """
+
+    UNSET = "unset"
 
     def __repr__(self) -> str:
         return "None"
 
 
-_UNSET: Any = _Unset()
+_UNSET: Any = _Unset.UNSET
 
 
 # The opening of every locked-write message, worded as upstream's (clients match on it).
