@@ -117,3 +117,14 @@ def test_a_nested_compile_region_takes_and_returns_tensordicts() -> None:
 
     td = make()["n"]
     torch.testing.assert_close(torch.compile(fn, backend="eager")(td), fn(td))
+
+
+def test_consolidate_compiles_and_keeps_the_entries() -> None:
+    def fn(td: TensorDict) -> TensorDict:
+        return td.consolidate()
+
+    td = TensorDict(
+        {"a": torch.randn(4, 3), "big": torch.randn(4, 8192), "n": {"i": torch.ones(4)}}, [4]
+    )
+    out = compiled(fn)(td)
+    assert out.is_consolidated() and (out == td).all()
