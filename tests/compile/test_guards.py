@@ -63,3 +63,15 @@ def test_in_place_update_compiles_once() -> None:
         return td["k0"] + 0
 
     assert frames_after_each_call(fn, (wide(4), wide(4)), (wide(4), wide(4))) == [1, 1]
+
+
+def test_slicing_tensordicts_of_new_batch_sizes_compiles_twice_at_most() -> None:
+    # the second compile makes the batch dim dynamic; the slice's length must stay symbolic
+    def fn(td: TensorDict) -> TensorDict:
+        return td[1:3].apply(lambda t: t + 1) + td[-2:]
+
+    calls = [
+        (TensorDict({"a": torch.randn(n, 3), "n": {"b": torch.randn(n)}}, [n]),)
+        for n in (4, 8, 16, 32)
+    ]
+    assert frames_after_each_call(fn, *calls) == [1, 2, 2, 2]

@@ -58,7 +58,16 @@ def _slice_len(s: slice, n: int) -> int:
         raise IndexingError(
             f"slice step must be positive, got {step}. Use flip() or a reversed index tensor."
         )
-    return len(range(*s.indices(n)))
+    if not torch.compiler.is_compiling():
+        return len(range(*s.indices(n)))
+    # While tracing, n may be symbolic (a batch dim made dynamic after a recompile), and
+    # slice.indices would fix it to its current value: the same clipping, written with
+    # arithmetic, min and max, which keep it symbolic.
+    step = 1 if step is None else step
+    start = 0 if s.start is None else s.start + n if s.start < 0 else s.start
+    stop = n if s.stop is None else s.stop + n if s.stop < 0 else s.stop
+    start, stop = min(max(start, 0), n), min(max(stop, 0), n)
+    return (max(stop - start, 0) + step - 1) // step
 
 
 def plan_index(index: Any, batch_size: torch.Size) -> IndexPlan:
