@@ -1,9 +1,9 @@
 """The one entry point of the benchmark suite: ``python -m benchmarks.run [--quick] [--only NAME]``.
 
 Runs every suite (core_ops, memmap_io, map_iter, cpu_bound, epochs, io_stream, consolidate,
-and ray_pool when ray is installed), prints one table and writes ``benchmarks/results.json``
-(the machine, the table rows and each suite's raw results). ``make bench ARGS="--quick"`` runs
-the same at small sizes, as a smoke run.
+compiled, and ray_pool when ray is installed), prints one table and writes
+``benchmarks/results.json`` (the machine, the table rows and each suite's raw results).
+``make bench ARGS="--quick"`` runs the same at small sizes, as a smoke run.
 """
 
 from __future__ import annotations
@@ -207,6 +207,23 @@ def io_stream(quick: bool) -> tuple[dict[str, Any], list[Row]]:
     return raw, raw["rows"]
 
 
+def compiled(quick: bool) -> tuple[dict[str, Any], list[Row]]:
+    from benchmarks import compiled as suite
+
+    raw = suite.run(rounds=1 if quick else 3, repeat=3 if quick else 7)
+    rows = []
+    for r in raw["rows"]:
+        row = {k: r[k] for k in ("name", "unit", "median", "min", "max")}
+        row["ratios"] = {name: {"median": value} for name, value in r["ratios"].items()}
+        if "upstream" in r:
+            target = "target <= upstream" + ("; < eager" if "eager" in r["ratios"] else "")
+            row["reference"] = f"upstream {r['upstream']:.3g} {r['unit']}; {target}"
+        else:
+            row["reference"] = "upstream venv missing"
+        rows.append(row)
+    return raw, rows
+
+
 SUITES: dict[str, Callable[[bool], tuple[dict[str, Any], list[Row]]]] = {
     "core_ops": core_ops,
     "memmap_io": memmap_io,
@@ -216,6 +233,7 @@ SUITES: dict[str, Callable[[bool], tuple[dict[str, Any], list[Row]]]] = {
     "ray_pool": ray_pool,
     "io_stream": io_stream,
     "consolidate": consolidate,
+    "compiled": compiled,
 }
 
 

@@ -165,3 +165,39 @@ def test_chunk_cost_defaults_when_no_workload_is_named_and_rejects_unknown_ones(
         chunk_cost.parse_args(["tiny", "nope"])
     assert exit_info.value.code == 2
     assert "nope" in capsys.readouterr().err
+
+
+def test_compiled_workloads_run_and_write_what_they_should() -> None:
+    import torch
+    from benchmarks import compiled
+
+    policy, policy_args = compiled._BUILDERS["policy"]()
+    td = policy.step(policy)(*policy_args())
+    assert {"action", "action_log_prob"} <= set(td.keys()) and not td["action"].requires_grad
+    loss, loss_args = compiled._BUILDERS["ppo loss"]()
+    losses = loss(*loss_args())
+    assert set(losses.keys()) == {"loss_objective", "loss_critic", "loss_entropy"}
+    loss.step(loss)(*loss_args())  # forward + backward, gradients dropped after the step
+    chain, chain_args = compiled._BUILDERS["arithmetic + apply"]()
+    (td,) = chain_args()
+    assert (chain(td)["nested", "n0"] >= 0).all() and chain(td).batch_size == torch.Size([1000])
+
+
+def test_compiled_rows_take_per_round_ratios_to_upstream_and_to_eager(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from benchmarks import compiled
+
+    figures = {"ours": (2.0, 50.0, 100.0), "upstream": (4.0, 40.0, 80.0)}
+
+    def fake(python: object, repeat: int) -> dict[str, dict[str, float]]:
+        side = "upstream" if python == compiled.UPSTREAM_PYTHON else "ours"
+        return {w: dict(zip(compiled.FIGURES, figures[side])) for w in compiled.WORKLOADS}
+
+    monkeypatch.setattr(compiled, "_measure_in", fake)
+    monkeypatch.setattr(compiled, "UPSTREAM_PYTHON", Path(sys.executable))  # (exists)
+    monkeypatch.setattr(compiled.sys, "executable", "ours")
+    rows = {r["name"]: r for r in compiled.run(rounds=2, repeat=1)["rows"]}
+    assert rows["policy: compile"]["ratios"] == {"upstream": 0.5}
+    assert rows["policy: compiled step"]["ratios"] == {"upstream": 1.25, "eager": 0.5}
+    assert rows["ppo loss: eager step"]["median"] == 100.0
