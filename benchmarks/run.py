@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -248,11 +249,55 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--only", action="append", choices=sorted(SUITES), help="run this suite (repeatable)"
     )
     parser.add_argument("--output", type=Path, default=RESULTS, help="where to write the JSON")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the other suites of an existing output: replace only the suites run "
+        "(each merged suite's machine and date go in suite_machines)",
+    )
     return parser.parse_args(argv)
+
+
+def merged(previous: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
+    """``previous`` with the suites of ``document`` replaced (rows, raw results, machine).
+
+    The top-level machine stays the one of ``previous``'s run; each suite merged in records the
+    machine of its own run under ``suite_machines``.
+
+    Examples:
+        >>> old = {"machine": {"date": "d0"}, "quick": False, "suites": {"a": 1, "b": 2},
+        ...        "rows": [{"suite": "a", "name": "x"}, {"suite": "b", "name": "y"}]}
+        >>> new = {"machine": {"date": "d1"}, "quick": False, "suites": {"b": 3},
+        ...        "rows": [{"suite": "b", "name": "z"}], "seconds": 5.0}
+        >>> out = merged(old, new)
+        >>> out["suites"], [r["name"] for r in out["rows"]], out["suite_machines"]
+        ({'a': 1, 'b': 3}, ['x', 'z'], {'b': {'date': 'd1'}})
+        >>> out["machine"]
+        {'date': 'd0'}
+    """
+    names = set(document["suites"])
+    out = dict(previous)
+    out["suites"] = {**previous.get("suites", {}), **document["suites"]}
+    kept = [row for row in previous.get("rows", []) if row.get("suite") not in names]
+    out["rows"] = kept + document["rows"]
+    machines = dict(previous.get("suite_machines", {}))
+    machines.update({name: document["machine"] for name in names})
+    out["suite_machines"] = machines
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.merge and args.output.exists():
+        quick = json.loads(args.output.read_text()).get("quick")
+        if quick is not args.quick:
+            print(
+                f"--merge: {args.output} holds a {'quick' if quick else 'full-size'} run; this "
+                f"run is {'quick' if args.quick else 'full-size'}. Merge runs of one kind, or "
+                "write elsewhere with --output.",
+                file=sys.stderr,
+            )
+            return 2
     torch.set_num_threads(1)  # every suite measures one thread of work per process
     names = args.only or list(SUITES)
     info, started = machine(), time.perf_counter()
@@ -268,12 +313,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: done in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
         document["suites"][name] = raw
         document["rows"] += [{"suite": name, **row} for row in rows]
-    document["seconds"] = round(time.perf_counter() - started, 1)
+    seconds = document["seconds"] = round(time.perf_counter() - started, 1)
     document["machine"]["load_average_end"] = machine()["load_average"]
-    write_json(args.output, document)
     print(machine_line(info))
     print(format_rows(document["rows"]))
-    print(f"\n{len(document['rows'])} rows in {document['seconds']} s; written to {args.output}")
+    if args.merge and args.output.exists():
+        document = merged(json.loads(args.output.read_text()), document)
+    write_json(args.output, document)
+    print(f"\n{len(document['rows'])} rows in {seconds} s; written to {args.output}")
     return 0
 
 

@@ -43,6 +43,51 @@ def test_run_quick_writes_table_and_results(tmp_path: Path) -> None:
         assert row["median"] > 0
 
 
+def test_merge_replaces_only_the_suites_run(tmp_path: Path) -> None:
+    output = tmp_path / "results.json"
+    other = {"suite": "epochs", "name": "kept", "median": 1.0, "unit": "s", "ratios": {}}
+    stale = {"suite": "core_ops", "name": "stale", "median": 1.0, "unit": "µs", "ratios": {}}
+    previous = {
+        "machine": {"date": "earlier"},
+        "quick": True,
+        "suites": {"epochs": {"raw": 1}, "core_ops": {"raw": 2}},
+        "rows": [other, stale],
+    }
+    output.write_text(json.dumps(previous))
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", "--quick", "--only", "core_ops", "--merge"]
+        + ["--output", str(output)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(output.read_text())
+    assert document["machine"] == {"date": "earlier"}
+    assert document["suites"]["epochs"] == {"raw": 1}
+    assert document["suites"]["core_ops"] != {"raw": 2}
+    names = [row["name"] for row in document["rows"]]
+    assert "kept" in names and "stale" not in names and "td[10:20]" in names
+    assert document["suite_machines"]["core_ops"]["date"] != "earlier"
+
+
+def test_merge_refuses_a_run_of_the_other_size(tmp_path: Path) -> None:
+    output = tmp_path / "results.json"
+    output.write_text(json.dumps({"machine": {}, "quick": False, "suites": {}, "rows": []}))
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", "--quick", "--only", "core_ops", "--merge"]
+        + ["--output", str(output)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "full-size run" in done.stderr
+    assert json.loads(output.read_text())["rows"] == []
+
+
 def test_only_rejects_an_unknown_suite() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.run", "--only", "nope"],
