@@ -1,8 +1,8 @@
 """The one entry point of the benchmark suite: ``python -m benchmarks.run [--quick] [--only NAME]``.
 
 Runs every suite (core_ops, memmap_io, map_iter, cpu_bound, epochs, cold, io_stream,
-consolidate, distributed, and ray_pool when ray is installed), prints one table and writes
-``benchmarks/results.json`` (the machine, the table rows and each suite's raw results).
+consolidate, distributed, compiled, and ray_pool when ray is installed), prints one table and
+writes ``benchmarks/results.json`` (the machine, the table rows and each suite's raw results).
 ``make bench ARGS="--quick"`` runs the same at small sizes, as a smoke run; ``--only steady`` and
 ``--only tiny`` run one part of the epochs and cpu_bound suites; ``make bench ARGS=--big`` runs
 the cold suite over a dataset of 1.5x the machine's RAM (into ``benchmarks/results-big.json``);
@@ -254,6 +254,27 @@ def distributed(quick: bool) -> tuple[dict[str, Any], list[Row]]:
     return raw, [{k: r[k] for k in keys} for r in raw["rows"]]
 
 
+def compiled(quick: bool) -> tuple[dict[str, Any], list[Row]]:
+    from benchmarks import compiled as suite
+
+    raw = suite.run(rounds=1 if quick else 3, repeat=3 if quick else 7)
+    rows = []
+    for r in raw["rows"]:
+        row = {k: r[k] for k in ("name", "unit", "median", "min", "max")}
+        row["ratios"] = {name: {"median": value} for name, value in r["ratios"].items()}
+        if "upstream" in r:
+            figure = r["name"].rsplit(": ", 1)[-1]
+            targets = {
+                "compile": "; target <= upstream",
+                "compiled step": "; target <= upstream; < eager",
+            }
+            row["reference"] = f"upstream {r['upstream']:.3g} {r['unit']}{targets.get(figure, '')}"
+        else:
+            row["reference"] = "upstream venv missing"
+        rows.append(row)
+    return raw, rows
+
+
 SUITES: dict[str, Callable[[bool], tuple[dict[str, Any], list[Row]]]] = {
     "core_ops": core_ops,
     "memmap_io": memmap_io,
@@ -265,6 +286,7 @@ SUITES: dict[str, Callable[[bool], tuple[dict[str, Any], list[Row]]]] = {
     "io_stream": io_stream,
     "consolidate": consolidate,
     "distributed": distributed,
+    "compiled": compiled,
 }
 #: parts of the suites above, run only when named (``--only steady``): quick to re-run alone
 PARTS: dict[str, Callable[[bool], tuple[dict[str, Any], list[Row]]]] = {
@@ -294,33 +316,38 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--merge",
         action="store_true",
-        help="keep the other suites of the existing output file (with --only: one suite re-run)",
+        help="keep the other suites of an existing output: replace only the suites run "
+        "(each merged suite's machine and date go in suite_machines)",
     )
     return parser.parse_args(argv)
 
 
-def merge_into(path: Path, document: dict[str, Any]) -> dict[str, Any]:
-    """The results file at ``path`` with the suites of ``document`` (a run of some suites) in
-    place of its own.
+def merged(previous: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
+    """``previous`` with the suites of ``document`` replaced (rows, raw results, machine).
 
-    The file's other suites, its rows of them (first, in their order) and its ``machine`` stay:
-    the charts' captions describe the run most rows come from. Each suite of ``document``
-    carries that run's ``machine`` (date, load) and ``quick`` in its raw results. A missing or
-    unreadable file gives ``document`` itself.
+    The top-level machine stays the one of ``previous``'s run; each suite merged in records the
+    machine of its own run under ``suite_machines``.
+
+    Examples:
+        >>> old = {"machine": {"date": "d0"}, "quick": False, "suites": {"a": 1, "b": 2},
+        ...        "rows": [{"suite": "a", "name": "x"}, {"suite": "b", "name": "y"}]}
+        >>> new = {"machine": {"date": "d1"}, "quick": False, "suites": {"b": 3},
+        ...        "rows": [{"suite": "b", "name": "z"}], "seconds": 5.0}
+        >>> out = merged(old, new)
+        >>> out["suites"], [r["name"] for r in out["rows"]], out["suite_machines"]
+        ({'a': 1, 'b': 3}, ['x', 'z'], {'b': {'date': 'd1'}})
+        >>> out["machine"]
+        {'date': 'd0'}
     """
-    try:
-        earlier = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return document
-    ran = set(document["suites"])
-    merged = dict(earlier)
-    merged["suites"] = {k: v for k, v in earlier.get("suites", {}).items() if k not in ran}
-    for name, raw in document["suites"].items():
-        note = {"machine": document["machine"], "quick": document["quick"]}
-        merged["suites"][name] = {**raw, **note} if isinstance(raw, dict) else raw
-    rows = [r for r in earlier.get("rows", []) if r.get("suite") not in ran]
-    merged["rows"] = rows + document["rows"]
-    return merged
+    names = set(document["suites"])
+    out = dict(previous)
+    out["suites"] = {**previous.get("suites", {}), **document["suites"]}
+    kept = [row for row in previous.get("rows", []) if row.get("suite") not in names]
+    out["rows"] = kept + document["rows"]
+    machines = dict(previous.get("suite_machines", {}))
+    machines.update({name: document["machine"] for name in names})
+    out["suite_machines"] = machines
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -331,6 +358,16 @@ def main(argv: list[str] | None = None) -> int:
     names = args.only or (["cold"] if args.big else list(SUITES))
     if args.big and args.output == RESULTS:  # keep the results of the usual run
         args.output = RESULTS.with_name("results-big.json")
+    if args.merge and args.output.exists():
+        quick = json.loads(args.output.read_text()).get("quick")
+        if quick is not args.quick:
+            print(
+                f"--merge: {args.output} holds a {'quick' if quick else 'full-size'} run; this "
+                f"run is {'quick' if args.quick else 'full-size'}. Merge runs of one kind, or "
+                "write elsewhere with --output.",
+                file=sys.stderr,
+            )
+            return 2
     info, started = machine(), time.perf_counter()
     document: dict[str, Any] = {"machine": info, "quick": args.quick, "suites": {}, "rows": []}
     for name in names:
@@ -347,14 +384,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: done in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
         document["suites"][name] = raw
         document["rows"] += [{"suite": name, **row} for row in rows]
-    document["seconds"] = round(time.perf_counter() - started, 1)
+    seconds = document["seconds"] = round(time.perf_counter() - started, 1)
     document["machine"]["load_average_end"] = machine()["load_average"]
-    if args.merge:
-        document = merge_into(args.output, document)
-    write_json(args.output, document)
     print(machine_line(info))
     print(format_rows(document["rows"]))
-    print(f"\n{len(document['rows'])} rows in {document['seconds']} s; written to {args.output}")
+    if args.merge and args.output.exists():
+        document = merged(json.loads(args.output.read_text()), document)
+    write_json(args.output, document)
+    print(f"\n{len(document['rows'])} rows in {seconds} s; written to {args.output}")
     return 0
 
 

@@ -48,29 +48,49 @@ def test_run_quick_writes_table_and_results(tmp_path: Path) -> None:
         assert "measured in this run" in row["reference"] or "issues' figure" in row["reference"]
 
 
-def test_merge_keeps_the_suites_that_did_not_run(tmp_path: Path) -> None:
-    from benchmarks.run import merge_into
-
-    path = tmp_path / "results.json"
-    old = {
-        "machine": {"date": "d0"},
-        "quick": False,
-        "suites": {"a": {"x": 1}, "b": {"y": 2}},
-        "rows": [{"suite": "a", "name": "x"}, {"suite": "b", "name": "y"}],
-    }
-    new = {
-        "machine": {"date": "d1"},
+def test_merge_replaces_only_the_suites_run(tmp_path: Path) -> None:
+    output = tmp_path / "results.json"
+    other = {"suite": "epochs", "name": "kept", "median": 1.0, "unit": "s", "ratios": {}}
+    stale = {"suite": "core_ops", "name": "stale", "median": 1.0, "unit": "µs", "ratios": {}}
+    previous = {
+        "machine": {"date": "earlier"},
         "quick": True,
-        "suites": {"b": {"z": 3}},
-        "rows": [{"suite": "b", "name": "z"}],
+        "suites": {"epochs": {"raw": 1}, "core_ops": {"raw": 2}},
+        "rows": [other, stale],
     }
-    assert merge_into(path, new) is new  # no file yet: nothing to keep
-    path.write_text(json.dumps(old))
-    merged = merge_into(path, new)
-    assert [(r["suite"], r["name"]) for r in merged["rows"]] == [("a", "x"), ("b", "z")]
-    assert merged["suites"]["a"] == {"x": 1} and merged["machine"] == {"date": "d0"}
-    assert merged["suites"]["b"] == {"z": 3, "machine": {"date": "d1"}, "quick": True}
-    assert merged["quick"] is False
+    output.write_text(json.dumps(previous))
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", "--quick", "--only", "core_ops", "--merge"]
+        + ["--output", str(output)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(output.read_text())
+    assert document["machine"] == {"date": "earlier"}
+    assert document["suites"]["epochs"] == {"raw": 1}
+    assert document["suites"]["core_ops"] != {"raw": 2}
+    names = [row["name"] for row in document["rows"]]
+    assert "kept" in names and "stale" not in names and "td[10:20]" in names
+    assert document["suite_machines"]["core_ops"]["date"] != "earlier"
+
+
+def test_merge_refuses_a_run_of_the_other_size(tmp_path: Path) -> None:
+    output = tmp_path / "results.json"
+    output.write_text(json.dumps({"machine": {}, "quick": False, "suites": {}, "rows": []}))
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", "--quick", "--only", "core_ops", "--merge"]
+        + ["--output", str(output)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "full-size run" in done.stderr
+    assert json.loads(output.read_text())["rows"] == []
 
 
 def test_only_rejects_an_unknown_suite() -> None:
@@ -218,6 +238,42 @@ def test_distributed_rows_rate_here_against_upstream_and_the_limits() -> None:
     assert set(distributed._row("send/recv", "here", medians, 10**9)["ratios"]) == {
         "upstream", "limit",
     }  # fmt: skip
+
+
+def test_compiled_workloads_run_and_write_what_they_should() -> None:
+    import torch
+    from benchmarks import compiled
+
+    policy, policy_args = compiled._BUILDERS["policy"]()
+    td = policy.step(policy)(*policy_args())
+    assert {"action", "action_log_prob"} <= set(td.keys()) and not td["action"].requires_grad
+    loss, loss_args = compiled._BUILDERS["ppo loss"]()
+    losses = loss(*loss_args())
+    assert set(losses.keys()) == {"loss_objective", "loss_critic", "loss_entropy"}
+    loss.step(loss)(*loss_args())  # forward + backward, gradients dropped after the step
+    chain, chain_args = compiled._BUILDERS["arithmetic + apply"]()
+    (td,) = chain_args()
+    assert (chain(td)["nested", "n0"] >= 0).all() and chain(td).batch_size == torch.Size([1000])
+
+
+def test_compiled_rows_take_per_round_ratios_to_upstream_and_to_eager(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from benchmarks import compiled
+
+    figures = {"ours": (2.0, 50.0, 100.0), "upstream": (4.0, 40.0, 80.0)}
+
+    def fake(python: object, repeat: int) -> dict[str, dict[str, float]]:
+        side = "upstream" if python == compiled.UPSTREAM_PYTHON else "ours"
+        return {w: dict(zip(compiled.FIGURES, figures[side])) for w in compiled.WORKLOADS}
+
+    monkeypatch.setattr(compiled, "_measure_in", fake)
+    monkeypatch.setattr(compiled, "UPSTREAM_PYTHON", Path(sys.executable))  # (exists)
+    monkeypatch.setattr(compiled.sys, "executable", "ours")
+    rows = {r["name"]: r for r in compiled.run(rounds=2, repeat=1)["rows"]}
+    assert rows["policy: compile"]["ratios"] == {"upstream": 0.5}
+    assert rows["policy: compiled step"]["ratios"] == {"upstream": 1.25, "eager": 0.5}
+    assert rows["ppo loss: eager step"]["median"] == 100.0
 
 
 # ---------------------------------------------------------------------- [perf-3]

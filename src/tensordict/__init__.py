@@ -216,6 +216,27 @@ __all__ = [
     "utils",
 ]
 
+_MOVED = {  # upstream's deprecated top-level names -> where they live now
+    "PYTREE_REGISTERED_TDS": "tensordict.nn.functional_modules",
+    "PYTREE_REGISTERED_LAZY_TDS": "tensordict.nn.functional_modules",
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module 'tensordict' has no attribute {name!r}")
+    import importlib
+    import warnings
+
+    warnings.warn(
+        f"tensordict.{name} is deprecated (as in upstream tensordict): use {home}.{name} instead.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(home), name)
+
+
 # every module is loaded: bind the methods of the forwarding tables (tensordict.core.factory),
 # then show them in the tensorclasses built meanwhile (help() lists their real parameters)
 _bind_forwarded()

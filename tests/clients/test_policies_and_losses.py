@@ -164,3 +164,19 @@ def test_sac_loss_runs_its_two_critics_with_vmap():
     (out["loss_actor"] + out["loss_qvalue"]).backward()
     grad = loss.qvalue_network_params["module", "linear", "weight"].grad
     assert grad is not None and grad.shape[0] == 2
+
+
+def test_ppo_and_dqn_losses_compile_whole(env):
+    # TorchRL users compile their losses: no graph break may come from tensordict (get's default
+    # sentinel and TensorDictParams' hash once broke these two)
+    policy, value = actor(env), critic()
+    batch = env.rollout(8, policy).detach()
+    GAE(gamma=0.99, lmbda=0.95, value_network=value)(batch)
+    ppo = ClipPPOLoss(policy, value)
+    out = torch.compile(ppo, backend="eager", fullgraph=True)(batch)
+    assert torch.isfinite(out["loss_objective"]) and torch.isfinite(out["loss_critic"])
+    qvalue = QValueActor(nn.Linear(4, 3), in_keys=["observation"], action_space="one_hot")
+    dqn = DQNLoss(qvalue, action_space="one_hot", delay_value=True)
+    action = nn.functional.one_hot(torch.randint(3, (6,)), 3)
+    loss = torch.compile(dqn, backend="eager", fullgraph=True)(transition_batch(6, action))
+    assert torch.isfinite(loss["loss"])

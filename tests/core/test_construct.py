@@ -316,3 +316,11 @@ def test_auto_batch_size_counts_batched_non_tensor_entries_as_upstream() -> None
     assert td.auto_batch_size_().batch_size == (3, 2)
     only = TensorDict(n={"s": NonTensorData("x", batch_size=[4, 3])}, batch_size=[])
     assert only.auto_batch_size_().batch_size == (4, 3)  # (it was [])
+
+
+def test_new_unsafe_takes_the_entries_as_keywords_and_the_batch_size_as_a_list() -> None:
+    a = torch.zeros(3, 2)
+    td = TensorDict._new_unsafe(a=a, batch_size=[3])
+    assert td["a"] is a and td.batch_size == torch.Size([3]) and type(td) is TensorDict
+    nested = TensorDict._new_unsafe({"n": {"b": a}}, torch.Size([3]), nested=False)
+    assert type(nested._tensordict["n"]) is dict  # (nested=False: kept as given)

@@ -122,3 +122,20 @@ def test_tensor_typed_modules_cannot_become_tensordict_modules():
 
     with pytest.raises(ValueError, match="both input and output type as TensorClass"):
         Plain().as_td_module()
+
+
+def test_cuda_graph_module_records_whether_a_function_returns_its_input() -> None:
+    def in_place(td: TensorDict) -> TensorDict:
+        return td.set("y", td["x"] + 1)
+
+    def copying(td: TensorDict) -> TensorDict:
+        return td.copy().set("y", td["x"] + 1)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no CUDA here: runs eagerly
+        same = CudaGraphModule(in_place, in_keys=[], out_keys=[])
+        other = CudaGraphModule(copying, in_keys=[], out_keys=[])
+    assert same._out_matches_in is None and other._out_matches_in is None
+    same(TensorDict(x=torch.zeros(())))
+    other(TensorDict(x=torch.zeros(())))
+    assert same._out_matches_in is True and other._out_matches_in is False

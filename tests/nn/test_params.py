@@ -241,3 +241,14 @@ def test_get_post_hook_returning_none_keeps_the_tensor_and_non_callables_are_ref
     assert params["a"].requires_grad
     with pytest.raises(ValueError, match="callable"):
         params.register_get_post_hook("not a hook")  # type: ignore[arg-type]
+
+
+def test_a_nested_entry_reads_as_a_submodule_on_the_same_tensors():
+    # torch.export and state-dict loading reach "params.b.c" through getattr(params, "b")
+    params = make_params()
+    sub = params.b
+    assert isinstance(sub, TensorDictParams) and sub["c"] is params["b", "c"]
+    sub._parameters["c"] = torch.zeros(3, 2)  # (what torch.export's swap does)
+    assert params["b", "c"] is not sub["c"]  # a copy of the structure: the swap stays there
+    with pytest.raises(AttributeError):
+        _ = params.a_missing_entry

@@ -184,3 +184,24 @@ def test_exclude_td_from_pytree_makes_tensordicts_leaves_for_the_block():
         leaves, _ = tree_flatten(td)
         assert len(leaves) == 1 and leaves[0] is td
     assert len(tree_flatten(td)[0]) == 2
+
+
+def test_exclude_td_from_pytree_set_and_unset_bracket_the_exclusion():
+    td = TensorDict({"a": torch.zeros(1), "b": torch.zeros(1)}, [1])
+    excluder = _exclude_td_from_pytree()
+    excluder.set()
+    try:
+        assert tree_flatten(td)[0] == [td]
+    finally:
+        excluder.unset()
+    assert len(tree_flatten(td)[0]) == 2
+
+
+def test_registered_pytree_classes_are_listed_under_upstreams_names():
+    import tensordict
+    from tensordict.nn import functional_modules
+
+    assert TensorDict in functional_modules.PYTREE_REGISTERED_TDS
+    assert LazyStackedTensorDict in functional_modules.PYTREE_REGISTERED_LAZY_TDS
+    with pytest.warns(DeprecationWarning, match="functional_modules.PYTREE_REGISTERED_TDS"):
+        assert tensordict.PYTREE_REGISTERED_TDS is functional_modules.PYTREE_REGISTERED_TDS

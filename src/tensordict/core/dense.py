@@ -111,16 +111,16 @@ class TensorDict(TensorDictBase):
         store = self._tensordict
         convert = self._convert
         for key, value in source.items():
-            if key.__class__ is not str:
+            if type(key) is not str:
                 if isinstance(key, tuple):
                     self.set(key, value)
                     continue
                 key_path(key)  # raises a KeyTypeError naming the bad key
-            if value.__class__ is torch.Tensor and (
+            if type(value) is torch.Tensor and (
                 self._device is None or value.device == self._device
             ):
                 try:
-                    fits = not bs or value.shape[: len(bs)] == bs
+                    fits = len(bs) == 0 or value.shape[: len(bs)] == bs  # (len: bs may be symbolic)
                 except RuntimeError:  # a nested (strided) tensor has no shape: checked below
                     fits = False
                 if fits:
@@ -137,21 +137,39 @@ class TensorDict(TensorDictBase):
     @classmethod
     def _new_unsafe(
         cls,
-        source: dict[str, Any],
-        batch_size: torch.Size,
+        source: dict[str, Any] | None = None,
+        batch_size: torch.Size | Sequence[int] | int | None = None,
         device: torch.device | None = None,
         names: list[str | None] | None = None,
+        non_blocking: bool | None = None,
         lock: bool = False,
+        nested: bool = True,
+        is_shared: bool = False,
         is_memmap: bool = False,
+        **kwargs: Any,
     ) -> TensorDict:
         """Wrap already-validated entries without any check (internal fast path).
 
-        A plain ``dict`` entry becomes a nested tensordict of the same batch size (TorchRL
-        builds nested parameter tensordicts this way, as upstream's ``_new_unsafe`` allows).
+        The entries come as ``source`` or as keyword arguments (as upstream's signature). A
+        plain ``dict`` entry becomes a nested tensordict of the same batch size (TorchRL builds
+        nested parameter tensordicts this way, as upstream's ``_new_unsafe`` allows; not with
+        ``nested=False``). ``non_blocking`` is accepted for upstream's signature.
+
+        Examples:
+            >>> td = TensorDict._new_unsafe(a=torch.zeros(3), batch_size=torch.Size([3]))
+            >>> td["a"].shape, td.batch_size
+            (torch.Size([3]), torch.Size([3]))
         """
-        for key, value in source.items():
-            if value.__class__ is dict:
-                source[key] = cls._new_unsafe(value, batch_size, device, names, lock, is_memmap)
+        if source is None:
+            source = kwargs
+        if type(batch_size) is not torch.Size:
+            batch_size = as_size(batch_size)
+        if nested:
+            for key, value in source.items():
+                if type(value) is dict:
+                    source[key] = cls._new_unsafe(
+                        value, batch_size, device, names, lock=lock, is_memmap=is_memmap
+                    )
         self = object.__new__(cls)
         self._tensordict = source
         self._batch_size = batch_size
@@ -163,7 +181,7 @@ class TensorDict(TensorDictBase):
         self._memmap_prefix = None
         self._last_op = None
         self._context = None
-        self._shared = False
+        self._shared = is_shared
         if lock:
             for value in source.values():
                 if getattr(type(value), "_is_tensorclass", False):
@@ -297,7 +315,7 @@ class TensorDict(TensorDictBase):
             inner = value._tensordict if getattr(type(value), "_is_tensorclass", False) else value
             if isinstance(inner, TensorDictBase):
                 inner._set_locked(True, self)
-        if value.__class__ is not torch.Tensor and isinstance(value, TensorDict):
+        if type(value) is not torch.Tensor and isinstance(value, TensorDict):
             self._share_names(value)
         self._tensordict[key] = value
 
@@ -350,15 +368,15 @@ class TensorDict(TensorDictBase):
 
     # ================================================================== fast paths
     def __getitem__(self, index: Any) -> Any:
-        if index.__class__ is str:
+        if type(index) is str:
             value = self._tensordict.get(index, _MISSING)
-            if value.__class__ is torch.Tensor:
+            if type(value) is torch.Tensor:
                 return value
             if value is _MISSING:
                 raise self._missing_key(index)
             if isinstance(value, NonTensorData):
                 return value.data
-            if value.__class__ is NonTensorStack:
+            if type(value) is NonTensorStack:
                 return value._as_linked_list()
             return value
         if is_key_index(index):
@@ -366,7 +384,7 @@ class TensorDict(TensorDictBase):
         return self._index(index)
 
     def get(self, key: Any, default: Any = _UNSET, **options: Any) -> Any:
-        if key.__class__ is str and not options:
+        if type(key) is str and not options:
             value = self._tensordict.get(key, _MISSING)
             if value is not _MISSING:
                 return value
@@ -381,12 +399,7 @@ class TensorDict(TensorDictBase):
         non_blocking: bool = False,
         **kwargs: Any,
     ) -> TensorDict:
-        if (
-            key.__class__ is str
-            and item.__class__ is torch.Tensor
-            and not inplace
-            and not self._is_locked
-        ):
+        if type(key) is str and type(item) is torch.Tensor and not inplace and not self._is_locked:
             bs = self._batch_size
             if (not bs or item.shape[: len(bs)] == bs) and (
                 self._device is None or item.device == self._device

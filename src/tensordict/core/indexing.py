@@ -58,7 +58,16 @@ def _slice_len(s: slice, n: int) -> int:
         raise IndexingError(
             f"slice step must be positive, got {step}. Use flip() or a reversed index tensor."
         )
-    return len(range(*s.indices(n)))
+    if not torch.compiler.is_compiling():
+        return len(range(*s.indices(n)))
+    # While tracing, n may be symbolic (a batch dim made dynamic after a recompile), and
+    # slice.indices would fix it to its current value: the same clipping, written with
+    # arithmetic, min and max, which keep it symbolic.
+    step = 1 if step is None else step
+    start = 0 if s.start is None else s.start + n if s.start < 0 else s.start
+    stop = n if s.stop is None else s.stop + n if s.stop < 0 else s.stop
+    start, stop = min(max(start, 0), n), min(max(stop, 0), n)
+    return (max(stop - start, 0) + step - 1) // step
 
 
 def plan_index(index: Any, batch_size: torch.Size) -> IndexPlan:
@@ -73,7 +82,7 @@ def plan_index(index: Any, batch_size: torch.Size) -> IndexPlan:
         >>> plan_index((..., 0), torch.Size([10, 3])).leaf_index
         (slice(None, None, None), 0)
     """
-    cls = index.__class__
+    cls = type(index)
     bd = len(batch_size)
     if cls is int:
         if bd == 0:
@@ -102,7 +111,7 @@ def plan_index(index: Any, batch_size: torch.Size) -> IndexPlan:
 
 def _as_index_item(item: Any) -> Any:
     """Turn lists and arrays into tensors; keep ints, slices, None and Ellipsis."""
-    if item is None or item is Ellipsis or item.__class__ in (int, slice):
+    if item is None or item is Ellipsis or type(item) in (int, slice):
         return item
     if isinstance(item, torch.Tensor):
         if item.dtype == torch.bool or not item.is_floating_point():
@@ -175,13 +184,13 @@ def _plan_tuple(index: tuple[Any, ...], batch_size: torch.Size) -> IndexPlan:
                 new_shape.append(batch_size[dim])
                 dim_map.append(dim)
                 dim += 1
-        elif item.__class__ is int:
+        elif type(item) is int:
             leaf_index.append(_check_int(item, dim, batch_size))
             dim += 1
         elif is_first_class_dim(item):
             leaf_index.append(item)  # binds the dimension: it leaves the batch size
             dim += 1
-        elif item.__class__ is slice:
+        elif type(item) is slice:
             leaf_index.append(item)
             new_shape.append(_slice_len(item, batch_size[dim]))
             dim_map.append(dim)
@@ -213,7 +222,7 @@ def _plan_tuple(index: tuple[Any, ...], batch_size: torch.Size) -> IndexPlan:
 def is_first_class_dim(item: Any) -> bool:
     """Whether ``item`` is a first-class dimension (``functorch.dim.dims()``), which indexes a
     batch dimension away into the leaves' dims (never imported here: an optional feature)."""
-    cls = item.__class__
+    cls = type(item)
     return cls.__name__ == "Dim" and cls.__module__.startswith("functorch.dim")
 
 
@@ -259,6 +268,9 @@ def _check_tensor_item(item: torch.Tensor, dim: int, batch_size: torch.Size) -> 
                 f"(batch_size={list(batch_size)}). The mask must match those dimensions exactly."
             )
         return dim + item.ndim, True
+    if torch.compiler.is_compiling():
+        # the values are not known while tracing: the leaves' indexing checks the range
+        return dim + 1, False
     n = batch_size[dim]
     lo = 0
     if item.numel():

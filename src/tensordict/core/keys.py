@@ -88,12 +88,12 @@ def is_key_index(index: Any) -> bool:
         >>> is_key_index(("a", "b")), is_key_index((("a", "b"), "c")), is_key_index(((0, 1), 0))
         (True, True, False)
     """
-    cls = index.__class__
+    cls = type(index)
     if cls is str:
         return True
     if cls is not tuple or not index:
         return False
-    first = index[0].__class__
+    first = type(index[0])
     return first is str or (first is tuple and is_nested_key(index))
 
 
@@ -111,7 +111,7 @@ def is_seq_of_nested_key(seq: Any) -> bool:
 
 def _flatten_tuple(key: tuple[Any, ...], out: list[str]) -> None:
     for part in key:
-        if part.__class__ is str:
+        if type(part) is str:
             out.append(part)
         elif isinstance(part, tuple):
             _flatten_tuple(part, out)
@@ -136,7 +136,7 @@ def key_path(key: Any) -> tuple[str, ...]:
         >>> key_path(("a", ("b", "c")))
         ('a', 'b', 'c')
     """
-    if key.__class__ is str:
+    if type(key) is str:
         return (key,)
     if isinstance(key, tuple):
         out: list[str] = []
@@ -163,7 +163,7 @@ def unravel_key(key: Any) -> NestedKey:
         >>> unravel_key(("a", ("b",)))
         ('a', 'b')
     """
-    if key.__class__ is str:
+    if type(key) is str:
         return key
     path = key_path(key)
     return path[0] if len(path) == 1 else path
@@ -183,7 +183,7 @@ def public_unravel_key(key: Any) -> NestedKey | tuple[()]:
         >>> public_unravel_key((0, slice(3, 4)))
         ()
     """
-    if key.__class__ is str or not isinstance(key, tuple):
+    if type(key) is str or not isinstance(key, tuple):
         return unravel_key(key)
     return unravel_key(key) if _only_strings(key) else ()
 
@@ -232,7 +232,7 @@ def unravel_key_to_tuple(key: Any) -> tuple[str, ...]:
         >>> unravel_key_to_tuple(("a", 1))
         ()
     """
-    if key.__class__ is str:
+    if type(key) is str:
         return (key,)
     try:
         return key_path(key)

@@ -57,7 +57,8 @@ class UnbatchedTensor(torch.Tensor):
 
     #: read by code that lets this entry through batch-size checks (upstream's flag)
     _pass_through = True
-    _batch_size: torch.Size
+    #: the recorded batch size (an instance attribute once set; this default until then)
+    _batch_size: torch.Size = torch.Size([])
 
     @staticmethod
     def __new__(
@@ -76,7 +77,7 @@ class UnbatchedTensor(torch.Tensor):
     @property
     def batch_size(self) -> torch.Size:
         """The batch size of the tensordict holding this entry (``torch.Size([])`` if none)."""
-        return self.__dict__.get("_batch_size", torch.Size([]))
+        return self._batch_size
 
     @batch_size.setter
     def batch_size(self, value: Sequence[int] | torch.Size | int | None) -> None:
@@ -86,24 +87,33 @@ class UnbatchedTensor(torch.Tensor):
         """The same data as a plain ``torch.Tensor`` (no copy)."""
         return self.as_subclass(torch.Tensor)
 
+    def _alias(self) -> UnbatchedTensor:
+        """A new entry of this class on the same data (its batch size not set yet)."""
+        if torch.compiler.is_compiling():  # (torch.compile does not trace as_subclass(Tensor))
+            return torch.Tensor.view_as(self, self)  # type: ignore[return-value]
+        return self._plain().as_subclass(type(self))  # type: ignore[return-value]
+
     def _with_batch_size(self, batch_size: torch.Size) -> UnbatchedTensor:
         """This entry, recorded under another batch size (an alias when the size changes)."""
         if self.batch_size == batch_size:
             return self
-        out = self._plain().as_subclass(type(self))
+        out = self._alias()
         out._batch_size = batch_size
-        return out  # type: ignore[no-any-return]
+        return out
 
     def copy(self) -> UnbatchedTensor:
         """A shallow alias with the same batch size (upstream's ``copy``)."""
-        out = self._plain().as_subclass(type(self))
+        out = self._alias()
         out._batch_size = self.batch_size
-        return out  # type: ignore[no-any-return]
+        return out
 
     def clone(self, *args: Any, **kwargs: Any) -> UnbatchedTensor:  # type: ignore[override]
         """A copy of the data with the same batch size (``to_tensordict`` and ``copy.copy``
         paths clone the entry on its own: the batch size must survive)."""
-        out = self._plain().clone(*args, **kwargs).as_subclass(type(self))
+        if torch.compiler.is_compiling():
+            out: Any = torch.Tensor.clone(self, *args, **kwargs)  # (this class, via torch_function)
+        else:
+            out = self._plain().clone(*args, **kwargs).as_subclass(type(self))
         out._batch_size = self.batch_size
         return out  # type: ignore[no-any-return]
 

@@ -87,6 +87,9 @@ class CudaGraphModule:
             out_keys if out_keys is not None else ([] if self.in_keys is not None else None),
         )
         self._is_tensordict_module = self.in_keys is not None
+        #: whether the module returns the tensordict it is given (known after the first call):
+        #: replays then write the outputs into the caller's tensordict (as upstream)
+        self._out_matches_in: bool | None = None
         self.graph: Any = None
         self._static_in: Any = None
         self._static_out: Any = None
@@ -115,11 +118,15 @@ class CudaGraphModule:
 
     # ------------------------------------------------------------------ tensordict modules
     def _call_td(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> Any:
-        if not self._has_cuda:
-            return self.module(tensordict, *args, **kwargs)
-        if self.counter < self._warmup:
-            self.counter += 1
-            return self._eager(tensordict, *args, **kwargs)
+        if not self._has_cuda or self.counter < self._warmup:
+            if self._has_cuda:
+                self.counter += 1
+                out = self._eager(tensordict, *args, **kwargs)
+            else:
+                out = self.module(tensordict, *args, **kwargs)
+            if self._out_matches_in is None:
+                self._out_matches_in = out is tensordict
+            return out
         if self.graph is None:
             return self._capture_td(tensordict, *args, **kwargs)
         if tensordict.batch_size != self._static_in.batch_size:
@@ -134,6 +141,8 @@ class CudaGraphModule:
         )
         self.graph.replay()
         out = self._static_out
+        if self._out_matches_in:
+            return tensordict.update(out, clone=True)
         return out.clone() if is_tensor_collection(out) else out
 
     def _eager(self, *args: Any, **kwargs: Any) -> Any:

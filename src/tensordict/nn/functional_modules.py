@@ -34,11 +34,22 @@ from torch.nn.parameter import UninitializedTensorMixin  # type: ignore[attr-def
 from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import leaf_or_non_tensor
-from tensordict.core.serial.pytree import _exclude_td_from_pytree
+from tensordict.core.serial.pytree import (
+    PYTREE_REGISTERED_LAZY_TDS,
+    PYTREE_REGISTERED_TDS,
+    _exclude_td_from_pytree,
+)
 from tensordict.errors import FromModulesError
 from tensordict.memmap import MemoryMappedTensor
 
-__all__ = ["_exclude_td_from_pytree", "from_module", "from_modules", "to_module"]
+__all__ = [
+    "PYTREE_REGISTERED_LAZY_TDS",
+    "PYTREE_REGISTERED_TDS",
+    "_exclude_td_from_pytree",
+    "from_module",
+    "from_modules",
+    "to_module",
+]
 
 
 # ====================================================================== from_module(s)

@@ -202,6 +202,12 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
     _param_td: TensorDict
     no_convert: bool
 
+    def __hash__(self) -> int:
+        # by identity, as every tensordict here; written in Python because torch.compile does
+        # not trace object.__hash__ (a C slot), which nn.Module.named_modules calls on each
+        # submodule (a loss module listing its parameters inside a compiled function)
+        return id(self)
+
     # ================================================================== primitives (delegated)
     @property
     def batch_size(self) -> torch.Size:
@@ -339,6 +345,14 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
             return nn.Module.__getattr__(self, name)
         except AttributeError:
             inner = self.__dict__.get("_param_td")
+            if inner is not None and not name.startswith("_"):
+                # a nested entry read as a submodule (torch.export and state-dict loading walk
+                # "params.0.weight" with getattr): a TensorDictParams on a copy of its structure
+                # holding the same tensors, as upstream (tensors swapped into it, as torch.export
+                # does while tracing, do not reach this one)
+                nested = inner._get_str(name, None)
+                if isinstance(nested, TensorDictBase):
+                    return type(self)(nested.copy(), no_convert=True)
             if inner is None or name.startswith("__") or not hasattr(inner, name):
                 raise AttributeError(
                     f"'TensorDictParams' object has no attribute {name!r}"

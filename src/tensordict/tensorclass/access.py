@@ -61,7 +61,7 @@ def field_property(name: str, doc: str | None = None, raw: bool = False) -> prop
             value = self._tensordict._get_str(name, _MISSING)
             if value is _MISSING:
                 return self._non_tensordict.get(name)
-        if raw or value.__class__ is _Tensor:
+        if raw or type(value) is _Tensor:
             return value
         return _unwrap_non_tensor(value)
 
@@ -189,14 +189,14 @@ def getattr_fallback(self: Any, name: str) -> Any:
 def getitem(self: Any, index: Any) -> Any:
     """``instance[index]``: a str key reads that field (or entry); any other index selects along
     the batch dimensions and returns an instance of the same class."""
-    cls = index.__class__
+    cls = type(index)
     if cls is str:
         try:
             value = self._tensordict._tensordict[index]
         except (AttributeError, KeyError):
             return _getitem_slow(self, index)
-        return value if value.__class__ is _Tensor else _unwrap_non_tensor(value)
-    if cls is tuple and index and index[0].__class__ is str:
+        return value if type(value) is _Tensor else _unwrap_non_tensor(value)
+    if cls is tuple and index and type(index[0]) is str:
         return self._tensordict[index]
     td = self._tensordict._index(index)
     out = object.__new__(type(self))
@@ -210,7 +210,7 @@ def getitem(self: Any, index: Any) -> Any:
 def _unwrap_non_tensor(value: Any) -> Any:
     if isinstance(value, NonTensorData):
         return value.data
-    cls = value.__class__
+    cls = type(value)
     if cls is NonTensorStack:
         return value._as_linked_list()
     return value
@@ -228,7 +228,7 @@ def _getitem_slow(self: Any, key: str) -> Any:
 
 def setitem(self: Any, index: Any, value: Any) -> None:
     """``instance[key] = value`` sets a field; ``instance[index] = other`` writes in place."""
-    if index.__class__ is str or (index.__class__ is tuple and index and index[0].__class__ is str):
+    if type(index) is str or (type(index) is tuple and index and type(index[0]) is str):
         set_(self, index, value)
         return
     target_bs = plan_index(index, self._tensordict.batch_size).batch_size
@@ -277,7 +277,7 @@ def get(self: Any, key: Any, default: Any = None, **kwargs: Any) -> Any:
     """
     if kwargs:
         return self._tensordict.get(key, default, **kwargs)
-    if key.__class__ is str:
+    if type(key) is str:
         if key in spec_of(type(self)).names:
             value = getattr(self, key)
             return default if value is None else value
@@ -286,7 +286,7 @@ def get(self: Any, key: Any, default: Any = None, **kwargs: Any) -> Any:
             attr = getattr(type(self), key, None)
             return getattr(self, key) if isinstance(attr, property) else default
         return value
-    if key.__class__ is tuple and len(key) == 1:
+    if type(key) is tuple and len(key) == 1:
         return get(self, key[0], default)
     value = self._tensordict.get(key, _MISSING)
     return default if value is _MISSING else _unwrap_non_tensor(value)
@@ -298,7 +298,7 @@ def set_(self: Any, key: Any, item: Any, inplace: bool = False, **kwargs: Any) -
     Raises:
         UndeclaredFieldError: the (first part of the) key is not a field.
     """
-    path = (key,) if key.__class__ is str else key_path(key)
+    path = (key,) if type(key) is str else key_path(key)
     spec = spec_of(type(self))
     if path[0] not in spec.names:
         raise UndeclaredFieldError(

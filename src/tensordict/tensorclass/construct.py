@@ -50,6 +50,23 @@ def spec_of(cls: type) -> ClassSpec:
     return cls.__tensorclass_spec__  # type: ignore[attr-defined, no-any-return]
 
 
+def _own_spec(self: Any, owner: type) -> ClassSpec:
+    """The spec of ``owner``, the class whose constructor runs on ``self``.
+
+    Read through ``type(self)`` rather than kept in the constructor's closure: torch.compile
+    cannot hold a ``ClassSpec`` found in the closure of a method of an object built inside the
+    compiled function, but reads it as an attribute of the object's class.
+    """
+    cls = type(self)
+    spec = spec_of(cls)
+    if spec.cls is owner:
+        return spec
+    for klass in cls.__mro__:  # a subclass calling its tensorclass parent's constructor
+        if klass is owner:
+            return spec_of(klass)
+    return spec
+
+
 def new_instance(cls: type, td: Any, non_tensordict: Mapping[str, Any] | None) -> Any:
     """An instance of ``cls`` around ``td`` (no check; ``non_tensordict`` is copied)."""
     self: Any = object.__new__(cls)
@@ -139,7 +156,8 @@ def bind_arguments(
 
 def make_init(spec: ClassSpec, set_field: Callable[[Any, str, Any], None]) -> Callable[..., None]:
     """The generated ``__init__``: fields (positional or keyword) plus the control keywords."""
-    post_init = getattr(spec.cls, "__post_init__", None)
+    owner = spec.cls
+    post_init = getattr(owner, "__post_init__", None)
 
     def __init__(
         self: Any,
@@ -151,6 +169,7 @@ def make_init(spec: ClassSpec, set_field: Callable[[Any, str, Any], None]) -> Ca
         lock: bool | None = None,
         **kwargs: Any,
     ) -> None:
+        spec = _own_spec(self, owner)
         if spec.shadowed_controls:  # a field named like a keyword takes the keyword
             controls: dict[str, Any] = {"batch_size": batch_size, "device": device}
             controls.update(names=names, non_blocking=non_blocking, lock=lock)
@@ -209,6 +228,7 @@ def _default_shown(f: dataclasses.Field[Any]) -> Any:
 
 def wrap_user_init(user_init: Callable[..., None], spec: ClassSpec) -> Callable[..., None]:
     """A user-written ``__init__``, with the control keywords handled around it (as upstream)."""
+    owner = spec.cls
 
     @functools.wraps(user_init)
     def __init__(
@@ -228,7 +248,7 @@ def wrap_user_init(user_init: Callable[..., None], spec: ClassSpec) -> Callable[
             user_init(self, *args, **kwargs)
         finally:
             d.pop(_INITIALISING, None)
-        _finish(self, td, names, lock, spec)
+        _finish(self, td, names, lock, _own_spec(self, owner))
 
     __init__.__tensorclass_user_init__ = user_init  # type: ignore[attr-defined]
     return __init__

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import torch
 
 from tensordict.core.behaviour.base import TensorDictBase
-from tensordict.core.behaviour.combine import TORCH_FUNCTIONS
+from tensordict.core.behaviour.combine import TORCH_FUNCTIONS, run_higher_order_op
 from tensordict.core.dense import TensorDict
 from tensordict.core.factory import Forward
 from tensordict.core.lazy.stack import LazyStackedTensorDict
@@ -142,8 +142,9 @@ def _is_tc(value: Any) -> bool:
 def _unwrap(value: Any) -> Any:
     if _is_tc(value):
         return value._tensordict
-    if value.__class__ in (list, tuple) and any(_is_tc(v) for v in value):
-        return value.__class__(v._tensordict if _is_tc(v) else v for v in value)
+    cls = type(value)  # (type(), not __class__, which torch.compile cannot read on a function)
+    if cls in (list, tuple) and any(_is_tc(v) for v in value):
+        return cls(v._tensordict if _is_tc(v) else v for v in value)
     return value
 
 
@@ -153,7 +154,7 @@ def wrap_result(template: Any, result: Any) -> Any:
         if result is template._tensordict:
             return template
         return new_instance(type(template), result, template._non_tensordict)
-    if result.__class__ is tuple and result and isinstance(result[0], TensorDictBase):
+    if type(result) is tuple and result and isinstance(result[0], TensorDictBase):
         return tuple(wrap_result(template, r) for r in result)
     return result
 
@@ -258,7 +259,7 @@ def _template(args: Sequence[Any]) -> Any:
     for a in args:
         if _is_tc(a):
             return a
-        if a.__class__ in (list, tuple):
+        if type(a) in (list, tuple):
             for v in a:
                 if _is_tc(v):
                     return v
@@ -275,7 +276,7 @@ def torch_function(
     """``__torch_function__``: the tensordict implementation on the inner tensordicts, wrapped."""
     impl = TORCH_FUNCTIONS.get(func)
     if impl is None:
-        return NotImplemented
+        return run_higher_order_op(func, args, kwargs)
     mixed = (
         func in (torch.stack, torch.cat)
         and args

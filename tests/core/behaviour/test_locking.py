@@ -373,3 +373,31 @@ def test_select_and_exclude_of_locked_memmap_or_shared_td_are_unlocked(tmp_path)
     stacked = LazyStackedTensorDict(memmapped, memmapped)
     stacked.lock_()
     assert not stacked.select("a").is_locked
+
+
+# ---------------------------------------------------------------------- compile helpers
+def test_clear_refs_for_compile_forgets_the_with_records_of_every_nested_tensordict() -> None:
+    view = make().view(3, 1)
+    nested = view["b"]
+    nested._last_op = ("lock_", False)
+    assert view._last_op is not None  # the view's write-back record
+    assert view.clear_refs_for_compile_() is view
+    assert view._last_op is None and nested._last_op is None
+
+
+def test_clear_refs_for_compile_reaches_lazy_stack_members() -> None:
+    members = [make(), make()]
+    stack = LazyStackedTensorDict(*members, stack_dim=0).lock_()
+    for member in members:
+        member._last_op = ("lock_", False)
+    stack.clear_refs_for_compile_()
+    assert stack._last_op is None and all(m._last_op is None for m in members)
+
+
+def test_locked_schema_lists_the_own_keys_while_locked_only() -> None:
+    td = make()
+    assert td._locked_schema is None
+    td.lock_()
+    assert td._locked_schema is not None and td._locked_schema.keys == ("a", "b", "s")
+    td.unlock_()
+    assert td._locked_schema is None

@@ -136,6 +136,10 @@ class _InplaceCheck:
             )
         if isinstance(y, np.generic):
             y = y.item()
+        if torch.compiler.is_compiling():
+            # torch.result_type is not traced; a failing cast raises while the graph is traced,
+            # before it writes anything
+            return x
         if isinstance(y, (torch.Tensor, bool, int, float, complex)):
             result = torch.result_type(x, y)
             if self.op is operator.itruediv and not (result.is_floating_point or result.is_complex):

@@ -82,10 +82,13 @@ def as_size(batch_size: Any) -> torch.Size:
         return torch.Size([])
     if isinstance(batch_size, torch.Size):
         return batch_size
-    if isinstance(batch_size, int) and batch_size >= 0:
-        return torch.Size([batch_size])
+    dims: list[Any]  # (a symbolic size, from torch.export or dynamic shapes, is kept as it is)
+    if isinstance(batch_size, (int, torch.SymInt)) and batch_size >= 0:
+        dims = [batch_size]
+        return torch.Size(dims)
     try:
-        size = torch.Size([int(b) for b in batch_size])
+        dims = [b if isinstance(b, torch.SymInt) else int(b) for b in batch_size]
+        size = torch.Size(dims)
     except (TypeError, ValueError):
         size = None
     if size is None or (size and min(size) < -1):  # (-1: a ragged dim of nested tensors)
@@ -210,7 +213,7 @@ class TensorDictBase(
             >>> "a" in td, ("a", "b") in td, ("a", ("b",)) in td, ("a", "c") in td
             (True, True, True, False)
         """
-        if key.__class__ is str:
+        if type(key) is str:
             return self._get_str(key, _MISSING) is not _MISSING  # type: ignore[arg-type]
         try:
             path = key_path(key)

@@ -25,7 +25,7 @@ from tensordict.core.options import lazy_legacy
 from tensordict.core.unbatched import is_unbatched, stack_unbatched
 from tensordict.errors import BatchSizeError, DimIndexError, ShapeMismatchError
 
-__all__ = ["TORCH_FUNCTIONS", "CombineMixin", "cat", "stack", "where"]
+__all__ = ["TORCH_FUNCTIONS", "CombineMixin", "cat", "run_higher_order_op", "stack", "where"]
 
 _MISSING: Any = object()
 
@@ -398,8 +398,19 @@ class CombineMixin(TensorCollection):
     ) -> Any:
         impl = TORCH_FUNCTIONS.get(func)
         if impl is None:
-            return NotImplemented
+            return run_higher_order_op(func, args, kwargs)
         return impl(*args, **(kwargs or {}))
+
+
+def run_higher_order_op(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> Any:
+    """``func`` run on tensordict arguments when it is a higher-order operator (what
+    ``torch.compiler.nested_compile_region`` calls, for instance), which handles pytree
+    arguments itself; ``NotImplemented`` for any other function torch hands to
+    ``__torch_function__``."""
+    if isinstance(func, torch._ops.HigherOrderOperator):
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **(kwargs or {}))
+    return NotImplemented
 
 
 def _like(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:

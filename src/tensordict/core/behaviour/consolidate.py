@@ -256,7 +256,11 @@ def _new_storage(
         if path.exists():
             os.remove(path)
         return torch.from_file(str(path), shared=True, size=size, dtype=torch.uint8), None
-    if size >= BYTES_BACKED and torch.device(device).type == "cpu" and not (share or pin):
+    if (
+        size >= BYTES_BACKED
+        and torch.device(device).type == "cpu"
+        and not (share or pin or torch.compiler.is_compiling())  # (frombuffer is not traced)
+    ):
         return _bytes_storage(size)
     storage = torch.empty(size, dtype=torch.uint8, device=device)  # (_copy_leaves zeroes pads)
     if share:
@@ -391,6 +395,8 @@ def _typed_view(
     leaves are viewed twice when consolidating, once when unpickling.
     """
     size = dtype.itemsize
+    if torch.compiler.is_compiling():  # (storage_offset() is not traced: slice and view)
+        views = None
     if views is not None and not start % size and math.prod(shape) * size == end - start:
         flat = views.get(dtype)
         if flat is None and _viewable(storage, size):

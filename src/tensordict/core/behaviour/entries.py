@@ -35,14 +35,20 @@ T = TypeVar("T", bound="EntriesMixin")
 _MISSING: Any = object()
 
 
-class _Unset:
-    """``get``'s default: ``None``, or a KeyError under ``set_get_defaults_to_none(False)``."""
+class _Unset(enum.Enum):
+    """``get``'s default: ``None``, or a KeyError under ``set_get_defaults_to_none(False)``.
+
+    An enum member (not an instance of a plain class): torch.compile can hold it when it
+    binds ``get``'s defaults without a source (a plain object there breaks the graph).
+    """
+
+    UNSET = "unset"
 
     def __repr__(self) -> str:
         return "None"
 
 
-_UNSET: Any = _Unset()
+_UNSET: Any = _Unset.UNSET
 
 
 # The opening of every locked-write message, worded as upstream's (clients match on it).
@@ -236,7 +242,7 @@ class EntriesMixin(TensorCollection):
             if not isinstance(holder, TensorCollection):
                 return default
             return holder._get_leaf_as(path[-1], default, **options)  # type: ignore[attr-defined]
-        if key.__class__ is str:
+        if type(key) is str:
             return self._get_str(key, default)
         return self._get_path(key_path(key), default)
 
@@ -249,14 +255,14 @@ class EntriesMixin(TensorCollection):
     def _getitem_key(self, key: Any) -> Any:
         value = (
             self._get_str(key, _MISSING)
-            if key.__class__ is str
+            if type(key) is str
             else self._get_path(key_path(key), _MISSING)
         )
         if value is _MISSING:
             raise self._missing_key(unravel_key(key))
         if isinstance(value, NonTensorData):
             return value.data
-        if value.__class__ is NonTensorStack:
+        if type(value) is NonTensorStack:
             return value._as_linked_list()
         return value
 
@@ -331,7 +337,7 @@ class EntriesMixin(TensorCollection):
             return value
         if isinstance(value, Mapping):
             return self._new_nested(value, batch_size)
-        if value.__class__ is list and list_to_stack():  # upstream 0.15's default
+        if type(value) is list and list_to_stack():  # upstream 0.15's default
             stacked = stack_list(value, device)
             self._check_batch(key, stacked, batch_size)
             return stacked
@@ -410,7 +416,7 @@ class EntriesMixin(TensorCollection):
             >>> td.set(("x", "y"), torch.zeros(3, 2))["x", "y"].shape
             torch.Size([3, 2])
         """
-        path = (key,) if key.__class__ is str else key_path(key)
+        path = (key,) if type(key) is str else key_path(key)
         if inplace:
             existing = self._get_path(path, None)
             if existing is not None:
@@ -459,7 +465,7 @@ class EntriesMixin(TensorCollection):
         Raises:
             TensorDictKeyError: the key does not exist.
         """
-        path = (key,) if key.__class__ is str else key_path(key)
+        path = (key,) if type(key) is str else key_path(key)
         existing = self._get_path(path, None)
         if existing is None:
             raise self._missing_key(unravel_key(path))

@@ -5,15 +5,45 @@ holds it."""
 from __future__ import annotations
 
 import gc
+import warnings
 import weakref
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
+
+import torch
 
 from tensordict.core.collection import TensorCollection
 from tensordict.errors import LockedError
 
-__all__ = ["LockingMixin"]
+__all__ = ["LockedSchema", "LockingMixin", "warn_lock_in_compile"]
 
 T = TypeVar("T", bound="LockingMixin")
+
+
+class LockedSchema(NamedTuple):
+    """The keys of a locked tensordict, in order (what ``_locked_schema`` answers)."""
+
+    keys: tuple[str, ...]
+
+
+def warn_lock_in_compile() -> bool:
+    """Warn (once per compilation: Dynamo runs this while tracing) that ``lock_`` ran in a
+    compiled region; the message starts as upstream's."""
+    warnings.warn(
+        "Using lock_() inside a compiled graph: the lock graph (a nested tensordict cannot be "
+        "unlocked while a locked tensordict holds it) is kept with weak references, which "
+        "torch.compile does not trace, so it is not recorded for this lock. Lock the "
+        "tensordict before entering the compiled region if you rely on it.",
+        UserWarning,
+        stacklevel=3,
+    )
+    return True
+
+
+# torch.compile calls the function while tracing and keeps its result as a constant (instead of
+# tracing warnings.warn, which breaks the graph). This is the mark
+# torch.compiler.assume_constant_result sets; set directly because that function imports
+# torch._dynamo (and sympy), which `import tensordict` must not (tests/compile pins the mark).
+warn_lock_in_compile._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
 class LockingMixin(TensorCollection):
@@ -37,6 +67,8 @@ class LockingMixin(TensorCollection):
             True
         """
         was_locked = self.is_locked
+        if torch.compiler.is_compiling() and not was_locked:
+            warn_lock_in_compile()
         self._set_locked(True)
         self._last_op = ("lock_", was_locked)
         return self
@@ -67,6 +99,25 @@ class LockingMixin(TensorCollection):
         self._last_op = ("unlock_", was_locked)
         return self
 
+    @property
+    def _locked_schema(self) -> LockedSchema | None:
+        """The own keys of a locked tensordict, in order; None when it is unlocked (upstream's
+        private attribute, which its compile tests read: a locked tensordict cannot gain or
+        lose keys, so the tuple stays valid until it is unlocked).
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(2), "b": torch.ones(2)}, [2])
+            >>> td._locked_schema is None
+            True
+            >>> td.lock_()._locked_schema.keys
+            ('a', 'b')
+        """
+        if not self.is_locked:
+            return None
+        return LockedSchema(tuple(self._own_keys()))
+
     def _set_locked(self, value: bool, parent: Any = None) -> None:
         """Lock (recording ``parent`` as a holder) or unlock, recursively."""
         raise NotImplementedError
@@ -74,6 +125,9 @@ class LockingMixin(TensorCollection):
     # The lock graph: a nested tensordict remembers (weakly) the locked tensordicts that locked
     # it, so that it cannot be unlocked under them, and stays locked while one of them is.
     def _add_lock_parent(self, parent: Any) -> None:
+        if torch.compiler.is_compiling():  # weak references are not traced: not recorded
+            warn_lock_in_compile()
+            return
         if any(p is parent for p in self._locked_parents()):  # (also drops dead holders)
             return
         refs = getattr(self, "_lock_parents", None)
@@ -178,5 +232,35 @@ class LockingMixin(TensorCollection):
 
     def _context_ops(self) -> list[tuple[str, bool] | None]:
         raise NotImplementedError
+
+    def clear_refs_for_compile_(self: T) -> T:
+        """Forget the last operation recorded for the ``with`` form, here and in every nested
+        tensordict, and return ``self``.
+
+        A shape operation (``view``, ``transpose``, ...) or ``lock_`` records what leaving a
+        ``with`` block on its result must undo; that record can hold a callable that
+        ``torch.compile`` does not return from a compiled function. Calling this method on a
+        tensordict before returning it from a compiled function drops the record (the result
+        can then no longer be used as a context manager to undo that operation).
+
+        Returns:
+            ``self``.
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.arange(4), "n": {"b": torch.zeros(4)}}, [4])
+            >>> view = td.view(2, 2)
+            >>> view.clear_refs_for_compile_() is view
+            True
+            >>> view._last_op is None
+            True
+        """
+        todo = [self]
+        while todo:
+            node = todo.pop()
+            node._last_op = None
+            todo.extend(node._lock_children())
+        return self
 
     _last_op: tuple[str, bool] | None

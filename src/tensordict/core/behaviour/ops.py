@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from tensordict.core.behaviour.locking import warn_lock_in_compile
 from tensordict.core.behaviour.shape import nested_names
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import leaf_or_non_tensor
@@ -111,6 +112,8 @@ def _nested_args(
 def keep_lock_of(source: Any, result: Any) -> Any:
     """Lock ``result`` when ``source`` is locked (upstream's elementwise ops keep the lock)."""
     if source.is_locked:
+        if torch.compiler.is_compiling():
+            warn_lock_in_compile()
         result._set_locked(True)
     return result
 
@@ -157,7 +160,7 @@ class OpsMixin(TensorCollection):
                     result = fn(value, *theirs)
                 if result is None:
                     continue
-                if result.__class__ is not torch.Tensor and is_unbatched(result):
+                if type(result) is not torch.Tensor and is_unbatched(result):
                     result = rebatch(result, new_bs)
                 if inplace:
                     # written at once: memory stays at one result, even for a memory-mapped

@@ -126,7 +126,7 @@ def _nest(mapping: Mapping[Any, Any]) -> Mapping[str, Any]:
     Entries given both ways (``{("b", "c"): x, "b": {"d": y}}``) are merged; the caller's dicts
     are never modified.
     """
-    if all(k.__class__ is str for k in mapping):
+    if all(type(k) is str for k in mapping):
         return mapping
     out: dict[str, Any] = {}
     for path, v in flat_items(mapping):

@@ -96,7 +96,7 @@ def _layout(items: list[Any]) -> tuple[bool, int]:
     Ints do not count (unlike numpy, torch selects them first): ``x[1, :, t]`` keeps ``t``'s
     dims in place.
     """
-    basic = [i for i in items if i.__class__ is not int]
+    basic = [i for i in items if type(i) is not int]
     adv = [k for k, i in enumerate(basic) if isinstance(i, torch.Tensor)]
     if not adv:
         return True, 0
@@ -142,7 +142,7 @@ def decompose(index: Any, shape: torch.Size, stack_dim: int) -> Node | None:
     rest = items[:pos] + items[pos + 1 :]
     n = shape[stack_dim]
     if not any(isinstance(i, torch.Tensor) for i in items):
-        if stack_item.__class__ is int:
+        if type(stack_item) is int:
             return Member(stack_item % n, _trim(rest))
         ids = range(n)[stack_item]
         if not ids:
@@ -154,7 +154,7 @@ def decompose(index: Any, shape: torch.Size, stack_dim: int) -> Node | None:
     keeps_layout = full_adjacent or not member_adjacent or member_pos == 0
     if not isinstance(stack_item, torch.Tensor) and keeps_layout:
         # the stack dim is not indexed by a tensor: each member takes the rest of the index
-        if stack_item.__class__ is int:
+        if type(stack_item) is int:
             return Member(stack_item % n, _trim(rest))
         ids = range(n)[stack_item]
         if not ids:
@@ -177,7 +177,7 @@ def _result_pos(items: list[Any], pos: int) -> int:
 
 def _advanced(items: list[Any], pos: int, n: int) -> Node | None:
     """The stack dim takes part in advanced indexing: one member index per broadcast element."""
-    adv_pos = [k for k, i in enumerate(items) if isinstance(i, torch.Tensor) or i.__class__ is int]
+    adv_pos = [k for k, i in enumerate(items) if isinstance(i, torch.Tensor) or type(i) is int]
     tensors = [torch.as_tensor(items[k]) for k in adv_pos]
     bshape = torch.broadcast_shapes(*[t.shape for t in tensors])
     if math.prod(bshape) == 0:

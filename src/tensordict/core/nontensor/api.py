@@ -100,8 +100,8 @@ def _rewrap(obj: Any, shell: Any, result: Any) -> Any:
         return obj
     if isinstance(result, factory.TensorDict) or hasattr(result, "_own_items"):
         return obj._from_shell(result)
-    if result.__class__ in (tuple, list) and result and hasattr(result[0], "_own_items"):
-        return result.__class__(_rewrap(obj, shell, r) for r in result)
+    if type(result) in (tuple, list) and result and hasattr(result[0], "_own_items"):
+        return type(result)(_rewrap(obj, shell, r) for r in result)
     return result
 
 

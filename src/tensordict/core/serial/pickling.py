@@ -55,7 +55,7 @@ INLINE_BYTES = 64 * 1024
 
 def _packable(t: torch.Tensor) -> bool:
     return (
-        t.__class__ is torch.Tensor
+        type(t) is torch.Tensor
         and not t.requires_grad
         and t.layout is torch.strided
         and t.device.type == "cpu"
@@ -112,7 +112,7 @@ def reduce_consolidated(td: Any, protocol: Any, plain: int | None = None) -> tup
     """
     cons = (td._tensordict if getattr(type(td), "_is_tensorclass", False) else td)._consolidated
     storage = cons["storage"]
-    if plain is not None and plain >= 3 and storage.__class__ is torch.Tensor:
+    if plain is not None and plain >= 3 and type(storage) is torch.Tensor:
         # plain pickle of a dense tensordict with protocol 3+ (multiprocessing, whose pickler has
         # its own reducer, shares the storage instead): the bytes travel as a numpy array, which
         # either package loads (torch.from_numpy)
@@ -195,7 +195,7 @@ def rebuild_tensordict(
     """Module-level rebuild function (cheap to reference under pickle and cloudpickle); also
     reads pickles written by earlier versions of this package."""
     source = {
-        key: unpack_tensor(*value) if value.__class__ is tuple else value
+        key: unpack_tensor(*value) if type(value) is tuple else value
         for key, value in packed.items()
     }
     td = cls._new_unsafe(  # type: ignore[attr-defined]
@@ -235,7 +235,7 @@ def pack_small(td: Any) -> tuple[Any, ...] | None:
         >>> torch.equal(back["y"], td["y"]) and torch.equal(back["z"], td["z"])
         True
     """
-    if td.__class__ is not TensorDict or getattr(td, "_consolidated", None) is not None:
+    if type(td) is not TensorDict or getattr(td, "_consolidated", None) is not None:
         return None  # (a consolidated one travels as its storage: it stays consolidated)
     device = td._device
     if td._names is not None or td._is_memmap or (device is not None and device.type != "cpu"):
@@ -243,7 +243,7 @@ def pack_small(td: Any) -> tuple[Any, ...] | None:
     keys, dtypes, shapes, chunks = [], [], [], []
     total = 0
     for key, t in td._tensordict.items():
-        if t.__class__ is not torch.Tensor or t.dtype not in _NUMPY_OK or not _packable(t):
+        if type(t) is not torch.Tensor or t.dtype not in _NUMPY_OK or not _packable(t):
             return None
         total += t.numel() * t.element_size()
         if total > SMALL_BYTES:

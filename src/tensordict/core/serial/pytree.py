@@ -13,8 +13,6 @@ as leaves.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -24,9 +22,17 @@ from tensordict.core.dense import TensorDict
 from tensordict.core.lazy.stack import LazyStackedTensorDict
 from tensordict.core.nontensor.data import is_non_tensor
 
-__all__ = ["_exclude_td_from_pytree", "register_pytree_nodes"]
+__all__ = [
+    "PYTREE_REGISTERED_LAZY_TDS",
+    "PYTREE_REGISTERED_TDS",
+    "_exclude_td_from_pytree",
+    "register_pytree_nodes",
+]
 
 _REGISTERED: list[type] = []
+# the classes registered as pytree nodes (upstream's names): dense ones, lazy stacks
+PYTREE_REGISTERED_TDS: tuple[type, ...] = (TensorDict,)
+PYTREE_REGISTERED_LAZY_TDS: tuple[type, ...] = (LazyStackedTensorDict,)
 
 
 class _BatchSizeContext:
@@ -43,6 +49,8 @@ class _BatchSizeContext:
         self.size = size
 
     def __eq__(self, other: object) -> bool:
+        if isinstance(other, int):  # the number of dims a traced flatten records
+            return len(self.size) == other
         if not isinstance(other, _BatchSizeContext):
             return NotImplemented
         return len(self.size) == len(other.size)
@@ -63,8 +71,32 @@ def _flatten_td(td: TensorDict) -> tuple[list[Any], Any]:
             keys.append(key)
             children.append(value)
     order = list(td._own_keys())
-    context = (keys, order, fixed, _BatchSizeContext(td.batch_size), td._names_or_none(), td.device)
+    context = (keys, order, fixed, _batch_context(td.batch_size), td._names_or_none(), td.device)
     return children, context
+
+
+def _batch_context(batch_size: torch.Size) -> Any:
+    """The batch size as the context keeps it: while torch.compile or torch.export traces, or
+    when it holds symbolic sizes, only its number of dims (an int: a tree spec must be made of
+    python constants there, and a symbolic size would be stale after the trace); the batch size
+    is then taken back from the leaves when unflattening."""
+    if torch.compiler.is_compiling() or any(isinstance(d, torch.SymInt) for d in batch_size):
+        return len(batch_size)
+    return _BatchSizeContext(batch_size)
+
+
+def _traced_batch_size(batch_dims: int, values: list[Any]) -> torch.Size:
+    """The batch size of a tensordict whose context kept ``batch_dims`` only: the leading dims
+    of its first tensor or non-empty tensordict (zeros if it has none)."""
+    for value in values:
+        if is_non_tensor(value):
+            continue
+        if hasattr(value, "batch_size") and value.is_empty():
+            continue
+        shape = _value_shape(value)
+        if shape is not None:
+            return torch.Size(shape[:batch_dims])
+    return torch.Size([0] * batch_dims)
 
 
 def _flatten_td_with_keys(td: TensorDict) -> tuple[list[tuple[Any, Any]], Any]:
@@ -107,9 +139,12 @@ def _common_device(device: torch.device | None, values: list[Any]) -> torch.devi
 
 def _unflatten_td(values: Any, context: Any) -> TensorDict:
     keys, order, fixed, batch_ctx, names, device = context
-    batch_size = batch_ctx.size
     values = list(values)
-    new_bs = _new_batch_size(batch_size, values)
+    if isinstance(batch_ctx, int):
+        batch_size = new_bs = _traced_batch_size(batch_ctx, values)
+    else:
+        batch_size = batch_ctx.size
+        new_bs = _new_batch_size(batch_size, values)
     by_key = dict(zip(keys, values))
     source = {k: by_key[k] if k in by_key else fixed[k] for k in order}
     out = TensorDict(source, batch_size=new_bs)
@@ -150,9 +185,9 @@ def register_pytree_nodes() -> None:
     _REGISTERED.extend([TensorDict, LazyStackedTensorDict])
 
 
-@contextlib.contextmanager
-def _exclude_td_from_pytree() -> Iterator[None]:
-    """Within the block, pytree functions treat tensordicts as leaves.
+class _exclude_td_from_pytree:
+    """Within the block (or between ``set()`` and ``unset()``), pytree functions treat
+    tensordicts as leaves.
 
     Examples:
         >>> import torch
@@ -164,11 +199,32 @@ def _exclude_td_from_pytree() -> Iterator[None]:
         >>> with _exclude_td_from_pytree():
         ...     tree_flatten(td)[0][0] is td
         True
+        >>> excluder = _exclude_td_from_pytree()
+        >>> excluder.set()
+        >>> tree_flatten(td)[0][0] is td
+        True
+        >>> excluder.unset()
+        >>> len(tree_flatten(td)[0])
+        2
     """
-    removed = {
-        cls: pytree.SUPPORTED_NODES.pop(cls) for cls in _REGISTERED if cls in pytree.SUPPORTED_NODES
-    }
-    try:
-        yield
-    finally:
-        pytree.SUPPORTED_NODES.update(removed)
+
+    def __init__(self) -> None:
+        self._removed: dict[type, Any] = {}
+
+    def set(self) -> None:
+        """Lift the registration of the tensordict classes (until :meth:`unset`)."""
+        for cls in PYTREE_REGISTERED_TDS + PYTREE_REGISTERED_LAZY_TDS:
+            node = pytree.SUPPORTED_NODES.pop(cls, None)
+            if node is not None:
+                self._removed[cls] = node
+
+    def unset(self) -> None:
+        """Register again the classes that :meth:`set` lifted."""
+        pytree.SUPPORTED_NODES.update(self._removed)
+        self._removed = {}
+
+    def __enter__(self) -> None:
+        self.set()
+
+    def __exit__(self, *exc: object) -> None:
+        self.unset()

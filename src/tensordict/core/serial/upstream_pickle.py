@@ -126,7 +126,7 @@ def _leaf(value: Any, protocol: int) -> Any:
     apart, and whose ``weights_only`` loader accepts tensors only) a tensor stays a tensor,
     copied first if it views a larger storage (torch's reduction would write all of it); under
     protocols 3+ a plain CPU tensor of a numpy dtype travels as a numpy array."""
-    if value.__class__ is not torch.Tensor:
+    if type(value) is not torch.Tensor:
         return value
     if protocol >= 3 and _numpy_ok(value):
         return _NumpyLeaf(value)
@@ -192,7 +192,7 @@ def _blob(leaves: dict[str, Any]) -> _Call | None:
     shapes, dtypes, offsets, chunks = [], [], [], []
     end = 0
     for value in leaves.values():
-        if value.__class__ is not torch.Tensor or value.dtype not in _NUMPY_OK:
+        if type(value) is not torch.Tensor or value.dtype not in _NUMPY_OK:
             return None
         try:  # (refuses what numpy cannot view: autograd, other devices, conj/neg bits...)
             array = value.numpy()
