@@ -61,7 +61,7 @@ nitpicky = True
 _OUTSIDE = (
     r"(torch|numpy|np|typing|typing_extensions|collections|builtins|os|pathlib|multiprocessing"
     r"|concurrent|enum|abc|types|functools|contextlib|dataclasses|io|socket|ray|h5py|zarr"
-    r"|pyarrow|pandas|pd|redis|safetensors|weakref|argparse|json|tqdm)(\..*)?"
+    r"|pyarrow|pandas|pd|redis|safetensors|weakref|argparse|json|tqdm|datetime)(\..*)?"
 )
 nitpick_ignore_regex = [
     (r"py:.*", _OUTSIDE),
@@ -90,6 +90,9 @@ nitpick_ignore_regex = [
         r"py:.*",
         r"(int|float|str|bool|bytes|dict|list|tuple|set|type|object|None|slice)",
     ),
+    # the distributed methods' timeout alias (float | datetime.timedelta | None; the API page
+    # says so), and the internal deadline a TransferWork is built with
+    (r"py:class", r"(tensordict\.distributed\.wire\.)?(Timeout|Deadline)"),
     # TypeVars of annotations, and words of the Google style's type fields ("x (int, optional)")
     (r"py:.*", r"(.*\.)?(T|T_co|P|R|_T|S)"),
     (
