@@ -413,6 +413,11 @@ PUBLISHED = [
     ("MetaData", "tensordict.tensorclass"),
     ("UnbatchedTensor", "tensordict._unbatched"),
     ("MemoryMappedTensor", "tensordict.memmap"),
+    ("TensorDictBase", "tensordict.base"),
+    ("TensorCollection", "tensordict._tensorcollection"),
+    ("TypedTensorDict", "tensordict.typedtensordict"),
+    ("PersistentTensorDict", "tensordict.persistent"),
+    ("TensorClass", "tensordict.tensorclass"),
 ]
 
 
@@ -472,3 +477,54 @@ def test_publish_as_lists_only_the_methods_whose_examples_run_in_the_defining_mo
     found = publish_as("somewhere.else", published)
     assert published.__module__ == "somewhere.else"
     assert found == {"Published.own": own}
+
+
+TD_FUNCTIONS = [
+    "append_memmap",
+    "cat",
+    "from_consolidated",
+    "from_module",
+    "from_modules",
+    "from_pytree",
+    "fromkeys",
+    "lazy_stack",
+    "load",
+    "load_memmap",
+    "maybe_dense_stack",
+    "memmap",
+    "save",
+    "stack",
+]
+
+
+@pytest.mark.parametrize("name", TD_FUNCTIONS)
+def test_td_functions_are_shown_under_tensordict_td_and_served_everywhere(name: str) -> None:
+    import tensordict
+    from tensordict import _td, _td_functions
+
+    func = getattr(_td_functions, name)
+    assert func.__module__ == "tensordict._td"
+    assert getattr(_td, name) is func
+    assert getattr(tensordict, name) is func
+    assert sorted(_td_functions.__all__) == TD_FUNCTIONS
+
+
+def test_type_hints_of_user_classes_resolve_through_the_published_bases() -> None:
+    # the bases' own annotations are evaluated where the bases are shown (tensordict.tensorclass,
+    # tensordict.typedtensordict): they must not need names of their defining modules
+    from tensordict import TensorClass, TypedTensorDict
+
+    namespace: dict = {"TensorClass": TensorClass, "TypedTensorDict": TypedTensorDict}
+    source = (
+        "import torch\n"
+        "class Sample(TensorClass):\n    obs: torch.Tensor\n"
+        "class State(TypedTensorDict):\n    obs: torch.Tensor\n"
+    )
+    # evaluated annotations (this module's ``from __future__`` is not inherited)
+    exec(compile(source, "<classes>", "exec", dont_inherit=True), namespace)
+    import typing
+
+    import torch
+
+    assert typing.get_type_hints(namespace["Sample"])["obs"] is torch.Tensor
+    assert typing.get_type_hints(namespace["State"])["obs"] is torch.Tensor

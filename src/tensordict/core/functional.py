@@ -19,6 +19,7 @@ import torch
 
 from tensordict.core.behaviour.base import is_tensor_collection
 from tensordict.core.behaviour.combine import stack
+from tensordict.core.collection import publish_as
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, leaf_or_non_tensor, unravel_key
 from tensordict.core.lazy.shape import maybe_dense_stack as best_intention_stack
@@ -69,6 +70,7 @@ def lazy_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs:
         out: an existing tensordict to write the stack into.
 
     Examples:
+        >>> import torch
         >>> from tensordict import TensorDict
         >>> a, b = TensorDict(x=torch.zeros(2)), TensorDict(x=torch.ones(3))
         >>> td = lazy_stack([a, b])
@@ -92,6 +94,7 @@ def maybe_dense_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None, **
     """Stack densely when the members share keys and entry shapes, lazily otherwise.
 
     Examples:
+        >>> import torch
         >>> from tensordict import TensorDict
         >>> same = [TensorDict(x=torch.zeros(2)), TensorDict(x=torch.ones(2))]
         >>> type(maybe_dense_stack(same)).__name__
@@ -535,3 +538,6 @@ def make_cache_key(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[An
         tuple(_key_of(a) for a in args),
         tuple((k, _key_of(kwargs[k])) for k in sorted(kwargs)),
     )
+
+
+publish_as("tensordict._td", fromkeys, lazy_stack, maybe_dense_stack)  # upstream's path

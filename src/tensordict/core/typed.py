@@ -16,8 +16,6 @@ On disk a typed tensordict is a plain tensordict (upstream writes the same layou
 ``TypedTensorDict`` directories load as :class:`~tensordict.TensorDict` everywhere.
 """
 
-from __future__ import annotations
-
 import contextlib
 import inspect
 import sys
@@ -29,6 +27,7 @@ from typing import Any, ClassVar
 import torch
 
 from tensordict.core.behaviour.base import TensorDictBase
+from tensordict.core.collection import publish_as
 from tensordict.core.dense import TensorDict
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.errors import TypedFieldError
@@ -356,3 +355,6 @@ def _check_fields(cls: type[TypedTensorDict], given: Mapping[str, Any]) -> None:
             f"{cls.__name__}() missing required field(s): {', '.join(missing)}. Pass them as "
             "keywords, or declare them NotRequired[...] (or with a default) in the class."
         )
+
+
+__test__ = publish_as("tensordict.typedtensordict", TypedTensorDict)  # upstream's path; examples

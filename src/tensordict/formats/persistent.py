@@ -22,6 +22,7 @@ import torch
 
 from tensordict.core.behaviour.base import TensorDictBase, as_size
 from tensordict.core.behaviour.entries import locked_message
+from tensordict.core.collection import publish_as
 from tensordict.core.dense import TensorDict
 from tensordict.core.indexing import is_first_class_dim, plan_index
 from tensordict.core.keys import key_path
@@ -693,3 +694,6 @@ def from_zarr(
         non_tensor_as_stack=non_tensor_as_stack,
         allow_pickle=allow_pickle,
     )
+
+
+__test__ = publish_as("tensordict.persistent", PersistentTensorDict)  # upstream's path; examples

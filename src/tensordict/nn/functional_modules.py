@@ -32,6 +32,7 @@ from torch._C._functorch import is_batchedtensor
 from torch.nn.parameter import UninitializedTensorMixin  # type: ignore[attr-defined]
 
 from tensordict.core.behaviour.base import TensorDictBase
+from tensordict.core.collection import publish_as
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.serial.pytree import _exclude_td_from_pytree
@@ -427,3 +428,6 @@ def _to_module_state_dict(
 
     swap._last_op = ("restore", restore)  # type: ignore[assignment,misc]
     return swap
+
+
+publish_as("tensordict._td", from_module, from_modules)  # upstream's path

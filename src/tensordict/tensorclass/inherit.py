@@ -6,11 +6,10 @@ come as class keywords (``class Sample(TensorClass, nocast=True)``) or subscript
 (``TensorClass["nocast", "frozen"]``); subclasses inherit them and may override them.
 """
 
-from __future__ import annotations
-
 import sys
 from typing import Any, ClassVar
 
+from tensordict.core.collection import publish_as
 from tensordict.errors import TensorclassDefinitionError
 from tensordict.tensorclass.access import setattr_
 from tensordict.tensorclass.builder import ClassBuilder
@@ -97,3 +96,6 @@ class TensorClass:
             shadow=merged.get("shadow", False),
             tensor_only=merged.get("tensor_only", False),
         ).build()
+
+
+__test__ = publish_as("tensordict.tensorclass", TensorClass)  # upstream's path; examples

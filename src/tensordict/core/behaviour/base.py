@@ -32,6 +32,7 @@ from tensordict.core.behaviour.storage import StorageMixin
 from tensordict.core.behaviour.structure import StructureMixin
 from tensordict.core.behaviour.tensor_methods import TensorMethodsMixin
 from tensordict.core.behaviour.upstream_private import UpstreamPrivateMixin
+from tensordict.core.collection import publish_as
 from tensordict.core.keys import (
     ItemsView,
     KeysView,
@@ -644,3 +645,5 @@ class TensorDictBase(
 # ``isinstance(x, Mapping)`` accept it. (So, as upstream, ``DataLoader(batch_size=None)`` cannot
 # pass tensordict samples through: pass ``collate_fn=lambda x: x``.)
 MutableMapping.register(TensorDictBase)
+
+__test__ = publish_as("tensordict.base", TensorDictBase)  # upstream's path; methods' examples

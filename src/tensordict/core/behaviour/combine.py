@@ -17,7 +17,7 @@ import torch
 from tensordict.core import factory
 from tensordict.core.behaviour.ops import keep_lock_of
 from tensordict.core.behaviour.shape import normalize_dim
-from tensordict.core.collection import TensorCollection
+from tensordict.core.collection import TensorCollection, publish_as
 from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.nontensor.combine import cat_non_tensor, stack_non_tensor
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
@@ -127,6 +127,7 @@ def stack(
         ShapeMismatchError: the members have different batch sizes.
 
     Examples:
+        >>> import torch
         >>> from tensordict import TensorDict
         >>> td = TensorDict({"a": torch.arange(3)}, [3])
         >>> torch.stack([td, td], 0).batch_size
@@ -172,6 +173,7 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
         ShapeMismatchError: different keys, or batch sizes that differ outside ``dim``.
 
     Examples:
+        >>> import torch
         >>> from tensordict import TensorDict
         >>> td = TensorDict({"a": torch.arange(3)}, [3])
         >>> torch.cat([td[:1], td[1:]], 0)["a"]
@@ -539,3 +541,6 @@ TORCH_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     torch.atleast_2d: _atleast("atleast_2d"),
     torch.atleast_3d: _atleast("atleast_3d"),
 }
+
+
+publish_as("tensordict._td", cat, stack)  # upstream's path
