@@ -263,3 +263,24 @@ def test_lazy_stack_of_different_shapes(store_kwargs):
     assert torch.equal(s[1]["x"], b["x"]) and torch.equal(s[0]["x"], a["x"])
     with pytest.raises(ShapeMismatchError):
         s[0].set("x", torch.zeros(10, 10), inplace=True)
+
+
+def test_run_sync_of_the_client_answers_as_upstream_code_expects(store, store_kwargs):
+    # upstream code cleans up with store._run_sync(store._client.flushdb())
+    assert store._run_sync(store._client.dbsize()) > 0
+    assert store._run_sync(store._client.flushdb()) is True
+    assert redis.Redis(**store_kwargs).dbsize() == 0
+
+
+def test_run_sync_awaits_a_coroutine_inside_and_outside_a_running_loop(store):
+    import asyncio
+
+    async def value():
+        return 3
+
+    assert store._run_sync(value()) == 3
+
+    async def inside():
+        return store._run_sync(value())
+
+    assert asyncio.run(inside()) == 3
