@@ -18,6 +18,7 @@ import numpy.random  # noqa: F401  (imported here so that forked workers inherit
 import torch
 
 from tensordict.core.behaviour.combine import stack
+from tensordict.core.behaviour.storage import in_shared_memory
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.errors import BatchSizeError, NotPicklableError, WorkerCountWarning
@@ -112,7 +113,7 @@ def _remote_readable(td: Any) -> bool:
 def _remote_writable(td: Any) -> bool:
     """Whether workers can write their slice of ``td`` themselves (memory-mapped or shared)."""
     try:
-        return bool(td.is_memmap() or td.is_shared())
+        return bool(td.is_memmap() or in_shared_memory(td))
     except Exception:
         return False
 

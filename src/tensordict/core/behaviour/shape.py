@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from tensordict.core import factory
+from tensordict.core.behaviour.storage import keep_storage_flags
 from tensordict.core.collection import TensorCollection
 from tensordict.core.nontensor.data import MetaData, NonTensorData, NonTensorStack
 from tensordict.core.options import lazy_legacy
@@ -225,6 +226,7 @@ class ShapeMixin(TensorCollection):
                 "reshape() instead (it copies where needed)."
             ) from None
         old_bs = self.batch_size
+        keep_storage_flags(self, out)  # (as upstream: a view stays shared / memory-mapped)
         # (reshape, not view: a view viewed back is its source itself, the block's entries lost)
         return _written_back(self, out, lambda o: o.reshape(old_bs))
 
@@ -263,6 +265,7 @@ class ShapeMixin(TensorCollection):
             new_names,
         )
         inverse = [order.index(d) for d in range(bd)]  # (entries set in `with` come back)
+        keep_storage_flags(self, out)
         return _written_back(self, out, lambda o: o.permute(*inverse))
 
     def transpose(self, dim0: int, dim1: int) -> Any:
@@ -297,13 +300,15 @@ class ShapeMixin(TensorCollection):
             d = normalize_dim(dim, bd, bs, "squeeze")
             dims = [d] if bs[d] == 1 else []
         if not dims:
-            return self._transform(lambda t: t, bs, self._names_or_none())
+            return self  # nothing to squeeze (as upstream)
         if lazy_legacy():
             return _legacy_view(self, "squeeze", dim=dims[0] if dim is not None else tuple(dims))
         new_bs = torch.Size([s for i, s in enumerate(bs) if i not in dims])
         names = self._names_or_none()
         new_names = [n for i, n in enumerate(names) if i not in dims] if names else None
-        out = self._transform(lambda t: t.squeeze(tuple(dims)), new_bs, new_names)
+        out = keep_storage_flags(
+            self, self._transform(lambda t: t.squeeze(tuple(dims)), new_bs, new_names)
+        )
         return _written_back(self, out, lambda o: _unsqueezed(o, dims))
 
     def unsqueeze(self, dim: int) -> Any:
@@ -315,7 +320,9 @@ class ShapeMixin(TensorCollection):
         new_bs = torch.Size([*bs[:d], 1, *bs[d:]])
         names = self._names_or_none()
         new_names = [*names[:d], None, *names[d:]] if names else None
-        out = self._transform(_as_stack(lambda t: t.unsqueeze(d)), new_bs, new_names)
+        out = keep_storage_flags(
+            self, self._transform(_as_stack(lambda t: t.unsqueeze(d)), new_bs, new_names)
+        )
         return _written_back(self, out, lambda o: o.squeeze(d))
 
     def expand(self, *shape: Any) -> Any:

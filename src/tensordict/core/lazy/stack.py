@@ -378,6 +378,9 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
     def is_memmap(self) -> bool:
         return all(m.is_memmap() for m in self.tensordicts)
 
+    def is_shared(self) -> bool:
+        return bool(self.tensordicts) and all(m.is_shared() for m in self.tensordicts)
+
     @property
     def saved_path(self) -> str | None:
         return getattr(self, "_saved_path", None)

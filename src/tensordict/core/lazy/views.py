@@ -149,6 +149,9 @@ class _ViewBase(TensorDictBase):
     def is_memmap(self) -> bool:
         return self._source.is_memmap()  # type: ignore[no-any-return]
 
+    def is_shared(self) -> bool:
+        return self._source.is_shared()  # type: ignore[no-any-return]
+
     @property
     def saved_path(self) -> str | None:
         return self._source.saved_path  # type: ignore[no-any-return]
