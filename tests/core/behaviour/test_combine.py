@@ -279,3 +279,11 @@ def test_autograd_grad_of_tensordicts_matches_entries_by_key() -> None:
     outputs = inputs * 3
     grads = torch.autograd.grad(outputs, inputs, torch.ones_like(outputs))
     assert (grads == 3).all() and grads["n", "b"].shape == (3, 2)
+
+
+def test_stack_into_an_out_of_another_batch_size_writes_nothing() -> None:
+    td = TensorDict(a=torch.ones(4), batch_size=[4])
+    out = TensorDict(a=torch.zeros(3, 4), batch_size=[3, 4])
+    with pytest.raises(ShapeMismatchError, match=r"out\.batch_size and stacked batch size"):
+        torch.stack([td, td], 0, out=out)
+    assert (out["a"] == 0).all()

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from tensordict.core import factory
+from tensordict.core.behaviour.autograd import out_writes
 from tensordict.core.behaviour.ops import keep_lock_of
 from tensordict.core.behaviour.shape import normalize_dim
 from tensordict.core.collection import TensorCollection, publish_as
@@ -142,8 +143,16 @@ def stack(
     bs = tds[0].batch_size
     d = normalize_dim(dim, len(bs), bs, "stack", extra=1)
     if out is not None:
-        for i, td in enumerate(tds):
-            out[(slice(None),) * d + (i,)] = td
+        stacked = torch.Size([*bs[:d], len(tds), *bs[d:]])
+        if out.batch_size != stacked:
+            raise ShapeMismatchError(
+                f"out.batch_size and stacked batch size must match, got "
+                f"out.batch_size={out.batch_size} and batch_size={stacked}. Give an out= of the "
+                "stacked batch size (nothing was written)."
+            )
+        with out_writes("stack", out, tds):
+            for i, td in enumerate(tds):
+                out[(slice(None),) * d + (i,)] = td
         return out
     if contiguous:
         result = stack(tds, d)
@@ -188,12 +197,13 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     if not bs:
         raise BatchSizeError("cannot concatenate tensordicts without batch dimensions; use stack.")
     d = normalize_dim(dim, len(bs), bs, "cat")
+    if out is not None:
+        with out_writes("cat", out, tds):
+            out.update_(cat(tds, d))
+        return out
     if any(hasattr(td, "stack_dim") for td in tds):
         lazy = factory.cat_lazy(tds, d)  # a lazy stack (members checked as they are combined)
         if lazy is not None:
-            if out is not None:
-                out.update_(lazy)
-                return out
             return lazy
         tds = [td.to_tensordict() if hasattr(td, "stack_dim") else td for td in tds]
     _check_batch_sizes(tds, "concatenate", skip_dim=d)
@@ -224,9 +234,6 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     # (as upstream: the first tensordict's names, whatever the others name their dims)
     result = tds[0]._new_dense(source, torch.Size(new_bs), _names_of(tds[0]))
     result._device = _common_device(tds)
-    if out is not None:
-        out.update_(result)
-        return out
     return result
 
 

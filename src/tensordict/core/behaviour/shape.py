@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from tensordict.core import factory
+from tensordict.core.behaviour.autograd import refuse_out_with_grad
 from tensordict.core.behaviour.storage import keep_storage_flags
 from tensordict.core.collection import TensorCollection
 from tensordict.core.nontensor.data import MetaData, NonTensorData, NonTensorStack
@@ -407,6 +408,8 @@ class ShapeMixin(TensorCollection):
                 f"gather: an index of {n} dims along dim {dim} does not fit batch_size={list(bs)}: "
                 "give an index with at most one dim per batch dim, reaching dim, as torch.gather."
             )
+        if out is not None:
+            refuse_out_with_grad("gather", out, [self])
         if inplace and n != bd:
             raise NotImplementedError(
                 f"gather(inplace=True) requires index.ndim == self.batch_dims so the result keeps "
