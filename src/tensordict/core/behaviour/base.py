@@ -554,9 +554,13 @@ class TensorDictBase(
         return self
 
     def zero_(self: T) -> T:
-        """Fill every tensor with zeros, in place."""
-        for value in self._tensor_leaves():
-            value.zero_()
+        """Fill every tensor with zeros, in place; a nested tensordict zeroes its own (so a
+        nested ``TensorDictParams`` does it without autograd, as upstream)."""
+        for _, value in self._own_items():
+            if getattr(type(value), "_is_tensorclass", False):
+                value = value._tensordict
+            if isinstance(value, (torch.Tensor, TensorDictBase)):
+                value.zero_()
         return self
 
     def copy(self: T) -> T:

@@ -84,7 +84,11 @@ def nested_names(
 
 
 def _legacy_view(td: Any, op: str, **kwargs: Any) -> Any:
-    """Upstream's legacy lazy mode: the shape op as a lazy view of ``td`` (``core.lazy.views``)."""
+    """Upstream's legacy lazy mode: the shape op as a lazy view of ``td`` (``core.lazy.views``);
+    a class with ``_lazy_shape_view`` (TensorDictParams) makes its own."""
+    own = getattr(type(td), "_lazy_shape_view", None)
+    if own is not None:
+        return own(td, op, **kwargs)
     return factory.lazy_shape_view(td, op, **kwargs)
 
 

@@ -585,6 +585,12 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
     def _tensor_leaves(self) -> list[torch.Tensor]:
         return [t for m in self.tensordicts for t in m._tensor_leaves()]
 
+    def zero_(self) -> Any:
+        """Fill every tensor of every member with zeros, in place."""
+        for member in self.tensordicts:
+            member.zero_()
+        return self
+
     def set_(self, key: Any, item: Any) -> Any:
         """Overwrite an entry every member holds, in place (in each member).
 
