@@ -23,7 +23,12 @@ from tensordict.core.behaviour.entries import locked_message
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import key_path
 from tensordict.core.serial.printing import field_lines
-from tensordict.errors import LockedError, ShapeMismatchError, TensorDictKeyError
+from tensordict.errors import (
+    LockedError,
+    ShapeMismatchError,
+    TensorDictKeyError,
+    ViewArgumentError,
+)
 
 __all__ = ["BackedTensorDict", "LeafInfo"]
 
@@ -58,6 +63,9 @@ class BackedTensorDict(TensorDictBase):
         "_last_op",
         "_names",
     )
+
+    #: reading a leaf gives a new tensor: writing into it is lost (views write through set_)
+    _reads_copies = True
 
     _batch_size: torch.Size
     _device: torch.device | None
@@ -175,6 +183,14 @@ class BackedTensorDict(TensorDictBase):
 
     def is_contiguous(self) -> bool:
         return False
+
+    def _inplace_result(self, result: Any, inplace: bool, what: str) -> Any:
+        if inplace:
+            raise ViewArgumentError(
+                f"Cannot use inplace=True with a {type(self).__name__}'s {what}(): its data "
+                f"lives in its file or server. Use the out-of-place {what}() and keep the result."
+            )
+        return result
 
     def share_memory_(self) -> Any:
         raise NotImplementedError(
