@@ -293,3 +293,10 @@ def test_linked_list_of_a_non_tensor_stack_is_a_pytree_node() -> None:
     td = LazyStackedTensorDict(TensorDict({"s": "x"}), TensorDict({"s": "y"}))
     leaves, _ = pytree.tree_flatten(td["s"])
     assert leaves == ["x", "y"]
+
+
+def test_shape_ops_and_stacking_into_out_never_stack_heterogeneous_leaves() -> None:
+    td = hetero()  # members hold "z" with different shapes
+    assert td.unsqueeze(0).batch_size == (1, *td.batch_size)
+    out = torch.stack([td, td], 0)
+    assert torch.stack([td, td], 0, out=out) is out  # (grad mode on: leaves are checked)

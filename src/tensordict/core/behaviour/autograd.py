@@ -131,7 +131,9 @@ def refuse_out_with_grad(op: str, out: Any, inputs: Sequence[Any]) -> None:
     for td in (out, *inputs):
         if getattr(type(td), "_is_tensorclass", False):
             td = td._tensordict
-        if isinstance(td, TensorCollection) and any(t.requires_grad for t in _tensor_leaves(td)):
+        # (the stored tensors: a lazy stack's members' own, never stacked copies)
+        leaves = td._tensor_leaves() if isinstance(td, TensorCollection) else ()
+        if any(t.requires_grad for t in leaves):
             raise RuntimeError(
                 f"{op}(): functions with out=... arguments don't support automatic "
                 "differentiation, but one of the arguments requires grad. Call it without out= "

@@ -97,8 +97,8 @@ def in_shared_memory(td: Any) -> bool:
 def keep_storage_flags(source: Any, result: Any) -> Any:
     """Give ``result`` (a view of ``source``: same leaves' storages) and its nested tensordicts
     the shared / memory-mapped flags of ``source`` and its nested ones; return ``result``."""
-    if result is source:
-        return result
+    if result is source or not isinstance(getattr(source, "_shared", None), bool):
+        return result  # (a lazy stack or a view: its flags follow its members or source)
     for flag in ("_shared", "_is_memmap"):
         value = getattr(source, flag, None)
         if isinstance(value, bool):
