@@ -65,9 +65,11 @@ def lazy_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs:
     collections).
 
     Args:
-        input: the tensordicts or tensorclass instances, with one batch size.
+        input: the tensordicts or tensorclass instances; members of different batch sizes
+            (with as many dims) give a stack whose ``batch_size`` shows ``-1`` where they differ.
         dim: where the new batch dimension goes.
         out: an existing tensordict to write the stack into.
+        strict_shape: refuse members of different batch sizes instead.
 
     Examples:
         >>> import torch
@@ -83,7 +85,9 @@ def lazy_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs:
     first = members[0]
     if getattr(type(first), "_is_tensorclass", False) and hasattr(type(first), "lazy_stack"):
         return type(first).lazy_stack(members, dim, **kwargs)
-    result = LazyStackedTensorDict(*members, stack_dim=dim)
+    result = LazyStackedTensorDict(
+        *members, stack_dim=dim, strict_shape=kwargs.get("strict_shape", False)
+    )
     if out is not None:
         out.update_(result)
         return out

@@ -377,8 +377,9 @@ class CombineMixin(TensorCollection):
 
     @classmethod
     def lazy_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
-        """Stack without copying: a :class:`~tensordict.LazyStackedTensorDict`."""
-        return factory.LazyStackedTensorDict.lazy_stack(input, dim)
+        """Stack without copying: a :class:`~tensordict.LazyStackedTensorDict`
+        (``strict_shape=True`` refuses members of different batch sizes)."""
+        return factory.LazyStackedTensorDict.lazy_stack(input, dim, **kwargs)
 
     @classmethod
     def maybe_dense_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:

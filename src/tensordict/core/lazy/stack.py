@@ -28,6 +28,7 @@ from tensordict.core.lazy.index import (
     Member,
     Stack,
     decompose,
+    decompose_ragged,
     evaluate,
     first_member,
     stage_writes,
@@ -114,8 +115,11 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
             members = list(members[0])
         members = [_as_member(m, i) for i, m in enumerate(members)]
         ref = members[0].batch_size if members else torch.Size(batch_size or ())
-        for i, m in enumerate(members[1:], 1):
-            _check_member_batch_size(ref, m, i, _STACKING)
+        if strict_shape:
+            for i, m in enumerate(members[1:], 1):
+                _check_member_batch_size(ref, m, i, _STACKING)
+        else:  # members of different sizes: -1 where they differ (as upstream)
+            ref = joint_batch_size([m.batch_size for m in members], ref)
         self.stack_dim = normalize_dim(stack_dim, len(ref), ref, "lazy_stack", extra=1)
         self.tensordicts: list[Any] = members
         self._member_batch_size = ref
@@ -197,18 +201,37 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
                 f"cannot insert a member on device {member.device} into a lazy stack on "
                 f"{self.device}: Devices differ. Move it with .to({self.device!r}) first."
             )
-        _check_member_batch_size(self._member_batch_size, member, index, _ADDING)
+        if self.is_ragged:
+            self._member_batch_size = joint_batch_size(
+                [self._member_batch_size, member.batch_size], self._member_batch_size
+            )
+        else:
+            _check_member_batch_size(self._member_batch_size, member, index, _ADDING)
         self.tensordicts.insert(index, member)
 
     def extend(self, tensordicts: Sequence[Any]) -> None:
         """Append every tensordict of ``tensordicts`` (all checked before any is added)."""
         members = [_as_member(td, i) for i, td in enumerate(tensordicts)]
         for i, m in enumerate(members):
-            _check_member_batch_size(self._member_batch_size, m, i, _ADDING)
+            if not self.is_ragged:
+                _check_member_batch_size(self._member_batch_size, m, i, _ADDING)
         for m in members:
             self.append(m)
 
     # ================================================================== primitives
+    @property
+    def is_ragged(self) -> bool:
+        """Whether the members have different batch sizes (``batch_size`` shows ``-1`` for the
+        dims where they differ; only basic indexing reaches them).
+
+        Examples:
+            >>> from tensordict import TensorDict, lazy_stack
+            >>> td = lazy_stack([TensorDict(batch_size=[3, 4]), TensorDict(batch_size=[3, 5])], 1)
+            >>> td.is_ragged, td.batch_size, td[:, :, :2].batch_size
+            (True, torch.Size([3, 2, -1]), torch.Size([3, 2, 2]))
+        """
+        return -1 in self._member_batch_size
+
     @property
     def batch_size(self) -> torch.Size:
         bs = self._member_batch_size
@@ -401,7 +424,10 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
 
     # ================================================================== indexing
     def _index(self, index: Any) -> Any:
-        node = decompose(index, self.batch_size, self.stack_dim)
+        if self.is_ragged:
+            node = decompose_ragged(index, self.batch_size, self.stack_dim)
+        else:
+            node = decompose(index, self.batch_size, self.stack_dim)
         if node is None:
             return _empty_result(self, index)
         out = evaluate(node, self.tensordicts, self._stack_results)
@@ -436,6 +462,17 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
             for member, sub in zip(self.tensordicts, index.unbind(self.stack_dim)):
                 writes.extend(stage_setitem(member, sub, value))
             return writes
+        if self.is_ragged:  # one member at a time: its own batch size checks the value
+            node = decompose_ragged(index, self.batch_size, self.stack_dim)
+            if node is None:
+                return []
+            if isinstance(node, Stack):
+                raise ShapeMismatchError(
+                    "cannot write across the members of a lazy stack of different batch sizes "
+                    f"(batch_size={list(self.batch_size)}): index one member (an int along the "
+                    f"stack dim {self.stack_dim}) and write into it."
+                )
+            return stage_setitem(self.tensordicts[node.i], node.sub or (...,), value)
         node = decompose(index, self.batch_size, self.stack_dim)
         if node is None:
             return []
@@ -665,7 +702,9 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
             raise LockedError(locked_message("change the batch size of the stack"))
         members = other.tensordicts if self._same_dim(other) else other.unbind(self.stack_dim)
         self.tensordicts = [m.copy() for m in members]
-        self._member_batch_size = self.tensordicts[0].batch_size if members else torch.Size([])
+        self._member_batch_size = joint_batch_size(
+            [m.batch_size for m in self.tensordicts], torch.Size([])
+        )
         return self
 
     def _same_dim(self, other: Any) -> bool:
@@ -747,6 +786,29 @@ def _as_member(td: Any, position: int) -> Any:
             f"(member {position} of a lazy stack). Wrap the data in a TensorDict first."
         )
     return td
+
+
+def joint_batch_size(sizes: Sequence[torch.Size], empty: torch.Size) -> torch.Size:
+    """The batch size members of ``sizes`` share, ``-1`` where they differ (``empty`` if none).
+
+    Raises:
+        ShapeMismatchError: the sizes have different numbers of dims.
+
+    Examples:
+        >>> joint_batch_size([torch.Size([3, 4]), torch.Size([3, 5])], torch.Size([]))
+        torch.Size([3, -1])
+    """
+    if not sizes:
+        return empty
+    ndims = {len(s) for s in sizes}
+    if len(ndims) > 1:
+        raise ShapeMismatchError(
+            f"{_STACKING}: the members have different numbers of batch dims "
+            f"({[list(s) for s in sizes]}). Give every member as many batch dims."
+        )
+    return torch.Size(
+        [dims[0] if len(set(dims)) == 1 else -1 for dims in zip(*sizes)] if sizes[0] else []
+    )
 
 
 def _check_member_batch_size(ref: torch.Size, member: Any, position: int, what: str) -> None:
