@@ -26,8 +26,8 @@ from tensordict.core.collection import publish_as
 from tensordict.core.dense import TensorDict
 from tensordict.core.indexing import is_first_class_dim, plan_index
 from tensordict.core.keys import key_path
-from tensordict.core.options import lazy_legacy
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
+from tensordict.core.options import lazy_legacy
 from tensordict.errors import (
     BatchSizeError,
     FormatValueError,
