@@ -132,7 +132,7 @@ def refuse_out_with_grad(op: str, out: Any, inputs: Sequence[Any]) -> None:
         if getattr(type(td), "_is_tensorclass", False):
             td = td._tensordict
         # (the stored tensors: a lazy stack's members' own, never stacked copies)
-        leaves = td._tensor_leaves() if isinstance(td, TensorCollection) else ()
+        leaves = td._tensor_leaves() if hasattr(td, "_tensor_leaves") else ()
         if any(t.requires_grad for t in leaves):
             raise RuntimeError(
                 f"{op}(): functions with out=... arguments don't support automatic "
