@@ -170,6 +170,18 @@ SAME_OBJECT = [
     ("tensordict", "TypedTensorDict", "tensordict.core.typed", "TypedTensorDict"),
     ("tensordict", "TensorDictParams", "tensordict.nn.params", "TensorDictParams"),
     ("tensordict", "from_module", "tensordict.nn.functional_modules", "from_module"),
+    (
+        "tensordict.utils",
+        "_BatchedUninitializedParameter",
+        "tensordict.nn.functional_modules",
+        "BatchedUninitializedParameter",
+    ),
+    (
+        "tensordict.utils",
+        "_BatchedUninitializedBuffer",
+        "tensordict.nn.functional_modules",
+        "BatchedUninitializedBuffer",
+    ),
     ("tensordict._utils_options", "_REPR_OPTIONS", "tensordict.core.options", "_PRINT_OPTIONS"),
     ("tensordict._utils_options", "_legacy_lazy", "tensordict.core.options", "mark_legacy_lazy"),
     ("tensordict._utils_options", "lazy_legacy", "tensordict.core.options", "lazy_legacy"),

@@ -73,6 +73,12 @@ from tensordict.memmap.format import safe_legacy_name as _is_safe_legacy_key  # 
 from tensordict.memmap.tree import decode_key as _decode_key_from_filesystem  # noqa: F401
 from tensordict.memmap.tree import encode_key_for_filesystem as _encode_key_for_filesystem  # noqa: F401
 from tensordict.memmap.tree import print_directory_tree
+from tensordict.nn.functional_modules import (
+    BatchedUninitializedBuffer as _BatchedUninitializedBuffer,  # noqa: F401
+)
+from tensordict.nn.functional_modules import (
+    BatchedUninitializedParameter as _BatchedUninitializedParameter,  # noqa: F401
+)
 from tensordict.tensorclass.builder import is_tensorclass
 
 __all__ = [
