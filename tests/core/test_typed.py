@@ -223,3 +223,10 @@ def test_setting_source_points_the_instance_at_the_new_tensordict() -> None:
     assert typed._source is plain and typed.batch_size == (2,)
     plain["obs"] += 1  # shared entries, as from_tensordict
     assert (typed.obs == 2).all()
+
+
+def test_unlocking_a_memory_mapped_typed_tensordict_drops_the_flag(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    o = _obs().memmap_(tmp_path)
+    assert o.is_memmap()
+    o.unlock_()
+    assert not o.is_memmap() and not o._source.is_memmap()

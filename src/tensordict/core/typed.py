@@ -321,6 +321,9 @@ class TypedTensorDict(TensorDictBase):
     def _lock_children(self) -> list[Any]:
         return self._td_source._lock_children()
 
+    def _drop_storage_flags(self) -> None:
+        self._td_source._drop_storage_flags()
+
     def _context_ops(self) -> list[tuple[str, bool] | None]:
         if self._context is None:
             self._context = []
