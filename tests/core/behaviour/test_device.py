@@ -89,3 +89,10 @@ def test_to_in_place_refuses_a_locked_tensordict_and_changes_nothing() -> None:
     with td.unlock_():
         td.to(torch.float32, inplace=True)
     assert td["a"].dtype == torch.float32
+
+
+def test_to_its_own_device_in_place_is_a_no_op_even_when_locked(tmp_path) -> None:
+    td = TensorDict(a=torch.zeros(3, 4), batch_size=[3], device="cpu").memmap_(tmp_path)
+    assert td.to("cpu", inplace=True) is td and td.is_memmap()
+    with pytest.raises(LockedError):  # a cast replaces the leaves: refused while locked
+        td.to(torch.float64, inplace=True)
