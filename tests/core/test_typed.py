@@ -230,3 +230,10 @@ def test_unlocking_a_memory_mapped_typed_tensordict_drops_the_flag(tmp_path) -> 
     assert o.is_memmap()
     o.unlock_()
     assert not o.is_memmap() and not o._source.is_memmap()
+
+
+def test_casting_in_place_casts_the_source() -> None:
+    o = _obs()
+    source = o._source
+    assert o.to(torch.float64, inplace=True) is o
+    assert o.x.dtype == torch.float64 and o._source is source and source["y"].dtype == torch.float64

@@ -432,6 +432,14 @@ class TypedTensorDict(TensorDictBase):
             self._td_source.memmap_like(prefix, copy_existing=copy_existing, **kwargs)
         )
 
+    def _inplace_result(self, result: Any, inplace: bool, what: str) -> Any:
+        """With ``inplace``, the source takes ``result`` (``to``, ``reshape``, ... in place)."""
+        if not inplace:
+            return result
+        inner = result._source if isinstance(result, TypedTensorDict) else result
+        self._td_source = self._td_source._inplace_result(inner, True, what)
+        return self
+
     def clone(self, recurse: bool = True, **kwargs: Any) -> Any:
         """A copy (of the source, as the source copies itself), of this class."""
         return self._typed(self._td_source.clone(recurse, **kwargs))
