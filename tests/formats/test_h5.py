@@ -345,6 +345,14 @@ def test_to_in_place_is_refused_as_a_type_error(ptd):
         ptd.to(torch.float64, inplace=True)
 
 
+def test_to_its_own_device_in_place_is_refused_too(td, tmp_path):
+    ptd = PersistentTensorDict.from_dict(td, filename=tmp_path / "d.h5", device="cpu")
+    assert ptd.device == torch.device("cpu")
+    with pytest.raises(TypeError, match="Cannot use inplace=True"):
+        ptd.to("cpu", inplace=True)
+    assert ptd.to("cpu")["x"].device == torch.device("cpu")
+
+
 def test_a_legacy_shape_view_writes_in_place_into_the_file(ptd):
     from tensordict import set_lazy_legacy
 

@@ -184,6 +184,23 @@ class BackedTensorDict(TensorDictBase):
     def is_contiguous(self) -> bool:
         return False
 
+    def to(self, *args: Any, **kwargs: Any) -> Any:
+        """As :meth:`TensorDictBase.to`, without ``inplace=True``: the data stays in its file
+        or server, so an in-place move is refused even onto the device it reports (as upstream).
+
+        Examples:
+            >>> import os, tempfile, torch
+            >>> from tensordict import TensorDict
+            >>> path = os.path.join(tempfile.mkdtemp(), "to.h5")
+            >>> ptd = TensorDict({"a": torch.zeros(2)}, [2]).to_h5(path)
+            >>> ptd.to(torch.float64)["a"].dtype
+            torch.float64
+            >>> ptd.close()
+        """
+        if kwargs.get("inplace"):
+            self._inplace_result(self, True, "to")
+        return super().to(*args, **kwargs)
+
     def _inplace_result(self, result: Any, inplace: bool, what: str) -> Any:
         if inplace:
             raise ViewArgumentError(
