@@ -7,8 +7,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tensordict.parallel.reaper import wait_reaped
-
 
 def per_call_us(
     fn: Callable[[], Any], *, number: int | None = None, repeat: int = 7
@@ -53,6 +51,10 @@ def interleaved(contenders: dict[str, Callable[[], Any]], *, repeat: int) -> dic
     Interleaving spreads the noise of a shared machine over all contenders alike, so that the
     ratio of two samples from the same round (see :func:`pair_ratios`) compares like with like.
     """
+    # imported here: core_ops' measuring process imports this module under upstream's tensordict,
+    # which has no tensordict.parallel
+    from tensordict.parallel.reaper import wait_reaped
+
     samples: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(repeat):
         for name, fn in contenders.items():

@@ -9,8 +9,8 @@ Each chart is an SVG file under ``docs/_generated/``:
   process, measured in the same run;
 - ``cpu_bound.svg``: the same for the cpu_bound suite, with the two bare forked processes that
   bound what any engine can reach on the machine of the run;
-- ``core_ops.svg``: the time of each core operation over upstream's as the issues quote it
-  (constants of ``benchmarks/core_ops.py``; below 1: faster).
+- ``core_ops.svg``: the time of each core operation over upstream's, measured in the same run
+  (below 1: faster).
 
 A row of the results is ``{"suite", "name", "median", "unit", "ratios", "reference", ...}``
 (see ``benchmarks/report.py``); a workload's rows are named ``"WORKLOAD: CONTENDER"``.
@@ -222,7 +222,7 @@ def draw_all(out_dir: Path, results: Path = RESULTS) -> list[Path]:
         ),
         "core_ops.svg": (
             {"core operations": core_ops(rows)} if core_ops(rows) else {},
-            "time over upstream 0.15.3's, as the issues quote it (1 = upstream; lower is faster)",
+            "time over upstream 0.15.3's in the same run (1 = upstream; lower is faster)",
         ),
     }
     written = []

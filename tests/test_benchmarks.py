@@ -41,6 +41,11 @@ def test_run_quick_writes_table_and_results(tmp_path: Path) -> None:
         assert set(row) >= ROW_KEYS
         assert row["suite"] == "core_ops"
         assert row["median"] > 0
+    ops = [row for row in document["rows"] if not row["name"].startswith("tensorclass")]
+    assert {row["name"] for row in ops} >= {"td[10:20]", "clone", "apply(x + 1)"}
+    for row in ops:  # upstream in the same run, or the issues' figure when it is not installed
+        assert row["ratios"]["upstream"]["median"] > 0
+        assert "measured in this run" in row["reference"] or "issues' figure" in row["reference"]
 
 
 def test_only_rejects_an_unknown_suite() -> None:

@@ -67,6 +67,14 @@ def _names_of(td: Any) -> list[str | None] | None:
     return td._names_or_none() if hasattr(td, "_names_or_none") else None
 
 
+def _plain_same_shape(values: list[Any], shape: torch.Size) -> bool:
+    """Whether every value is a plain ``torch.Tensor`` (no subclass, not missing) of ``shape``."""
+    for v in values:  # noqa: SIM110 (a loop: the generator of all() costs more here)
+        if type(v) is not torch.Tensor or v.shape != shape:
+            return False
+    return True
+
+
 def _dense_stack_source(tds: Sequence[Any], dim: int) -> dict[str, Any] | None:
     """The stacked entries, or None when the members differ in keys or leaf shapes."""
     first = tds[0]
@@ -78,6 +86,9 @@ def _dense_stack_source(tds: Sequence[Any], dim: int) -> dict[str, Any] | None:
     for key in keys:
         values = [td._get_str(key, _MISSING) for td in tds]
         v0 = values[0]
+        if type(v0) is torch.Tensor and _plain_same_shape(values, v0.shape):
+            source[key] = torch.stack(values, dim)  # the common case, checked without generators
+            continue
         if any(v is _MISSING for v in values):
             return None
         if is_unbatched(v0):
