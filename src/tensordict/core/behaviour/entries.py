@@ -315,6 +315,8 @@ class EntriesMixin(TensorCollection):
         if getattr(type(value), "_is_tensorclass", False):
             value = _grown(value, batch_size)
             self._check_batch(key, value, batch_size)
+            if device is not None and value.device != device:  # (a moved copy, as upstream)
+                value = value.to(device)
             return value
         if isinstance(value, NonTensorData):
             if len(value.batch_size) <= len(batch_size):
