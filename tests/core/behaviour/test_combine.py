@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
-from tensordict import LazyStackedTensorDict, NonTensorData, TensorDict
+from tensordict import LazyStackedTensorDict, NonTensorData, TensorDict, tensorclass
 from tensordict.errors import BatchSizeError, ShapeMismatchError
 
 
@@ -287,3 +289,29 @@ def test_stack_into_an_out_of_another_batch_size_writes_nothing() -> None:
     with pytest.raises(ShapeMismatchError, match=r"out\.batch_size and stacked batch size"):
         torch.stack([td, td], 0, out=out)
     assert (out["a"] == 0).all()
+
+
+@tensorclass
+class _Pair:
+    x: torch.Tensor
+    inner: Any = None
+    label: str = "p"
+
+
+def test_where_over_a_tensorclass_takes_the_matching_leaf_of_the_other_operand() -> None:
+    def make_pair(v: float) -> _Pair:
+        inner = _Pair(x=torch.full((4,), v), batch_size=[4])
+        return _Pair(x=torch.full((4, 2), v), inner=inner, batch_size=[4])
+
+    mask = torch.tensor([True, False, True, False])
+    td = TensorDict({"p": make_pair(1.0), "a": torch.ones(4)}, [4])
+    other = TensorDict({"p": make_pair(5.0), "a": torch.full((4,), 5.0)}, [4])
+    out = torch.where(mask, td, other)
+    assert isinstance(out["p"].x, torch.Tensor)  # (it was a _Pair: the whole operand was used)
+    assert out["p"].x[:, 0].tolist() == [1.0, 5.0, 1.0, 5.0]
+    assert out["p"].inner.x.tolist() == [1.0, 5.0, 1.0, 5.0] and out["p"].label == "p"
+    flipped = torch.where(mask, 0.0, td)  # a number first: the tensordict fills the rest
+    assert flipped["p"].x[:, 1].tolist() == [0.0, 1.0, 0.0, 1.0]
+    target = td.clone()
+    torch.where(mask, td, other, out=target)  # written in place through the tensorclass
+    assert target["p"].inner.x.tolist() == [1.0, 5.0, 1.0, 5.0]

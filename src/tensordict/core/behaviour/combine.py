@@ -268,7 +268,16 @@ def _where(condition: Any, base: Any, rest: Any, flip: bool) -> Any:
         members = [_where(c, m, r, flip) for m, c, r in parts]
         return factory.LazyStackedTensorDict(*members, stack_dim=sd)
     if getattr(type(base), "_is_tensorclass", False):
-        return base._apply_leaves(lambda x, *o: _where_leaf(condition, x, rest, flip))
+        # (each leaf meets the matching leaf of a collection operand, not the whole operand)
+        others = [o for o in (condition, rest) if _is_coll(o)]
+
+        def leaf(x: torch.Tensor, *matching: Any) -> torch.Tensor:
+            found = iter(matching)
+            c = next(found) if _is_coll(condition) else condition
+            r = next(found) if _is_coll(rest) else rest
+            return _where_leaf(c, x, r, flip)
+
+        return base._apply_leaves(leaf, *others)
     out: dict[str, Any] = {}
     for key, value in base._own_items():
         r = rest._get_str(key, None) if isinstance(rest, TensorCollection) else rest
@@ -280,6 +289,10 @@ def _where(condition: Any, base: Any, rest: Any, flip: bool) -> Any:
         else:
             out[key] = value
     return base._new_dense(out, base.batch_size, base._names_or_none())
+
+
+def _is_coll(operand: Any) -> bool:
+    return isinstance(operand, TensorCollection) or getattr(type(operand), "_is_tensorclass", False)
 
 
 def _where_leaf(c: Any, x: torch.Tensor, y: Any, flip: bool) -> torch.Tensor:
