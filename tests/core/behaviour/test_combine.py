@@ -315,3 +315,23 @@ def test_where_over_a_tensorclass_takes_the_matching_leaf_of_the_other_operand()
     target = td.clone()
     torch.where(mask, td, other, out=target)  # written in place through the tensorclass
     assert target["p"].inner.x.tolist() == [1.0, 5.0, 1.0, 5.0]
+
+
+def test_a_tensorclass_compares_equal_to_its_dict_and_tensordict_forms() -> None:
+    # fields held as None (inner, label here) appear as None entries once converted; they are
+    # not missing keys (as upstream); a real extra key still is
+    from tensordict.errors import KeyMismatchError
+
+    pair = _Pair(x=torch.ones(4, 2), inner=_Pair(x=torch.ones(4), batch_size=[4]), batch_size=[4])
+    pair.inner.label = None
+    td = TensorDict({"p": pair, "a": torch.ones(4)}, [4])
+    as_dict = td.to_dict()
+    assert as_dict["p"]["inner"]["inner"] is None
+    assert (td == as_dict).all()
+    assert (TensorDict.from_dict(as_dict, auto_batch_size=False) == td).all()
+    assert (pair.inner == TensorDict({"x": torch.ones(4), "inner": None}, [4])).all()
+    assert not (
+        td == TensorDict.from_dict(as_dict, auto_batch_size=False).apply(lambda x: x * 2)
+    ).all()
+    with pytest.raises(KeyMismatchError):
+        _ = pair.inner == TensorDict({"x": torch.ones(4), "w": torch.ones(4)}, [4])
