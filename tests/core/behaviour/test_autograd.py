@@ -80,3 +80,15 @@ def test_out_forms_refuse_tensors_requiring_grad_as_torch(op, call) -> None:
     assert (out["a"] == 0).all()
     with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
         call(TensorDict(a=torch.zeros(3), batch_size=[3]), _grad_td().detach().requires_grad_())
+
+
+def test_grad_of_an_unbatched_entry_stays_unbatched() -> None:
+    from tensordict import UnbatchedTensor
+
+    td = TensorDict({"a": torch.zeros(4, 3), "u": UnbatchedTensor(torch.zeros(7, 11))}, [4])
+    inputs = td.requires_grad_()
+    outputs = inputs * 2
+    outputs.backward(torch.ones_like(outputs))
+    grad = inputs.grad  # (building it raised BatchSizeError: [7, 11] is not the batch size)
+    assert isinstance(grad["u"], UnbatchedTensor) and grad["u"].shape == torch.Size([7, 11])
+    assert (grad == 2).all()

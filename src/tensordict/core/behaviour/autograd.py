@@ -17,6 +17,7 @@ import torch
 from tensordict.core import factory
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import leaf_or_non_tensor
+from tensordict.core.unbatched import UnbatchedTensor, is_unbatched
 from tensordict.errors import BackwardError, NotATensorDictError, TensorDictKeyError
 
 __all__ = ["backward", "grad_of", "out_writes", "refuse_out_with_grad"]
@@ -102,9 +103,18 @@ def grad_of(td: Any) -> Any:
     ]
     if not keys:
         return None
-    by_key = {k: td.get(k).grad for k in keys}
+    by_key = {k: _grad(td.get(k)) for k in keys}
     out = td.select(*keys)
     return out._apply_leaves(lambda x: x).update(by_key)  # (same structure, the grads)
+
+
+def _grad(leaf: torch.Tensor) -> torch.Tensor:
+    """The gradient of ``leaf``; an unbatched entry's stays unbatched (its shape is not the
+    batch size's)."""
+    grad = leaf.grad
+    if grad is not None and is_unbatched(leaf) and not is_unbatched(grad):
+        return UnbatchedTensor(grad)
+    return grad  # type: ignore[return-value]
 
 
 def refuse_out_with_grad(op: str, out: Any, inputs: Sequence[Any]) -> None:
