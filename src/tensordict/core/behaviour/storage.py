@@ -61,9 +61,9 @@ class StorageMixin(TensorCollection):
         """Whether the tensors live in shared memory (False when there are none).
 
         A :class:`~tensordict.TensorDict` answers with a flag, as upstream: set by
-        :meth:`share_memory_`, kept by indexing and by the shape operations that view
-        (``view``, ``permute``, ``unsqueeze``, ...), dropped by key operations (``select``,
-        ``exclude``, ...), copies and ``unlock_()``.
+        :meth:`~tensordict.TensorDict.share_memory_`, kept by indexing and by the shape
+        operations that view (``view``, ``permute``, ``unsqueeze``, ...), dropped by key
+        operations (``select``, ``exclude``, ...), copies and ``unlock_()``.
         """
         return in_shared_memory(self)
 
