@@ -20,10 +20,14 @@ the same machine):
 - ``map_iter``: ``td.map_iter(fn, num_workers=2)``, workers started by the call;
 - ``DataLoader``: 2 workers, item ``i`` is ``fn(chunk i)``;
 - ``bare processes``: two forked processes run ``fn`` over alternate chunks, with no engine and
-  nothing sent back: the limit of process parallelism on the machine of the run.
+  nothing sent back: the limit of process parallelism on the machine of the run;
+- ``bare processes + send`` (tiny only, issue [perf-3]): the same, each result also sent back
+  as it comes (pickled, one length-prefixed message per result through a pipe) and unpickled
+  by this process: the fair limit for results that must reach the caller.
 
 Targets: ``map_iter`` >= 0.95x ``bare processes`` for every workload (see the ratio column);
-tiny chunks >= 25,000/s.
+tiny chunks >= 25,000/s and >= 0.95x ``bare processes + send``. ``python -m benchmarks.run
+--only tiny`` runs the tiny workload alone.
 """
 
 from __future__ import annotations
@@ -91,9 +95,15 @@ def _with_threads(threads: int, run: Callable[[], int]) -> Callable[[], int]:
 
 
 def contenders(
-    td: TensorDict, fn: Callable[..., Any], chunksize: int, *, shuffle: bool = False
+    td: TensorDict,
+    fn: Callable[..., Any],
+    chunksize: int,
+    *,
+    shuffle: bool = False,
+    send: bool = False,
 ) -> dict[str, Any]:
-    """Every contender of one workload, as zero-argument callables."""
+    """Every contender of one workload, as zero-argument callables (``send``: with the bare
+    processes that send their results back)."""
     kw = {"num_workers": WORKERS, "chunksize": chunksize, "generator": torch.Generator()}
     source, each = td, fn
     if shuffle:  # the others take chunks of row numbers and gather the rows themselves
@@ -106,6 +116,11 @@ def contenders(
         "map_iter": lambda: _drain(td.map_iter(fn, shuffle=shuffle, **kw)),
         "DataLoader": _dataloader(source, each, chunksize),
         "bare processes": lambda: bare_processes(source, each, chunksize),
+        **(
+            {"bare processes + send": lambda: bare_processes(source, each, chunksize, send=True)}
+            if send
+            else {}
+        ),
     }
 
 
@@ -114,10 +129,10 @@ def workload(name: str, td: TensorDict, chunksize: int, repeat: int) -> list[Row
     processes of the same rounds."""
     fn = WORKLOADS[name][0]
     small = td[: 2 * chunksize]
-    shuffle = name == "shuffle"
-    for warm in contenders(small, fn, chunksize, shuffle=shuffle).values():
+    shuffle, send = name == "shuffle", name == "tiny"
+    for warm in contenders(small, fn, chunksize, shuffle=shuffle, send=send).values():
         warm()
-    samples = interleaved(contenders(td, fn, chunksize, shuffle=shuffle), repeat=repeat)
+    samples = interleaved(contenders(td, fn, chunksize, shuffle=shuffle, send=send), repeat=repeat)
     n = td.batch_size[0]
     label = f"{name} {n:,} rows x {chunksize:,}"
     rows = []
@@ -127,11 +142,15 @@ def workload(name: str, td: TensorDict, chunksize: int, repeat: int) -> list[Row
             ratios["loop"] = pair_ratios(samples["loop"], seconds)
         if contender not in ("loop", "bare processes"):
             ratios["bare processes"] = pair_ratios(samples["bare processes"], seconds)
+        if contender == "map_iter" and send:
+            ratios["bare + send"] = pair_ratios(samples["bare processes + send"], seconds)
         reference = TARGET if contender == "map_iter" else ""
         if contender == "map_iter" and name == "tiny":
-            reference += ", >= 25,000 rows/s"
+            reference += ", >= 25,000 rows/s, >= 0.95x bare + send"
         if contender == "bare processes":
             reference = "the machine's limit for 2 processes"
+        if contender == "bare processes + send":
+            reference = "the limit with each result sent back"
         rows.append(
             _row(
                 f"{label}: {contender}",

@@ -78,8 +78,14 @@ def cached(nbytes: int) -> TensorDict:
     return TensorDict.load_memmap(_folder(rows_for(nbytes)) / "td")
 
 
-def dataset(nbytes: int) -> tuple[TensorDict, bool]:
-    """The memory-mapped dataset of ``nbytes`` (rounded to rows), read once into the page cache.
+def path_of(nbytes: int) -> Path:
+    """The folder of the memory-mapped tensordict :func:`dataset` builds for ``nbytes``."""
+    return _folder(rows_for(nbytes)) / "td"
+
+
+def dataset(nbytes: int, *, read: bool = True) -> tuple[TensorDict, bool]:
+    """The memory-mapped dataset of ``nbytes`` (rounded to rows), read once into the page cache
+    (unless ``read=False``: the cold-data suite evicts it anyway).
 
     Returns:
         The tensordict and whether the cached copy was reused.
@@ -90,7 +96,8 @@ def dataset(nbytes: int) -> tuple[TensorDict, bool]:
     reused = td is not None
     if td is None:
         td = _build(folder, rows)
-    warm(td)
+    if read:
+        warm(td)
     return td, reused
 
 

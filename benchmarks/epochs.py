@@ -13,22 +13,54 @@ starting its workers (as a user's training run does):
   the same shuffled 1,024-row chunks (``BatchSampler(RandomSampler)``, ``fn(td[indices])``).
 
 Targets: persistent pool <= 0.6x the fresh pool per epoch, and <= DataLoader persistent.
+
+Steady-state epochs (issue [perf-3], :func:`steady`; ``python -m benchmarks.run --only steady``):
+sequential epochs on workers started once, each contender started before its timed epochs and
+given one untimed epoch first (workers started, pages mapped). Workloads: ``reduce`` over 2 GiB
+of the map_iter suite's dataset in the page cache, 16,384-row chunks (64 KiB results), and
+``pyrows`` (pure Python per row, ``workloads.pyrows_chunk``) over 131,072 rows in 4,096-row
+chunks. Contenders, in turn ``repeat`` times, each sample the mean of ``epochs`` epochs:
+
+- ``loop``: ``fn`` on every chunk in this process, one torch thread;
+- ``WorkerPool``: ``td.map_iter(fn, chunksize=cs, pool=pool)`` on one ``WorkerPool(2)``;
+- ``persistent limit``: two processes forked once, each running ``fn`` over alternate chunks
+  when signalled (one byte through a pipe per epoch), nothing sent back but an end marker when
+  done: the limit of two persistent processes on the machine of the run;
+- ``persistent limit + send``: the same, each result also sent back as it comes (pickled,
+  one length-prefixed message per result through the pipe) and unpickled here: what
+  returning every result costs without an engine.
+
+Each sample also records the CPU time per chunk of this process (``time.process_time``) and of
+the workers (``/proc/PID/schedstat``): figures the load of a shared machine moves much less
+than wall times. Target: WorkerPool >= 0.95x the persistent limit on both workloads.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
-from benchmarks.data import ROW_BYTES, dataset
+from benchmarks.data import ROW_BYTES, dataset, warm
 from benchmarks.map_iter import Row, _drain, _row
-from benchmarks.timing import interleaved, pair_ratios
-from benchmarks.workloads import IndexDataset, no_collate, reduce_chunk
+from benchmarks.timing import interleaved, pair_ratios, summary
+from benchmarks.workloads import (
+    IndexDataset,
+    _receive_all,
+    end_results,
+    no_collate,
+    plain_loop,
+    pyrows_chunk,
+    reduce_chunk,
+    send_result,
+)
 from tensordict import TensorDict
 from tensordict.parallel import WorkerPool
+from tensordict.parallel.reaper import wait_reaped
 from tensordict.sizes import format_bytes
 
 WORKERS = 2
@@ -105,6 +137,235 @@ def run(size: int = 64 * MIB, epochs: int = 20, repeat: int = 3) -> dict[str, An
         rows.append(_row(f"{label}: {name} (mean epoch)", per_epoch, "s", reference, ratios=ratios))
     setting = {"bytes": size, "chunk_rows": CHUNK, "epochs": epochs, "workers": WORKERS}
     return {"setting": setting, "rows": rows}
+
+
+# ---------------------------------------------------------------------- steady-state epochs
+GIB = 1 << 30
+#: workload -> (fn, bytes of the dataset it reads, rows per chunk, unit of its rate)
+STEADY: dict[str, tuple[Callable[[TensorDict], Any], int, int, str]] = {
+    "reduce": (reduce_chunk, 2 * GIB, 16_384, "GB/s"),
+    "pyrows": (pyrows_chunk, 131_072 * ROW_BYTES, 4096, "rows/s"),
+}
+
+
+def cpu_seconds(pid: int) -> float:
+    """Seconds process ``pid`` has run on a CPU (``/proc/PID/schedstat``, nanoseconds; 0.0 when
+    unavailable)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+class Steady:
+    """A contender of the steady-state epochs: started once, then run epoch by epoch."""
+
+    def __init__(self, td: TensorDict, fn: Callable[[TensorDict], Any], chunksize: int) -> None:
+        self.td, self.fn, self.chunksize = td, fn, chunksize
+
+    def start(self) -> None:
+        """Start the workers (not timed)."""
+
+    def epoch(self) -> None:
+        raise NotImplementedError
+
+    def pids(self) -> list[int]:
+        """The worker processes, whose CPU time is counted."""
+        return []
+
+    def close(self) -> None:
+        """Stop the workers (not timed)."""
+
+
+class LoopEpochs(Steady):
+    def epoch(self) -> None:
+        plain_loop(self.td, self.fn, self.chunksize)
+
+
+class PoolEpochs(Steady):
+    """``map_iter(fn, pool=pool)`` on one :class:`WorkerPool`."""
+
+    pool: WorkerPool
+
+    def start(self) -> None:
+        self.pool = WorkerPool(WORKERS, generator=torch.Generator())
+
+    def epoch(self) -> None:
+        _drain(self.td.map_iter(self.fn, chunksize=self.chunksize, pool=self.pool))
+
+    def pids(self) -> list[int]:
+        return [w.process.pid for w in self.pool._pool.workers.values()]
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+class BareEpochs(Steady):
+    """The persistent limit: processes forked once that run ``fn`` over alternate chunks each
+    time they read a byte from their pipe, and write one byte back when done (``send``: they
+    also send each result back, pickled, and this process unpickles it)."""
+
+    send = False
+
+    def start(self) -> None:
+        n = self.td.batch_size[0]
+        starts = list(range(0, n, self.chunksize))
+        self.children: list[tuple[int, int, int]] = []  # (pid, go write end, done read end)
+        for wid in range(WORKERS):
+            go_r, go_w = os.pipe()
+            done_r, done_w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - runs in the child
+                code = 1
+                try:
+                    for _, other_go, other_done in self.children:  # the siblings' ends
+                        os.close(other_go)
+                        os.close(other_done)
+                    os.close(go_w)
+                    os.close(done_r)
+                    torch.set_num_threads(1)
+                    out = os.fdopen(done_w, "wb", buffering=1 << 16)
+                    while os.read(go_r, 1):  # end of file: the parent closed the pipe
+                        for s in starts[wid::WORKERS]:
+                            result = self.fn(self.td[s : s + self.chunksize])
+                            if self.send:
+                                send_result(out, result)
+                        end_results(out)
+                    code = 0
+                finally:
+                    os._exit(code)
+            os.close(go_r)
+            os.close(done_w)
+            self.children.append((pid, go_w, done_r))
+
+    def epoch(self) -> None:
+        for _, go, _ in self.children:
+            os.write(go, b"g")
+        received = _receive_all([done for _, _, done in self.children], close=False)
+        if received != (self.chunks if self.send else 0):
+            raise RuntimeError(f"the persistent processes sent {received} results")
+
+    @property
+    def chunks(self) -> int:
+        return -(-self.td.batch_size[0] // self.chunksize)
+
+    def pids(self) -> list[int]:
+        return [pid for pid, _, _ in self.children]
+
+    def close(self) -> None:
+        for pid, go, done in self.children:
+            os.close(go)
+            os.close(done)
+            os.waitpid(pid, 0)
+
+
+class SendingEpochs(BareEpochs):
+    send = True
+
+
+STEADY_CONTENDERS: dict[str, type[Steady]] = {
+    "loop": LoopEpochs,
+    "WorkerPool": PoolEpochs,
+    "persistent limit": BareEpochs,
+    "persistent limit + send": SendingEpochs,
+}
+
+
+def steady_sample(contender: Steady, epochs: int) -> dict[str, float]:
+    """Start ``contender``, run one untimed epoch, then time ``epochs`` epochs: seconds per epoch
+    and CPU seconds per epoch of this process and of the workers."""
+    contender.start()
+    try:
+        contender.epoch()
+        pids = contender.pids()
+        workers = sum(cpu_seconds(pid) for pid in pids)
+        parent = time.process_time()
+        t0 = time.perf_counter()
+        for _ in range(epochs):
+            contender.epoch()
+        wall = time.perf_counter() - t0
+        parent = time.process_time() - parent
+        workers = sum(cpu_seconds(pid) for pid in pids) - workers
+    finally:
+        contender.close()
+        wait_reaped()
+    return {"seconds": wall / epochs, "parent": parent / epochs, "workers": workers / epochs}
+
+
+def steady(
+    names: list[str] | None = None,
+    *,
+    epochs: int | None = None,
+    repeat: int = 5,
+    scale: float = 1.0,
+) -> dict[str, Any]:
+    """Steady-state epochs of each workload (``STEADY``); ``{"rows": [...], "setting": ...}``.
+
+    ``scale`` shrinks every dataset (``--quick``); ``epochs`` defaults to about one second of
+    epochs per sample for two processes.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    rows: list[Row] = []
+    setting: dict[str, Any] = {"workers": WORKERS, "repeat": repeat}
+    try:
+        for name in names or list(STEADY):
+            fn, nbytes, chunksize, unit = STEADY[name]
+            nbytes = max(4 * chunksize * ROW_BYTES, int(nbytes * scale))
+            source, _ = dataset(max(nbytes, 4 * GIB if scale == 1.0 else nbytes), read=False)
+            td = source[: nbytes // ROW_BYTES]
+            warm(td)
+            n = td.batch_size[0]
+            count = epochs or (10 if name == "reduce" else 3)
+            samples: dict[str, list[dict[str, float]]] = {c: [] for c in STEADY_CONTENDERS}
+            for _ in range(repeat):
+                for contender, cls in STEADY_CONTENDERS.items():
+                    samples[contender].append(steady_sample(cls(td, fn, chunksize), count))
+            chunks = -(-n // chunksize)
+            amount = n * ROW_BYTES / 1e9 if unit == "GB/s" else n
+            label = f"steady {name} {format_bytes(n * ROW_BYTES)} x {chunksize:,} rows"
+            rows += _steady_rows(label, samples, amount, unit, chunks)
+            setting[name] = {"rows": n, "chunk_rows": chunksize, "epochs": count}
+    finally:
+        torch.set_num_threads(threads)
+    return {"setting": setting, "rows": rows}
+
+
+def _steady_rows(
+    label: str,
+    samples: dict[str, list[dict[str, float]]],
+    amount: float,
+    unit: str,
+    chunks: int,
+) -> list[Row]:
+    seconds = {c: [s["seconds"] for s in runs] for c, runs in samples.items()}
+    rows = []
+    for contender, runs in samples.items():
+        ratios = {}
+        for ref in ("loop", "persistent limit", "persistent limit + send"):
+            if contender != ref and (ref == "loop" or contender == "WorkerPool"):
+                ratios[ref] = pair_ratios(seconds[ref], seconds[contender])
+        if contender == "persistent limit + send":
+            ratios["persistent limit"] = pair_ratios(
+                seconds["persistent limit"], seconds[contender]
+            )
+        reference = "target >= 0.95x persistent limit" if contender == "WorkerPool" else ""
+        cpu = {
+            f"cpu_{who}_us_per_chunk": summary([1e6 * s[who] / chunks for s in runs])
+            for who in ("parent", "workers")
+        }
+        rows.append(
+            _row(
+                f"{label}: {contender}",
+                [amount / s for s in seconds[contender]],
+                unit,
+                reference,
+                ratios=ratios,
+                **cpu,
+            )
+        )
+    return rows
 
 
 def main() -> None:

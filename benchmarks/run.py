@@ -1,9 +1,11 @@
 """The one entry point of the benchmark suite: ``python -m benchmarks.run [--quick] [--only NAME]``.
 
-Runs every suite (core_ops, memmap_io, map_iter, cpu_bound, epochs, io_stream, consolidate,
-and ray_pool when ray is installed), prints one table and writes ``benchmarks/results.json``
-(the machine, the table rows and each suite's raw results). ``make bench ARGS="--quick"`` runs
-the same at small sizes, as a smoke run.
+Runs every suite (core_ops, memmap_io, map_iter, cpu_bound, epochs, cold, io_stream,
+consolidate, and ray_pool when ray is installed), prints one table and writes
+``benchmarks/results.json`` (the machine, the table rows and each suite's raw results).
+``make bench ARGS="--quick"`` runs the same at small sizes, as a smoke run; ``--only steady`` and
+``--only tiny`` run one part of the epochs and cpu_bound suites; ``make bench ARGS=--big`` runs
+the cold suite over a dataset of 1.5x the machine's RAM (into ``benchmarks/results-big.json``).
 """
 
 from __future__ import annotations
@@ -106,6 +108,40 @@ def epochs(quick: bool) -> tuple[dict[str, Any], list[Row]]:
         raw = suite.run(size=16 * MIB, epochs=5, repeat=2)
     else:
         raw = suite.run()
+    steady_raw, steady_rows = steady(quick)
+    raw = {**raw, "steady": steady_raw}
+    return raw, [{k: v for k, v in r.items() if k != "samples"} for r in raw["rows"]] + steady_rows
+
+
+#: ``--repeat``: rounds of the steady, tiny and cold parts (None: their defaults)
+REPEAT: int | None = None
+
+
+def steady(quick: bool) -> tuple[dict[str, Any], list[Row]]:
+    from benchmarks import epochs as suite
+
+    if quick:
+        raw = suite.steady(scale=1 / 64, repeat=REPEAT or 1, epochs=2)
+    else:
+        raw = suite.steady(repeat=REPEAT or 5)
+    return raw, [{k: v for k, v in r.items() if k != "samples"} for r in raw["rows"]]
+
+
+def tiny(quick: bool) -> tuple[dict[str, Any], list[Row]]:
+    from benchmarks import cpu_bound as suite
+
+    repeat = REPEAT or (2 if quick else 5)
+    raw = suite.run(scale=1 / 32 if quick else 1.0, repeat=repeat, only=["tiny"])
+    return raw, [{k: v for k, v in r.items() if k != "samples"} for r in raw["rows"]]
+
+
+def cold(quick: bool, big: bool = False) -> tuple[dict[str, Any], list[Row]]:
+    from benchmarks import cold as suite
+
+    kw = suite.sizes(quick, big)
+    if REPEAT is not None:
+        kw["repeat"] = REPEAT
+    raw = suite.run(**kw)
     return raw, [{k: v for k, v in r.items() if k != "samples"} for r in raw["rows"]]
 
 
@@ -214,9 +250,15 @@ SUITES: dict[str, Callable[[bool], tuple[dict[str, Any], list[Row]]]] = {
     "map_iter": map_iter,
     "cpu_bound": cpu_bound,
     "epochs": epochs,
+    "cold": cold,
     "ray_pool": ray_pool,
     "io_stream": io_stream,
     "consolidate": consolidate,
+}
+#: parts of the suites above, run only when named (``--only steady``): quick to re-run alone
+PARTS: dict[str, Callable[[bool], tuple[dict[str, Any], list[Row]]]] = {
+    "steady": steady,  # the steady-state epochs of the epochs suite
+    "tiny": tiny,  # the tiny-chunks workload of the cpu_bound suite
 }
 
 
@@ -224,16 +266,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     parser.add_argument(
-        "--only", action="append", choices=sorted(SUITES), help="run this suite (repeatable)"
+        "--only",
+        action="append",
+        choices=sorted([*SUITES, *PARTS]),
+        help="run this suite, or this part of one (repeatable)",
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=None, help="rounds of the steady, tiny and cold parts"
+    )
+    parser.add_argument(
+        "--big",
+        action="store_true",
+        help="the cold suite over a dataset of 1.5x the machine's RAM (built on first use)",
     )
     parser.add_argument("--output", type=Path, default=RESULTS, help="where to write the JSON")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
+    global REPEAT
     args = parse_args(argv)
+    REPEAT = args.repeat
     torch.set_num_threads(1)  # every suite measures one thread of work per process
-    names = args.only or list(SUITES)
+    names = args.only or (["cold"] if args.big else list(SUITES))
+    if args.big and args.output == RESULTS:  # keep the results of the usual run
+        args.output = RESULTS.with_name("results-big.json")
     info, started = machine(), time.perf_counter()
     document: dict[str, Any] = {"machine": info, "quick": args.quick, "suites": {}, "rows": []}
     for name in names:
@@ -243,7 +300,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"{name}: running ...", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
-        raw, rows = SUITES[name](args.quick)
+        if name == "cold":
+            raw, rows = cold(args.quick, args.big)
+        else:
+            raw, rows = {**SUITES, **PARTS}[name](args.quick)
         print(f"{name}: done in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
         document["suites"][name] = raw
         document["rows"] += [{"suite": name, **row} for row in rows]

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import pickle
+import selectors
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -102,7 +105,11 @@ def encoded_images(n: int) -> TensorDict:
 
 
 def bare_processes(
-    td: TensorDict, fn: Callable[[TensorDict], Any], chunksize: int, copy: bool = False
+    td: TensorDict,
+    fn: Callable[[TensorDict], Any],
+    chunksize: int,
+    copy: bool = False,
+    send: bool = False,
 ) -> int:
     """The limit of process parallelism: two forked processes run ``fn`` over alternate chunks,
     with no engine and nothing sent back. Returns the chunks run.
@@ -110,30 +117,100 @@ def bare_processes(
     ``copy=True``: each process also copies every result's leaves once into a warm buffer it
     reuses, the one copy a result that crosses processes needs at least (the floor for
     workloads with large results).
+
+    ``send=True``: each process also sends every result back, pickled (``pickle.dumps``, one
+    length-prefixed message per result through a pipe), and this process reads and unpickles
+    each one as it comes (the fair limit for tiny chunks, whose results must reach the caller).
     """
     n = td.batch_size[0]
     starts = list(range(0, n, chunksize))
-    pids = []
+    pids, pipes = [], []
     for wid in range(2):
+        read_end, write_end = os.pipe() if send else (-1, -1)
         pid = os.fork()
         if pid == 0:  # pragma: no cover - runs in the child
             code = 1
             try:
                 torch.set_num_threads(1)
+                for other in pipes:  # the sibling's read end: not ours to hold
+                    os.close(other)
                 sink: dict[Any, torch.Tensor] = {}
+                out = os.fdopen(write_end, "wb", buffering=1 << 16) if send else None
                 for s in starts[wid::2]:
                     result = fn(td[s : s + chunksize])
                     if copy and result is not None:
                         _copy_leaves(result, sink)
+                    if out is not None:
+                        send_result(out, result)
+                if out is not None:
+                    out.close()
                 code = 0
             finally:
                 os._exit(code)
         pids.append(pid)
+        if send:
+            os.close(write_end)
+            pipes.append(read_end)
+    received = _receive_all(pipes) if send else 0
     for pid in pids:
         _, status = os.waitpid(pid, 0)
         if os.waitstatus_to_exitcode(status) != 0:
             raise RuntimeError(f"a bare benchmark process (pid {pid}) failed")
+    if send and received != len(starts):
+        raise RuntimeError(f"the bare processes sent {received} results for {len(starts)} chunks")
     return len(starts)
+
+
+_LENGTH = struct.Struct("<I")
+
+
+def send_result(out: Any, result: Any) -> None:
+    """Write ``result`` pickled, length-prefixed, to the file ``out`` and flush it."""
+    data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+    out.write(_LENGTH.pack(len(data)))
+    out.write(data)
+    out.flush()
+
+
+def end_results(out: Any) -> None:
+    """Write the end of a stream of results (an empty message) without closing ``out``."""
+    out.write(_LENGTH.pack(0))
+    out.flush()
+
+
+def _receive_all(fds: list[int], close: bool = True) -> int:
+    """Read length-prefixed pickles from ``fds``, unpickling every one, until each ends (closes,
+    or sends an empty message: then it stays open); closes them if ``close``. Returns how many
+    results came."""
+    count = 0
+    buffers = {fd: bytearray() for fd in fds}
+    with selectors.DefaultSelector() as selector:
+        for fd in fds:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            for key, _ in selector.select():
+                fd = key.fd
+                data = os.read(fd, 1 << 16)
+                buf = buffers[fd]
+                buf += data
+                pos, ended = 0, not data
+                while not ended and len(buf) - pos >= _LENGTH.size:
+                    (length,) = _LENGTH.unpack_from(buf, pos)
+                    end = pos + _LENGTH.size + length
+                    if len(buf) < end:
+                        break
+                    if length:
+                        pickle.loads(memoryview(buf)[pos + _LENGTH.size : end])
+                        count += 1
+                    else:
+                        ended = True
+                    pos = end
+                del buf[:pos]
+                if ended:
+                    selector.unregister(fd)
+                    if close:
+                        os.close(fd)
+    return count
 
 
 def _copy_leaves(result: Any, sink: dict[Any, torch.Tensor]) -> None:

@@ -9,6 +9,9 @@ Each chart is an SVG file under ``docs/_generated/``:
   process, measured in the same run;
 - ``cpu_bound.svg``: the same for the cpu_bound suite, with the two bare forked processes that
   bound what any engine can reach on the machine of the run;
+- ``limits.svg``: the workloads measured against a limit of the machine in the same run (data
+  read cold from the disk, steady-state epochs on a persistent pool, tiny chunks whose results
+  are sent back): each contender's throughput over that limit, the limits hatched;
 - ``core_ops.svg``: the time of each core operation over upstream's, measured in the same run
   (below 1: faster).
 
@@ -37,6 +40,28 @@ COLOURS = {
     "upstream (issues' figure)": "#bdbdbd",  # its ratio to its loop, quoted in the issues
     "bare processes": "#2ca02c",
 }
+#: the limit-bound workloads (``limits.svg``): a workload's name starts with the key; the value
+#: is its limit (the contender every bar is divided by) and the target for this library
+LIMITS = {
+    "cold sequential": ("limit", 0.95),
+    "cold shuffled": ("limit", 0.9),
+    "steady": ("persistent limit", 0.95),
+    "tiny": ("bare processes + send", 0.95),
+}
+#: contenders of ``limits.svg``, in this order, and their colours; limits are drawn hatched
+LIMIT_COLOURS = {
+    "map_iter": "#1f77b4",
+    "WorkerPool": "#1f77b4",
+    "loop": "#9467bd",
+    "DataLoader": "#ff7f0e",
+    "upstream map_iter": "#7f7f7f",
+    "limit": "#2ca02c",
+    "persistent limit": "#2ca02c",
+    "bare processes + send": "#2ca02c",
+    "persistent limit + send": "#98df8a",
+    "bare processes": "#98df8a",
+}
+HATCHED = {name for name in LIMIT_COLOURS if "limit" in name or name.startswith("bare")}
 
 
 def load(path: Path = RESULTS) -> dict[str, Any] | None:
@@ -112,6 +137,47 @@ def _quoted_upstream(row: dict[str, Any]) -> float | None:
     return float(match.group(1)) if match else None
 
 
+def limits(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """``{panel title: {contender: throughput over the workload's limit}}`` for the workloads
+    of ``LIMITS``, whichever suite ran them (``cold``; ``epochs`` or ``steady``; ``cpu_bound``
+    or ``tiny``). The title names the limit and the target.
+
+    Examples:
+        >>> rows = [
+        ...     {"suite": "tiny", "name": "tiny: bare processes + send", "median": 4.0,
+        ...      "unit": "chunks/s"},
+        ...     {"suite": "tiny", "name": "tiny: map_iter", "median": 3.0, "unit": "chunks/s"},
+        ... ]
+        >>> panels = limits(rows)
+        >>> list(panels)
+        ['tiny (target >= 0.95x bare processes + send)']
+        >>> panels['tiny (target >= 0.95x bare processes + send)']
+        {'map_iter': 0.75, 'bare processes + send': 1.0}
+    """
+    groups: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for row in rows:
+        workload, _, contender = row["name"].partition(": ")
+        if (
+            row.get("unit") in RATES
+            and contender in LIMIT_COLOURS
+            and row.get("median")
+        ):
+            groups[workload][contender] = row
+    out: dict[str, dict[str, float]] = {}
+    for workload, contenders in groups.items():
+        family = next((f for f in LIMITS if f"{workload} ".startswith(f + " ")), None)
+        if family is None or LIMITS[family][0] not in contenders:
+            continue
+        limit, target = LIMITS[family]
+        title = f"{workload} (target >= {target}x {limit})"
+        out[title] = {
+            name: contenders[name]["median"] / contenders[limit]["median"]
+            for name in LIMIT_COLOURS
+            if name in contenders
+        }
+    return out
+
+
 def core_ops(rows: list[dict[str, Any]]) -> dict[str, float]:
     """``{operation: its time over upstream's}`` for the core_ops suite."""
     return {
@@ -140,17 +206,23 @@ def _colour(name: str, value: float) -> str:
     """A contender's colour; an operation (not a contender) is green when faster than upstream."""
     if name in COLOURS:
         return COLOURS[name]
+    if name in LIMIT_COLOURS:
+        return LIMIT_COLOURS[name]
     return "#2ca02c" if value <= 1.0 else "#d62728"
 
 
-def _bars(ax: Any, values: dict[str, float], title: str) -> None:
+def _bars(ax: Any, values: dict[str, float], title: str, hatched: bool = False) -> None:
     names = list(values)
-    ax.barh(
+    bars = ax.barh(
         range(len(names)),
         [values[n] for n in names],
         height=0.7,
         color=[_colour(n, values[n]) for n in names],
     )
+    for bar, name in zip(bars, names):
+        if name in HATCHED and hatched:  # a limit of the machine, not a contender
+            bar.set_hatch("//")
+            bar.set_edgecolor("white")
     ax.set_yticks(range(len(names)), names, fontsize=8)
     ax.set_ylim(len(names) - 0.5, -0.5)
     ax.axvline(1.0, color="black", linewidth=1)
@@ -165,7 +237,11 @@ def _bars(ax: Any, values: dict[str, float], title: str) -> None:
 
 
 def _figure(
-    panels: dict[str, dict[str, float]], reference: str, title: str, out: Path
+    panels: dict[str, dict[str, float]],
+    reference: str,
+    title: str,
+    out: Path,
+    hatched: bool = False,
 ) -> None:
     import matplotlib
 
@@ -189,7 +265,7 @@ def _figure(
         layout="constrained",
     )
     for ax, (name, values) in zip(axes.flat, panels.items()):
-        _bars(ax, values, name)
+        _bars(ax, values, name, hatched)
     for ax in list(axes.flat)[len(panels) :]:
         ax.set_axis_off()
     if not panels:
@@ -220,6 +296,11 @@ def draw_all(out_dir: Path, results: Path = RESULTS) -> list[Path]:
             workloads(rows, ("cpu_bound",)),
             "throughput over a plain loop in one process (1 = the loop; higher is faster)",
         ),
+        "limits.svg": (
+            limits(rows),
+            "throughput over the limit of the machine measured in the same run"
+            " (1 = the limit, hatched; higher is faster)",
+        ),
         "core_ops.svg": (
             {"core operations": core_ops(rows)} if core_ops(rows) else {},
             "time over upstream 0.15.3's in the same run (1 = upstream; lower is faster)",
@@ -227,7 +308,7 @@ def draw_all(out_dir: Path, results: Path = RESULTS) -> list[Path]:
     }
     written = []
     for name, (panels, reference) in charts.items():
-        _figure(panels, reference, where, out_dir / name)
+        _figure(panels, reference, where, out_dir / name, hatched=name == "limits.svg")
         written.append(out_dir / name)
     return written
 

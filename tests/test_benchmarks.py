@@ -170,3 +170,84 @@ def test_chunk_cost_defaults_when_no_workload_is_named_and_rejects_unknown_ones(
         chunk_cost.parse_args(["tiny", "nope"])
     assert exit_info.value.code == 2
     assert "nope" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------- [perf-3]
+def test_cold_read_plan_names_each_chunks_bytes_in_file_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+    from benchmarks import cold
+
+    monkeypatch.setenv("TENSORDICT_BENCH_CACHE", str(tmp_path))
+    td, _ = dataset(64 * ROW_BYTES, read=False)
+    assert cold.read_plan(td, None, 16) == [
+        [(0, 16 * s * ROW_BYTES, 16 * ROW_BYTES)] for s in range(4)
+    ]
+    sparse = td[::8]  # rows 0, 8, ..., 56 of the file
+    perm = torch.tensor([3, 0, 7, 5, 1, 2, 6, 4])
+    plan = cold.read_plan(sparse, perm, 4)
+    assert plan[0] == [(0, r * 8 * ROW_BYTES, ROW_BYTES) for r in (0, 3, 5, 7)]
+    assert plan[1] == [(0, r * 8 * ROW_BYTES, ROW_BYTES) for r in (1, 2, 4, 6)]
+
+
+def test_cold_rows_compare_every_contender_with_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks import cold
+
+    monkeypatch.setenv("TENSORDICT_BENCH_CACHE", str(tmp_path))
+    monkeypatch.setattr(cold, "UPSTREAM_PYTHON", tmp_path / "no-upstream-python")
+    monkeypatch.setattr(cold, "CHUNK", 64)
+    raw = cold.run(256 * ROW_BYTES, repeat=1, shuffled_rows=64, shuffled_chunk=16)
+    names = [row["name"].split(": ", 1)[1] for row in raw["rows"]]
+    contenders = ["loop", "map_iter", "DataLoader", "limit"]
+    memory = ["map_iter peak private memory"]
+    assert names == contenders + memory + contenders + memory
+    by_name = {row["name"]: row for row in raw["rows"]}
+    assert set(by_name["cold sequential 256 KiB: map_iter"]["ratios"]) == {"limit", "loop"}
+    assert all(row["median"] > 0 for row in raw["rows"])
+    assert raw["setting"]["shuffled_stride"] == 4
+    assert raw["setting"]["resident_after_eviction"] <= 0.01 or not _evicts(tmp_path)
+
+
+def _evicts(folder: Path) -> bool:
+    """Whether the file system under ``folder`` drops evicted pages (not tmpfs)."""
+    from tensordict.memmap import MemoryMappedTensor, pagecache
+
+    x = MemoryMappedTensor.zeros(4096, filename=folder / "probe.memmap")
+    pagecache.unmap_pages(x)
+    pagecache.evict_file(x.filename)
+    vec = pagecache.residency(*pagecache.mapping(x))
+    return vec is not None and not vec.any()
+
+
+def test_bare_processes_that_send_deliver_every_result() -> None:
+    import torch
+    from benchmarks.workloads import bare_processes
+
+    from tensordict import TensorDict
+
+    td = TensorDict({"x": torch.randn(50, 4)}, [50])
+    assert bare_processes(td, reduce_chunk, 1, send=True) == 50
+    assert bare_processes(td, reduce_chunk, 7, send=True) == 8
+
+
+def test_steady_epochs_rows_compare_the_pool_with_both_persistent_limits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks import epochs
+
+    monkeypatch.setenv("TENSORDICT_BENCH_CACHE", str(tmp_path))
+    monkeypatch.setitem(epochs.STEADY, "reduce", (reduce_chunk, 256 * ROW_BYTES, 32, "GB/s"))
+    rows = epochs.steady(["reduce"], epochs=2, repeat=1, scale=0.5)["rows"]
+    assert [row["name"].split(": ")[1] for row in rows] == [
+        "loop",
+        "WorkerPool",
+        "persistent limit",
+        "persistent limit + send",
+    ]
+    pool = rows[1]
+    assert set(pool["ratios"]) == {"loop", "persistent limit", "persistent limit + send"}
+    assert pool["cpu_workers_us_per_chunk"]["median"] > 0
+    assert rows[0]["cpu_workers_us_per_chunk"]["median"] == 0  # the loop has no workers

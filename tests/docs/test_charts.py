@@ -59,11 +59,69 @@ def test_workloads_are_ratios_to_their_loop_within_the_run(tmp_path):
 
 def test_draw_all_writes_three_svg_charts_naming_each_contender(tmp_path):
     written = charts.draw_all(tmp_path / "out", results(tmp_path))
-    assert [p.name for p in written] == ["throughput.svg", "cpu_bound.svg", "core_ops.svg"]
+    names = ["throughput.svg", "cpu_bound.svg", "limits.svg", "core_ops.svg"]
+    assert [p.name for p in written] == names
     throughput = (tmp_path / "out" / "throughput.svg").read_text()
     for text in ("reduce 1 GiB", "DataLoader", "upstream map_iter", "0.75x", "Test CPU"):
         assert text in throughput, text
     assert "clone" in (tmp_path / "out" / "core_ops.svg").read_text()
+
+
+def limit_rows() -> list[dict]:
+    def row(suite: str, name: str, median: float) -> dict:
+        return {"suite": suite, "name": name, "median": median, "unit": "GB/s"}
+
+    return [
+        row("cold", "cold sequential 4 GiB: loop", 1.0),
+        row("cold", "cold sequential 4 GiB: map_iter", 1.9),
+        row("cold", "cold sequential 4 GiB: map_iter before", 1.2),  # an A/B tree: left out
+        row("cold", "cold sequential 4 GiB: limit", 2.0),
+        row("cold", "cold shuffled 128 MiB: map_iter", 0.09),
+        row("cold", "cold shuffled 128 MiB: limit", 0.03),
+        row("epochs", "steady reduce 2 GiB: WorkerPool", 9.0),
+        row("epochs", "steady reduce 2 GiB: persistent limit", 10.0),
+        row("epochs", "steady reduce 2 GiB: persistent limit + send", 9.5),
+        row("cpu_bound", "tiny 20 rows x 1: map_iter", 3.0),
+        row("cpu_bound", "tiny 20 rows x 1: bare processes", 5.0),
+        row("cpu_bound", "tiny 20 rows x 1: bare processes + send", 4.0),
+        row("cpu_bound", "reduce 1 GiB: bare processes", 4.0),  # no limit of [perf-3]
+        row("steady", "steady pyrows 8 MiB: WorkerPool", 1.0),  # its limit did not run
+        {**row("cold", "cold sequential 4 GiB: map_iter peak private memory", 50), "unit": "MiB"},
+    ]
+
+
+def test_limit_bound_workloads_are_ratios_to_their_own_limit_in_the_run():
+    panels = charts.limits(limit_rows())
+    assert panels == {
+        "cold sequential 4 GiB (target >= 0.95x limit)": {
+            "map_iter": 0.95,
+            "loop": 0.5,
+            "limit": 1.0,
+        },
+        "cold shuffled 128 MiB (target >= 0.9x limit)": {"map_iter": 3.0, "limit": 1.0},
+        "steady reduce 2 GiB (target >= 0.95x persistent limit)": {
+            "WorkerPool": 0.9,
+            "persistent limit": 1.0,
+            "persistent limit + send": 0.95,
+        },
+        "tiny 20 rows x 1 (target >= 0.95x bare processes + send)": {
+            "map_iter": 0.75,
+            "bare processes + send": 1.0,
+            "bare processes": 1.25,
+        },
+    }
+
+
+def test_the_limits_chart_hatches_the_limits_only(tmp_path):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"machine": {"cpu": "Test CPU"}, "rows": limit_rows()}))
+    charts.draw_all(tmp_path / "out", path)
+    svg = (tmp_path / "out" / "limits.svg").read_text()
+    for text in ("cold shuffled 128 MiB", "WorkerPool", "bare processes + send", "3.00x"):
+        assert text in svg, text
+    assert "<pattern" in svg  # the limits' hatching
+    assert "map_iter before" not in svg
+    assert "<pattern" not in (tmp_path / "out" / "cpu_bound.svg").read_text()
 
 
 def test_without_results_the_charts_say_how_to_make_them(tmp_path):

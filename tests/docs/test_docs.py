@@ -96,7 +96,7 @@ def test_the_site_has_the_guides_the_api_and_the_charts(site: Path) -> None:
     assert len(list(api)) > 120  # a page per public name
     perf = parse(site / "performance.html")
     charts = [link for link in perf.links if link.endswith(".svg")]
-    assert len(set(charts)) == 3
+    assert len(set(charts)) == 4
 
 
 def test_no_internal_link_is_broken(site: Path) -> None:

@@ -360,3 +360,17 @@ def reuse_output_buffer(data):
     """``y = x + 1`` written into one buffer the worker reuses for every chunk (1-row chunks)."""
     _OUT.copy_(data["x"].reshape(1) + 1)
     return TensorDict({"y": _OUT}, [1])
+
+
+def reads_randomly(data):
+    """Whether this process's mapping of the file ``$TD_TEST_MAPPED_FILE`` is advised
+    MADV_RANDOM (the ``rr`` flag of its ``/proc/self/smaps`` entry), one row per chunk."""
+    path = os.environ["TD_TEST_MAPPED_FILE"]
+    flags, current = set(), False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            if line[:1].isdigit() or line[:1] in "abcdef":  # a mapping's first line
+                current = line.rstrip().endswith(path)
+            elif current and line.startswith("VmFlags:"):
+                flags.update(line.split()[1:])
+    return data.empty().set("rr", torch.full(data.batch_size, "rr" in flags))

@@ -127,3 +127,50 @@ def test_small_tensordict_results_take_the_compact_path_and_arrive_intact(pair):
     tag, k, got = cb.recv()
     assert (tag, k) == ("ok", 7) and type(got) is TensorDict
     assert torch.equal(got["y"], td["y"]) and torch.equal(got["v"], td["v"])
+
+
+FLAT_LEAVES = {
+    "f32": torch.randn(OUT_OF_BAND_BYTES // 4),
+    "i16": torch.arange(7, dtype=torch.int16),
+    "f64": torch.tensor(3.5, dtype=torch.float64),
+    "empty": torch.empty(0, 3),
+    "bool": torch.ones(5, 2, dtype=torch.bool),
+    "bf16": torch.randn(3, dtype=torch.bfloat16),
+    "c64": torch.randn(2, 2, dtype=torch.complex64),
+    "strided": torch.arange(20.0).view(4, 5)[:, 1],
+}
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_flat_results_arrive_equal_leaf_by_leaf(pair, big):
+    ca, cb = pair
+    leaves = dict(FLAT_LEAVES) if big else {k: v for k, v in FLAT_LEAVES.items() if k != "f32"}
+    td = TensorDict(leaves, [])
+    ca.send(("ok", 7, td))
+    tag, k, got = cb.recv()
+    assert (tag, k, type(got), got.batch_size) == ("ok", 7, TensorDict, td.batch_size)
+    assert list(got.keys()) == list(td.keys())
+    for key, value in td.items():
+        assert got[key].dtype == value.dtype and got[key].shape == value.shape
+        assert torch.equal(got[key], value)
+    assert (cb.last_oob_bytes > 0) == big  # large leaves through shared memory only
+    got["i16"] += 1  # writable, and not the sender's memory
+    assert torch.equal(td["i16"], torch.arange(7, dtype=torch.int16))
+
+
+def test_flat_results_keep_batch_size_and_lock(pair):
+    ca, cb = pair
+    td = TensorDict({"y": torch.randn(2000, 3)}, [2000, 3]).lock_()
+    ca.send(("ok", 0, td))
+    got = cb.recv()[2]
+    assert got.batch_size == (2000, 3) and got.is_locked and torch.equal(got["y"], td["y"])
+
+
+def test_results_that_are_not_flat_travel_as_before(pair):
+    ca, cb = pair
+    nested = TensorDict({"a": {"b": torch.randn(OUT_OF_BAND_BYTES)}}, [])
+    named = TensorDict({"a": torch.randn(4, OUT_OF_BAND_BYTES // 4)}, [4], names=["n"])
+    for td in (nested, named):
+        ca.send(("ok", 0, td))
+        got = cb.recv()[2]
+        assert got.names == td.names and (got == td).all()

@@ -27,6 +27,7 @@ from tensordict.parallel.lifeline import check_can_start_workers
 from tensordict.parallel.out import check_out, check_slice, write_results
 from tensordict.parallel.persistent import WorkerPool
 from tensordict.parallel.plan import ChunkPlan, take
+from tensordict.parallel.readahead import ReadAhead
 
 __all__ = ["map", "map_iter"]
 
@@ -252,8 +253,31 @@ def _progress(total: int, enabled: bool | str) -> Any:
     return tqdm(total=total, desc=enabled if isinstance(enabled, str) else None, unit="chunk")
 
 
+def _read_ahead(td: Any, opts: _Options, job: dict[str, Any], payload: Callable[[int], Any]) -> Any:
+    """``payload``, also reading each chunk's pages ahead as it is sent (``readahead``), and the
+    :class:`ReadAhead` to close at the end (None: ``payload`` as it is). Shuffled chunks read
+    ahead tell the workers so (``job["scattered"]``: their faults then read no read-around)."""
+    if opts.pool is not None and not isinstance(opts.pool, WorkerPool):
+        from tensordict.parallel.pools import is_ray_pool
+
+        if is_ray_pool(opts.pool):  # its workers may read on other machines
+            return payload, None
+    ahead = ReadAhead.for_call(td, opts.plan)
+    if ahead is None:
+        return payload, None
+    if opts.plan.perm is not None:
+        job["scattered"] = True
+
+    def sent(k: int) -> Any:
+        ahead.request(k)
+        return payload(k)
+
+    return sent, ahead
+
+
 def _run(td: Any, opts: _Options, out: Any = None) -> Iterator[Any]:
     job, payload = _job_and_payload(td, opts, out)
+    payload, ahead = _read_ahead(td, opts, job, payload)
     plan = opts.plan
     window = 2 * opts.num_workers
     bar = _progress(len(plan), opts.kw["pbar"])
@@ -278,6 +302,8 @@ def _run(td: Any, opts: _Options, out: Any = None) -> Iterator[Any]:
         yield from drive(backend, len(plan), payload, window, not opts.kw["shuffle"], on_yield)
         finished = True
     finally:
+        if ahead is not None:
+            ahead.close()
         backend.close(abort=not finished)
         if bar is not None:
             bar.close()

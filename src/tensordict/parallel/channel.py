@@ -16,6 +16,7 @@ import array
 import copyreg
 import errno
 import io
+import math
 import os
 import pickle
 import select
@@ -30,12 +31,12 @@ import torch
 
 from tensordict.core.serial.pickling import (
     _packable,
-    pack_small,
+    pack_flat,
     pack_tensor,
-    unpack_small,
+    unpack_flat,
     unpack_tensor,
 )
-from tensordict.core.serial.upstream_pickle import _NumpyLeaf
+from tensordict.core.serial.upstream_pickle import _DTYPES, _NumpyLeaf
 from tensordict.parallel.coalesce import BATCH_TAG, unpack_groups
 from tensordict.parallel.shm import DATA_OFFSET, SegmentCache, SegmentPool, _Segment
 
@@ -51,6 +52,8 @@ _LEN = struct.Struct("<Q")
 _MAX_FDS = 64
 _ANC_SIZE = socket.CMSG_SPACE(_MAX_FDS * 4)
 _READ_SIZE = 1 << 18
+# plain ints: the socket module's flags are enums, whose operators cost ~1 us per call
+_DONTWAIT, _CTRUNC = int(socket.MSG_DONTWAIT), int(socket.MSG_CTRUNC)
 #: how long a receiver polls before it blocks. A blocked receiver must be woken by the sender,
 #: which costs ~30 us per message on a VM (an inter-processor interrupt); polling for a short while
 #: catches a message that is about to arrive. The poll never calls ``sched_yield``: on a loaded
@@ -61,8 +64,11 @@ SPIN_SECONDS = 20e-6
 IDLE_SECONDS = 0.02
 
 
-#: the tag of an ``("ok", k, result)`` message whose result travels as ``pack_small`` builtins
-_SMALL_OK = "ok:small"
+#: the tag of an ``("ok", k, result)`` message whose result travels as ``pack_flat``'s layout,
+#: with its leaves' bytes inline (a ``bytes`` object) or out of band (``None``)
+_FLAT_OK = "ok:flat"
+_FLAT_ALIGN = 16
+_ITEMSIZE = {name: dtype.itemsize for name, dtype in _DTYPES.items()}
 
 
 class ChannelClosed(EOFError):
@@ -109,6 +115,17 @@ def dumps(obj: Any) -> bytes:
     return f.getvalue()
 
 
+def _unpack_flat_inline(layout: tuple[Any, ...], data: bytes) -> Any:
+    """A flat result whose leaves came inline: one writable copy of their bytes, shared."""
+    buf = memoryview(bytearray(data))
+    buffers, offset = [], 0
+    for name, shape in zip(layout[4], layout[5]):
+        n = math.prod(shape) * _ITEMSIZE[name]
+        buffers.append(buf[offset : offset + n])
+        offset += -(-n // _FLAT_ALIGN) * _FLAT_ALIGN
+    return unpack_flat(layout, buffers)
+
+
 class Channel:
     """One end of a parent <-> worker connection.
 
@@ -144,10 +161,11 @@ class Channel:
     def _encode(self, obj: Any, plain: bool) -> tuple[bytes, _Segment | None]:
         """The bytes of one message, and the segment whose descriptor must travel with it."""
         if not plain and obj.__class__ is tuple and len(obj) == 3 and obj[0] == "ok":
-            # a small flat tensordict result (tiny chunks): builtins only, ~2x cheaper both ways
-            small = pack_small(obj[2])
-            if small is not None:
-                obj, plain = (_SMALL_OK, obj[1], small), True
+            # a flat tensordict result: its layout as builtins, its leaves' bytes as they are
+            # (2-3x cheaper both ways than pickling the tensordict)
+            flat = pack_flat(obj[2])
+            if flat is not None:
+                return self._encode_flat(obj[1], *flat)
         if plain:  # holds no tensors (task lists): the plain pickler is faster
             body: Any = pickle.dumps(obj, protocol=5)
             return _HEADER.pack(len(body), 0, -1, 0) + body, None
@@ -179,6 +197,31 @@ class Channel:
         header = _HEADER.pack(len(body) + len(table), len(oob), seg.id, not seg.sent)
         return b"".join((header, body, table)), (None if seg.sent else seg)
 
+    def _encode_flat(
+        self, k: Any, layout: tuple[Any, ...], buffers: list[memoryview]
+    ) -> tuple[bytes, _Segment | None]:
+        """A flat tensordict result (``pack_flat``): ~3x cheaper to encode and decode than the
+        tensordict's pickle. Its leaves travel inline (16-byte aligned) when they hold fewer
+        than :data:`OUT_OF_BAND_BYTES` in all, else together through one segment."""
+        lengths = [b.nbytes for b in buffers]
+        if sum(lengths) < OUT_OF_BAND_BYTES:
+            parts: list[Any] = []
+            for b in buffers:
+                parts.append(b)
+                if b.nbytes % _FLAT_ALIGN:
+                    parts.append(bytes(_FLAT_ALIGN - b.nbytes % _FLAT_ALIGN))
+            body = pickle.dumps((_FLAT_OK, k, layout, b"".join(parts)), protocol=5)
+            return _HEADER.pack(len(body), 0, -1, 0) + body, None
+        offsets, total = _layout(lengths)
+        seg = self._pool.acquire(total)
+        for b, offset in zip(buffers, offsets):
+            start = DATA_OFFSET + offset
+            seg.view[start : start + b.nbytes] = b
+        body = pickle.dumps((_FLAT_OK, k, layout, None), protocol=5)
+        table = b"".join(_LEN.pack(n) for n in lengths)
+        header = _HEADER.pack(len(body) + len(table), len(lengths), seg.id, not seg.sent)
+        return b"".join((header, body, table)), (None if seg.sent else seg)
+
     def _write(self, view: memoryview, seg: _Segment | None, flags: int) -> int:
         if seg is None:
             return self.sock.send(view, flags)
@@ -204,7 +247,7 @@ class Channel:
                     sent += self.sock.send(view[sent:])
                 return
             try:  # the common case: the socket takes it all at once
-                sent = self._write(view, seg, socket.MSG_DONTWAIT)
+                sent = self._write(view, seg, _DONTWAIT)
             except BlockingIOError:
                 sent = 0
             else:
@@ -231,7 +274,7 @@ class Channel:
             entry = self._outbox[0]
             view, seg = entry
             try:
-                sent = self._write(view, seg, socket.MSG_DONTWAIT)
+                sent = self._write(view, seg, _DONTWAIT)
             except BlockingIOError:
                 return False
             entry[1] = None
@@ -248,12 +291,12 @@ class Channel:
         With ``block=False``, raises :class:`BlockingIOError` when nothing is available. A peer
         that died with messages it never read resets the connection: that too is end of stream.
         """
-        flags = 0 if block else socket.MSG_DONTWAIT
+        flags = 0 if block else _DONTWAIT
         try:
             data, anc, msg_flags, _addr = self.sock.recvmsg(_READ_SIZE, _ANC_SIZE, flags)
         except ConnectionResetError:
             data, anc, msg_flags = b"", [], 0
-        if msg_flags & socket.MSG_CTRUNC:
+        if msg_flags & _CTRUNC:
             raise OSError(
                 errno.EMFILE,
                 "a shared-memory descriptor from a worker was dropped by the kernel (too many open "
@@ -300,12 +343,14 @@ class Channel:
                 self.last_oob_bytes = sum(lengths)
                 with memoryview(buf) as view:
                     obj = pickle.loads(view[start:table_at], buffers=buffers)
+                if obj.__class__ is tuple and obj[0] == _FLAT_OK:
+                    obj = ("ok", obj[1], unpack_flat(obj[2], buffers))
             else:
                 with memoryview(buf) as view:
                     obj = pickle.loads(view[start:end])
                 if obj.__class__ is tuple:
-                    if obj[0] == _SMALL_OK:
-                        obj = ("ok", obj[1], unpack_small(obj[2]))
+                    if obj[0] == _FLAT_OK:
+                        obj = ("ok", obj[1], _unpack_flat_inline(obj[2], obj[3]))
                     elif obj[0] == BATCH_TAG:  # several results of tiny chunks (``coalesce``)
                         obj = (BATCH_TAG, obj[1], unpack_groups(obj[2]))
             yield obj

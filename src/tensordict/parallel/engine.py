@@ -506,9 +506,12 @@ class OwnPool(Backend):
 
     # ------------------------------------------------------------------ events
     def wait(self) -> list[Event]:
-        # results that travel several per message come from workers with runs queued: waking
-        # up late costs them nothing, while spinning takes a core they need
-        events: list[Event] = [] if self.tiny and self.batched_results else self._spin()
+        # Spin only while results come one per message less than TINY_CHUNK_SECONDS apart: a
+        # spin then often catches the next one. Results that travel several per message come
+        # from workers with runs queued (waking up late costs them nothing), and results that
+        # come further apart are rarely caught: spinning takes the core the workers need.
+        spin = self.tiny and not self.batched_results
+        events: list[Event] = self._spin() if spin else []
         while not events:
             for key, mask in self.selector.select():
                 self._handle(key, mask, events)

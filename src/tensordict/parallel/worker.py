@@ -34,6 +34,7 @@ from tensordict.parallel.coalesce import FULL, Coalescer
 from tensordict.parallel.lifeline import Lifeline
 from tensordict.parallel.out import write_result
 from tensordict.parallel.plan import take, take_run
+from tensordict.parallel.readahead import advise_access
 from tensordict.parallel.startup import STARTED
 
 __all__ = ["WorkerInfo", "get_worker_info"]
@@ -252,6 +253,8 @@ class _Runner:
         self.base = job.get("seed_chunks")
         self.lock = bool(job.get("lock"))
         self.out = job.get("out")
+        if self.source is not None:  # how faults read the files (see ``readahead``)
+            advise_access(self.source, bool(job.get("scattered")))
 
     def run_chunks(self, ks: range) -> list[Any] | None:
         """Chunks ``ks`` of the plan cut from one slice of the source (``plan.take_run``), or

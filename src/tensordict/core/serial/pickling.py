@@ -37,10 +37,12 @@ __all__ = [
     "reduce_for_multiprocessing",
     "reduce_lazy_stack",
     "register_forking_reducer",
+    "pack_flat",
     "pack_small",
     "pack_tensor",
     "rebuild_tensordict",
     "reduce_tensordict",
+    "unpack_flat",
     "unpack_small",
     "unpack_tensor",
 ]
@@ -206,6 +208,10 @@ def rebuild_tensordict(
 
 
 _DEVICES = {"cpu": torch.device("cpu")}
+#: NumPy dtype -> the name a tensor of the matching torch dtype travels under
+_NUMPY_NAMES = {
+    torch.empty(0, dtype=d).numpy().dtype: n for d, n in _NAMES.items() if d in _NUMPY_OK
+}
 _ALIGN = 16
 #: flat tensordicts up to this many bytes of elements may use :func:`pack_small`
 SMALL_BYTES = 4096
@@ -267,6 +273,73 @@ def unpack_small(packed: tuple[Any, ...]) -> Any:
         offset += -(-count * flat.element_size() // _ALIGN) * _ALIGN
         ndim = len(shape)
         source[key] = flat if ndim == 1 else flat.squeeze(0) if not ndim else flat.view(*shape)
+    device = None if where is None else _DEVICES.get(where) or torch.device(where)
+    return TensorDict._new_unsafe(source, torch.Size(batch_size), device, lock=locked)
+
+
+def pack_flat(td: Any) -> tuple[tuple[Any, ...], list[memoryview]] | None:
+    """A flat tensordict of any size as ``(layout, buffers)``: the layout in builtins, and one
+    buffer per leaf holding its elements (C-contiguous; the leaf's own memory when it is
+    contiguous). :func:`unpack_flat` builds the tensordict back on buffers of the same bytes.
+
+    The same tensordicts qualify as for :func:`pack_small` (plain, flat, on the CPU, not
+    memory-mapped, names or consolidated), with leaves of any dtype :func:`pack_tensor` packs;
+    anything else gives None. The parallel engine sends ``map_iter`` results this way: the
+    buffers go through shared memory and the layout pickles ~3x faster than the tensordict.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"y": torch.arange(3.0), "z": torch.ones(3, 2, dtype=torch.bool)}, [3])
+        >>> layout, buffers = pack_flat(td)
+        >>> back = unpack_flat(layout, [bytearray(b) for b in buffers])
+        >>> torch.equal(back["y"], td["y"]) and torch.equal(back["z"], td["z"])
+        True
+    """
+    if td.__class__ is not TensorDict or getattr(td, "_consolidated", None) is not None:
+        return None
+    device = td._device
+    if td._names is not None or td._is_memmap or (device is not None and device.type != "cpu"):
+        return None
+    keys, dtypes, shapes, buffers = [], [], [], []
+    for key, t in td._tensordict.items():
+        if t.__class__ is not torch.Tensor:
+            return None
+        # The common leaf (CPU, strided, no grad, a NumPy dtype) in one call: right after fn has
+        # streamed its chunk through the caches, every torch attribute read costs ~5-10 us.
+        try:
+            array = t.numpy()
+        except (TypeError, RuntimeError):
+            array = None
+        name = None if array is None else _NUMPY_NAMES.get(array.dtype)
+        if array is not None and name is not None and array.flags.c_contiguous and array.size:
+            keys.append(key)
+            dtypes.append(name)
+            shapes.append(array.shape)
+            buffers.append(array.data.cast("B"))
+            continue
+        if not _packable(t):
+            return None
+        keys.append(key)
+        dtypes.append(_NAMES[t.dtype])
+        shapes.append(tuple(t.shape))
+        flat = t.resolve_conj().resolve_neg().contiguous().reshape(-1)
+        buffers.append(flat.view(torch.uint8).numpy().data)
+    where = None if device is None else str(device)
+    return (tuple(td._batch_size), td._is_locked, where, keys, dtypes, shapes), buffers
+
+
+def unpack_flat(layout: tuple[Any, ...], buffers: list[Any]) -> Any:
+    """The tensordict :func:`pack_flat` packed, its leaves built on ``buffers`` (writable,
+    aligned for their dtype: not copied)."""
+    batch_size, locked, where, keys, dtypes, shapes = layout
+    source: dict[str, torch.Tensor] = {}
+    for key, name, shape, buf in zip(keys, dtypes, shapes, buffers):
+        dtype = _DTYPES[name]
+        if not len(buf):
+            source[key] = torch.empty(shape, dtype=dtype)
+            continue
+        flat = torch.frombuffer(buf, dtype=dtype)
+        source[key] = flat if len(shape) == 1 else flat.view(shape)
     device = None if where is None else _DEVICES.get(where) or torch.device(where)
     return TensorDict._new_unsafe(source, torch.Size(batch_size), device, lock=locked)
 
