@@ -170,6 +170,75 @@ SAME_OBJECT = [
     ("tensordict", "TypedTensorDict", "tensordict.core.typed", "TypedTensorDict"),
     ("tensordict", "TensorDictParams", "tensordict.nn.params", "TensorDictParams"),
     ("tensordict", "from_module", "tensordict.nn.functional_modules", "from_module"),
+    (
+        "tensordict.utils",
+        "_BatchedUninitializedParameter",
+        "tensordict.nn.functional_modules",
+        "BatchedUninitializedParameter",
+    ),
+    (
+        "tensordict.utils",
+        "_BatchedUninitializedBuffer",
+        "tensordict.nn.functional_modules",
+        "BatchedUninitializedBuffer",
+    ),
+    ("tensordict._utils_options", "_REPR_OPTIONS", "tensordict.core.options", "_PRINT_OPTIONS"),
+    ("tensordict._utils_options", "_legacy_lazy", "tensordict.core.options", "mark_legacy_lazy"),
+    ("tensordict._utils_options", "lazy_legacy", "tensordict.core.options", "lazy_legacy"),
+    (
+        "tensordict._utils_options",
+        "set_printoptions",
+        "tensordict.core.options",
+        "set_printoptions",
+    ),
+    ("tensordict.utils", "_REPR_OPTIONS", "tensordict.core.options", "_PRINT_OPTIONS"),
+    ("tensordict.utils", "_legacy_lazy", "tensordict.core.options", "mark_legacy_lazy"),
+    ("tensordict._utils_key_json", "json_dumps", "tensordict.core.options", "json_dumps"),
+    (
+        "tensordict._utils_key_json",
+        "set_json_backend",
+        "tensordict.core.options",
+        "set_json_backend",
+    ),
+    (
+        "tensordict._utils_key_json",
+        "get_json_backend",
+        "tensordict.core.options",
+        "get_json_backend",
+    ),
+    ("tensordict._utils_key_json", "_json_dumps", "tensordict.core.options", "json_dumps"),
+    ("tensordict.utils", "_json_dumps", "tensordict.core.options", "json_dumps"),
+    (
+        "tensordict._utils_key_json",
+        "_is_safe_legacy_key",
+        "tensordict.memmap.format",
+        "safe_legacy_name",
+    ),
+    ("tensordict.utils", "_is_safe_legacy_key", "tensordict.memmap.format", "safe_legacy_name"),
+    (
+        "tensordict.utils",
+        "_get_robust_key_setting",
+        "tensordict.memmap.format",
+        "robust_key_setting",
+    ),
+    (
+        "tensordict.utils",
+        "_get_robust_key_setting_with_warning",
+        "tensordict.memmap.format",
+        "robust_key_setting_for",
+    ),
+    (
+        "tensordict._utils_key_json",
+        "_encode_key_for_filesystem",
+        "tensordict.memmap.tree",
+        "encode_key_for_filesystem",
+    ),
+    (
+        "tensordict._utils_key_json",
+        "_decode_key_from_filesystem",
+        "tensordict.memmap.tree",
+        "decode_key",
+    ),
 ]
 
 
@@ -356,6 +425,11 @@ PUBLISHED = [
     ("MetaData", "tensordict.tensorclass"),
     ("UnbatchedTensor", "tensordict._unbatched"),
     ("MemoryMappedTensor", "tensordict.memmap"),
+    ("TensorDictBase", "tensordict.base"),
+    ("TensorCollection", "tensordict._tensorcollection"),
+    ("TypedTensorDict", "tensordict.typedtensordict"),
+    ("PersistentTensorDict", "tensordict.persistent"),
+    ("TensorClass", "tensordict.tensorclass"),
 ]
 
 
@@ -366,3 +440,103 @@ def test_classes_are_shown_under_upstreams_module_and_found_there(name: str, mod
     cls = getattr(tensordict, name)
     assert cls.__module__ == module
     assert getattr(importlib.import_module(module), name) is cls
+
+
+@pytest.mark.parametrize("module", ["tensordict._utils_options", "tensordict._utils_key_json"])
+def test_utils_split_modules_serve_what_utils_serves(module: str) -> None:
+    import warnings
+
+    import tensordict.utils
+
+    split = importlib.import_module(module)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the deprecated JSON helpers
+        for name in split.__all__:
+            assert getattr(tensordict.utils, name) is getattr(split, name)
+
+
+# the switches and print options are shown under tensordict.utils (upstream's home of them)
+OPTIONS_IN_UTILS = [
+    "capture_non_tensor_stack",
+    "get_printoptions",
+    "lazy_legacy",
+    "list_to_stack",
+    "set_capture_non_tensor_stack",
+    "set_lazy_legacy",
+    "set_list_to_stack",
+    "set_printoptions",
+    "_legacy_lazy",
+]
+
+
+@pytest.mark.parametrize("name", OPTIONS_IN_UTILS)
+def test_options_are_shown_under_tensordict_utils(name: str) -> None:
+    import tensordict.utils
+
+    assert getattr(tensordict.utils, name).__module__ == "tensordict.utils"
+
+
+def test_publish_as_lists_only_the_methods_whose_examples_run_in_the_defining_module() -> None:
+    from tensordict.core import options
+    from tensordict.core.collection import publish_as
+
+    def own(self: object) -> None:
+        pass
+
+    own.__doc__ = ">>> 1 + 1"  # set here: pytest would collect it as this module's doctest
+    # strtobool (with examples) is defined in core.options: doctest runs it there
+    published = type("Published", (), {"own": own, "forwarded": options.strtobool})
+    found = publish_as("somewhere.else", published)
+    assert published.__module__ == "somewhere.else"
+    assert found == {"Published.own": own}
+
+
+TD_FUNCTIONS = [
+    "append_memmap",
+    "cat",
+    "from_consolidated",
+    "from_module",
+    "from_modules",
+    "from_pytree",
+    "fromkeys",
+    "lazy_stack",
+    "load",
+    "load_memmap",
+    "maybe_dense_stack",
+    "memmap",
+    "save",
+    "stack",
+]
+
+
+@pytest.mark.parametrize("name", TD_FUNCTIONS)
+def test_td_functions_are_shown_under_tensordict_td_and_served_everywhere(name: str) -> None:
+    import tensordict
+    from tensordict import _td, _td_functions
+
+    func = getattr(_td_functions, name)
+    assert func.__module__ == "tensordict._td"
+    assert getattr(_td, name) is func
+    assert getattr(tensordict, name) is func
+    assert sorted(_td_functions.__all__) == TD_FUNCTIONS
+
+
+def test_type_hints_of_user_classes_resolve_through_the_published_bases() -> None:
+    # the bases' own annotations are evaluated where the bases are shown (tensordict.tensorclass,
+    # tensordict.typedtensordict): they must not need names of their defining modules
+    from tensordict import TensorClass, TypedTensorDict
+
+    namespace: dict = {"TensorClass": TensorClass, "TypedTensorDict": TypedTensorDict}
+    source = (
+        "import torch\n"
+        "class Sample(TensorClass):\n    obs: torch.Tensor\n"
+        "class State(TypedTensorDict):\n    obs: torch.Tensor\n"
+    )
+    # evaluated annotations (this module's ``from __future__`` is not inherited)
+    exec(compile(source, "<classes>", "exec", dont_inherit=True), namespace)
+    import typing
+
+    import torch
+
+    assert typing.get_type_hints(namespace["Sample"])["obs"] is torch.Tensor
+    assert typing.get_type_hints(namespace["State"])["obs"] is torch.Tensor

@@ -8,10 +8,12 @@ from tensordict.core.functional import fromkeys, lazy_stack, maybe_dense_stack
 from tensordict.core.lazy.views import _str_to_index, _SubTensorDict  # noqa: F401
 from tensordict.core.serial.convert import from_pytree
 from tensordict.memmap.api import load, load_memmap, memmap, save
+from tensordict.memmap.append import append_memmap
 from tensordict.nn.functional_modules import from_module, from_modules
 
 __all__ = [
     "TensorDict",
+    "append_memmap",
     "cat",
     "from_consolidated",
     "from_module",

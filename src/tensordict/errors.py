@@ -49,6 +49,7 @@ __all__ = [
     "MemmapDeviceError",
     "MemmapExistsError",
     "MemmapFormatError",
+    "MemmapInPlaceError",
     "MemmapParamsError",
     "MemmapStorageError",
     "MemmapSymlinkError",
@@ -78,6 +79,7 @@ __all__ = [
     "StoreDataError",
     "StoreKeyError",
     "StoreTimeoutError",
+    "StoredGradError",
     "TensorDictKeyError",
     "TensorDictPropertyError",
     "TensorclassArgumentError",
@@ -187,8 +189,8 @@ class LazyViewError(RuntimeError):
 
 class ViewArgumentError(LazyViewError, TypeError):
     """An argument a lazy view cannot honour: ``to(..., inplace=True)`` (its entries live in its
-    source), ``to(..., batch_size=)`` on a shape view. Subclasses ``TypeError``, which upstream
-    raises for the same calls."""
+    source, or in its file for an HDF5/Zarr-backed tensordict), ``to(..., batch_size=)`` on a
+    shape view. Subclasses ``TypeError``, which upstream raises for the same calls."""
 
 
 class LazyFirstClassDimError(IndexingError, ValueError):
@@ -485,8 +487,18 @@ class ParamsWriteError(ValueError, RuntimeError):
     ``apply`` on leaves that require grad); upstream raised ``ValueError``."""
 
 
-class MemmapParamsError(RuntimeError):
+class MemmapInPlaceError(RuntimeError):
+    """``memmap_`` on a tensordict whose tensors cannot become memory-mapped files in place
+    (module parameters, data kept in an HDF5/Zarr file): ``memmap(prefix)`` makes a copy."""
+
+
+class MemmapParamsError(MemmapInPlaceError):
     """``memmap_`` on a ``TensorDictParams``: module parameters are not moved to disk in place."""
+
+
+class StoredGradError(RuntimeError):
+    """A tensor that requires gradients written into a tensordict whose data lives in a file:
+    only its values would be stored, its autograd graph lost."""
 
 
 class MemmapArchiveError(MemmapFormatError):

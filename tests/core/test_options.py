@@ -169,3 +169,98 @@ def test_printoptions_unknown_option_raises_type_error() -> None:
 def test_printoptions_set_for_good() -> None:
     set_printoptions(sort_keys=None).set()
     assert get_printoptions()["sort_keys"] is None
+
+
+# ------------------------------------------------------------------------------- JSON backend
+@pytest.fixture
+def _restore_json_backend():
+    saved = options._JSON_BACKEND
+    yield
+    options._JSON_BACKEND = saved
+
+
+@pytest.mark.usefixtures("_restore_json_backend")
+def test_json_dumps_uses_the_standard_module_by_default() -> None:
+    assert options.get_json_backend().__name__ == "json"
+    assert options.json_dumps({"a": [1, 2]}, separators=(",", ":")) == '{"a":[1,2]}'
+
+
+@pytest.mark.usefixtures("_restore_json_backend")
+def test_an_unknown_json_backend_is_refused_and_the_backend_kept() -> None:
+    with pytest.raises(ValueError, match="expected one of"):
+        options.set_json_backend("yaml")
+    assert options.get_json_backend().__name__ == "json"
+
+
+@pytest.mark.usefixtures("_restore_json_backend")
+def test_a_json_backend_that_is_not_installed_names_the_install(monkeypatch) -> None:
+    import sys
+
+    from tensordict.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, "orjson", None)  # an import of it now fails
+    with pytest.raises(MissingDependencyError, match="pip install orjson"):
+        options.set_json_backend("orjson")
+    assert options.get_json_backend().__name__ == "json"
+
+
+@pytest.mark.usefixtures("_restore_json_backend")
+def test_an_orjson_like_backend_returns_its_bytes_and_drops_separators(monkeypatch) -> None:
+    import sys
+    import types
+
+    fake = types.ModuleType("orjson")
+    calls = []
+
+    def dumps(data, **kwargs):
+        calls.append(kwargs)
+        return b"fake"
+
+    fake.dumps = dumps
+    monkeypatch.setitem(sys.modules, "orjson", fake)
+    options.set_json_backend("orjson")
+    assert options.json_dumps({"a": 1}, separators=(",", ":")) == b"fake"
+    assert calls == [{}]
+
+
+@pytest.mark.parametrize("name", ["json_dumps", "set_json_backend", "get_json_backend"])
+def test_json_helpers_read_from_utils_warn_as_deprecated(name: str) -> None:
+    import tensordict.utils
+
+    with pytest.warns(DeprecationWarning, match=f"tensordict.utils.{name} is deprecated"):
+        served = getattr(tensordict.utils, name)
+    assert served is getattr(options, name)
+
+
+def test_utils_still_raises_attribute_error_for_unknown_names() -> None:
+    import tensordict.utils
+
+    with pytest.raises(AttributeError, match="no attribute 'not_a_helper'"):
+        tensordict.utils.not_a_helper  # noqa: B018
+
+
+# ------------------------------------------------------------------------------- legacy marker
+def test_mark_legacy_lazy_flags_the_function_itself() -> None:
+    def _legacy_view(td):
+        return td
+
+    assert options.mark_legacy_lazy(_legacy_view) is _legacy_view
+    assert _legacy_view.LEGACY is True
+
+
+def test_mark_legacy_lazy_refuses_a_function_not_named_legacy() -> None:
+    def view(td):
+        return td
+
+    with pytest.raises(NameError, match="_legacy_view"):
+        options.mark_legacy_lazy(view)
+
+
+def test_upstream_print_options_dict_is_the_live_state() -> None:
+    from tensordict import _utils_options
+    from tensordict.utils import _REPR_OPTIONS
+
+    assert _REPR_OPTIONS is _utils_options._REPR_OPTIONS
+    with set_printoptions(show_device=False):
+        assert _REPR_OPTIONS["show_device"] is False
+    assert _REPR_OPTIONS["show_device"] is True

@@ -130,6 +130,74 @@ def test_from_tensordict_reads_a_lazy_stack() -> None:
     assert type(o) is Obs and o.x.shape == (2, 2)
 
 
+def _stack() -> LazyStackedTensorDict:
+    return LazyStackedTensorDict(
+        *(TensorDict(x=torch.zeros(2), y=torch.zeros(())) for _ in range(3)), stack_dim=0
+    )
+
+
+def test_a_typed_lazy_stack_writes_into_the_members() -> None:
+    stack = _stack()
+    o = Obs.from_tensordict(stack)
+    o.x = torch.ones(3, 2)
+    o["z"] = torch.arange(3)
+    o[1] = TensorDict(x=torch.full((2,), 5.0), y=torch.tensor(7.0), z=torch.tensor(9))
+    assert (stack.tensordicts[0]["x"] == 1).all() and stack.tensordicts[2]["z"] == 2
+    assert (stack.tensordicts[1]["x"] == 5).all() and stack.tensordicts[1]["y"] == 7
+    o.zero_()
+    assert all((m["x"] == 0).all() for m in stack.tensordicts)
+
+
+def test_a_typed_lazy_stack_reads_what_the_members_hold_now() -> None:
+    stack = _stack()
+    o = Obs.from_tensordict(stack)
+    stack.tensordicts[2]["y"] += 4
+    assert o.y.tolist() == [0.0, 0.0, 4.0]
+    del stack.tensordicts[0]["x"], stack.tensordicts[1]["x"], stack.tensordicts[2]["x"]
+    assert set(o.keys()) == {"y"}
+
+
+def test_results_of_a_typed_lazy_stack_stay_typed_over_their_kind() -> None:
+    o = Obs.from_tensordict(_stack())
+    clone, row = o.clone(), o[0]
+    assert type(clone) is Obs and isinstance(clone._source, LazyStackedTensorDict)
+    assert type(row) is Obs and type(row._source) is TensorDict
+    assert type(o + 1) is Obs and type(o.to_tensordict()) is TensorDict
+
+
+def test_a_typed_tensordict_is_a_tensordictbase_not_a_tensordict() -> None:
+    # as upstream: it wraps its source
+    from tensordict import TensorDictBase
+
+    o = _obs()
+    assert isinstance(o, TensorDictBase) and not isinstance(o, TensorDict)
+    assert type(o._source) is TensorDict
+
+
+def test_memmap_in_place_maps_the_source_and_returns_the_instance(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    o = _obs()
+    assert o.memmap_(tmp_path) is o
+    assert o.is_memmap() and o.is_locked and o._source.is_memmap()
+    assert type(o.memmap(tmp_path / "copy")) is Obs
+
+
+def test_a_typed_hdf5_file_is_read_and_written_in_the_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("h5py")
+    from tensordict import PersistentTensorDict
+
+    h5 = PersistentTensorDict.from_dict(
+        TensorDict(x=torch.zeros(3, 2), y=torch.zeros(3), batch_size=[3]),
+        filename=str(tmp_path / "f.h5"),
+    )
+    o = Obs.from_tensordict(h5)
+    with pytest.warns(UserWarning, match="inefficient"):  # the file's array is replaced
+        o.x = torch.ones(3, 2)
+    o[0] = TensorDict(x=torch.full((2,), 3.0), y=torch.tensor(1.0))
+    assert h5["x"].tolist() == [[3.0, 3.0], [1.0, 1.0], [1.0, 1.0]] and h5["y"][0] == 1
+    o.fill_("y", 2.0)
+    assert (h5["y"] == 2).all()
+
+
 def test_pickle_round_trip_keeps_the_class() -> None:
     back = pickle.loads(pickle.dumps(_obs()))
     assert type(back) is Obs and torch.equal(back.y, torch.ones(4))
@@ -155,3 +223,17 @@ def test_setting_source_points_the_instance_at_the_new_tensordict() -> None:
     assert typed._source is plain and typed.batch_size == (2,)
     plain["obs"] += 1  # shared entries, as from_tensordict
     assert (typed.obs == 2).all()
+
+
+def test_unlocking_a_memory_mapped_typed_tensordict_drops_the_flag(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    o = _obs().memmap_(tmp_path)
+    assert o.is_memmap()
+    o.unlock_()
+    assert not o.is_memmap() and not o._source.is_memmap()
+
+
+def test_casting_in_place_casts_the_source() -> None:
+    o = _obs()
+    source = o._source
+    assert o.to(torch.float64, inplace=True) is o
+    assert o.x.dtype == torch.float64 and o._source is source and source["y"].dtype == torch.float64

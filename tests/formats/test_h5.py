@@ -285,3 +285,78 @@ def test_from_any_opens_an_h5py_file_lazily(tmp_path):
         assert TensorDict.from_any(f, auto_batch_size=True).batch_size == (3, 4)
         got = TensorDict.from_any(f, batch_size=[3])
         assert got.batch_size == (3,) and torch.equal(got["a"][2], torch.arange(8.0, 12.0))
+
+
+def test_upstreams_method_cache_reads_as_empty(ptd):
+    # upstream code reads td._cache (None: nothing cached); every read here goes to the file
+    ptd.lock_()
+    assert ptd.flatten_keys() is not ptd.flatten_keys()
+    ptd.unlock_()
+    assert ptd._cache is None
+
+
+def test_memmap_in_place_is_refused_and_a_copy_offered(ptd, tmp_path):
+    from tensordict.errors import MemmapInPlaceError
+
+    with pytest.raises(MemmapInPlaceError, match=r"td\.memmap\(prefix\)"):
+        ptd.memmap_(tmp_path / "mm")
+    assert not (tmp_path / "mm").exists()
+    copy = ptd.memmap(tmp_path / "copy")
+    assert copy.is_memmap() and type(copy) is TensorDict
+
+
+def test_a_view_of_the_batch_dims_is_refused_outside_the_legacy_mode(ptd):
+    from tensordict import set_lazy_legacy
+    from tensordict.errors import LazyViewError
+
+    with pytest.raises(LazyViewError, match="Call `reshape` or `to_tensordict\\(\\)` first"):
+        ptd.view(-1)
+    assert ptd.view(torch.float32).batch_size == ptd.batch_size
+    with pytest.warns(DeprecationWarning), set_lazy_legacy(True):
+        assert ptd.view(-1).batch_size == (ptd.batch_size.numel(),)
+
+
+def test_a_tensor_requiring_grad_is_not_stored_without_its_gradient(ptd):
+    from tensordict.errors import StoredGradError
+
+    before = ptd["x"].clone()
+    with pytest.raises(StoredGradError, match="requires_grad=True"):
+        ptd.set("x", torch.randn_like(before).requires_grad_())
+    assert torch.equal(ptd["x"], before)
+    assert issubclass(StoredGradError, RuntimeError)
+
+
+def test_a_nested_group_of_a_locked_file_cannot_be_unlocked_alone(td, tmp_path):
+    import gc
+
+    root = PersistentTensorDict.from_dict(td, filename=tmp_path / "g.h5").lock_()
+    nested = root.get("n")
+    assert nested.is_locked
+    with pytest.raises(LockedError, match="Cannot unlock"):
+        nested.unlock_()
+    del root
+    gc.collect()
+    nested.unlock_()  # its holder is gone
+    assert not nested.is_locked
+
+
+def test_to_in_place_is_refused_as_a_type_error(ptd):
+    with pytest.raises(TypeError, match="Cannot use inplace=True"):
+        ptd.to(torch.float64, inplace=True)
+
+
+def test_to_its_own_device_in_place_is_refused_too(td, tmp_path):
+    ptd = PersistentTensorDict.from_dict(td, filename=tmp_path / "d.h5", device="cpu")
+    assert ptd.device == torch.device("cpu")
+    with pytest.raises(TypeError, match="Cannot use inplace=True"):
+        ptd.to("cpu", inplace=True)
+    assert ptd.to("cpu")["x"].device == torch.device("cpu")
+
+
+def test_a_legacy_shape_view_writes_in_place_into_the_file(ptd):
+    from tensordict import set_lazy_legacy
+
+    with pytest.warns(DeprecationWarning), set_lazy_legacy(True):
+        view = ptd.unsqueeze(0)
+    view.set_("x", torch.ones_like(view["x"]))
+    assert (ptd["x"] == 1).all()

@@ -221,3 +221,36 @@ def test_leaf_and_nested_entry_with_the_same_file_name_are_refused(tmp_path: Pat
     td = TensorDict({"x": torch.zeros(2), "x.memmap": {"y": torch.zeros(2)}}, [2])
     with pytest.raises(MemmapFormatError, match=r"x\.memmap"):
         td.memmap(tmp_path / "p")
+
+
+@pytest.mark.parametrize(
+    ("key", "as_leaf", "as_folder"),
+    [
+        ("obs", True, True),
+        ("a b%c", True, True),
+        ("a..b", True, True),
+        ("../x", False, False),
+        ("a/b", False, False),
+        ("a\\b", False, False),
+        ("/abs", False, False),
+        ("C:x", False, False),
+        ("", True, False),
+        (".", True, False),
+        ("..", True, False),
+    ],
+)
+def test_safe_legacy_name_keeps_raw_names_inside_the_prefix(
+    key: str, as_leaf: bool, as_folder: bool
+) -> None:
+    from tensordict.memmap.format import safe_legacy_name
+
+    assert safe_legacy_name(key) is as_leaf
+    assert safe_legacy_name(key, is_collection=True) is as_folder
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, True), (True, True), (False, False)])
+def test_robust_key_setting_defaults_to_encoding(given, expected) -> None:
+    from tensordict.memmap.format import robust_key_setting, robust_key_setting_for
+
+    assert robust_key_setting(given) is expected
+    assert robust_key_setting_for("a/b", given) is expected

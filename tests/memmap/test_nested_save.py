@@ -106,6 +106,24 @@ def test_upstream_nested_tensor_ragged_in_two_dims_loads_as_strided_nested(tmp_p
     assert elements(nt) == [[[0.0, 1.0]], [[2.0], [3.0]]]
 
 
+def test_strided_nested_tensor_whose_second_dim_is_a_batch_dim_loads(tmp_path: Path) -> None:
+    # members (3, 4) and (3, 5) in a tensordict of batch size [2, 3] (upstream loads it)
+    parts = [torch.arange(12.0).view(3, 4), torch.arange(15.0).view(3, 5)]
+    TensorDict({"a": torch.nested.nested_tensor(parts)}, [2, 3]).memmap(tmp_path / "td")
+    out = TensorDict.load(tmp_path / "td")
+    assert out.batch_size == torch.Size([2, 3])
+    assert out[1, 2]["a"].tolist() == parts[1][2].tolist()
+
+
+def test_strided_nested_tensor_ragged_inside_the_batch_dims_is_refused(tmp_path: Path) -> None:
+    write_upstream_nested(tmp_path / "td", [[1, 2], [2, 2]], [0.0] * 6)
+    meta = json.loads((tmp_path / "td" / "meta.json").read_text())
+    meta["shape"] = [2, 2]  # the first member has 1 row: dim 1 cannot be a batch dim
+    (tmp_path / "td" / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(MemmapFormatError, match="does not start with the batch size"):
+        TensorDict.load_memmap(tmp_path / "td")
+
+
 def test_nested_entry_with_a_shape_that_is_not_2d_is_refused(tmp_path: Path) -> None:
     write_upstream_nested(tmp_path / "td", [[1, 2], [2, 2]], [0.0] * 6)
     meta = json.loads((tmp_path / "td" / "meta.json").read_text())

@@ -257,3 +257,37 @@ def test_from_modules_refuses_lazy_stack_with_as_module_or_lazy_modules():
         TensorDict.from_modules(nn.Linear(2, 2), nn.Linear(2, 2), as_module=True, lazy_stack=True)
     with pytest.raises(FromModulesError, match="not compatible with lazy modules"):
         TensorDict.from_modules(nn.LazyLinear(2), nn.LazyLinear(2), lazy_stack=True)
+
+
+def test_from_modules_of_lazy_modules_gives_batched_uninitialized_parameters():
+    from torch.nn.parameter import UninitializedTensorMixin
+
+    params = TensorDict.from_modules(*(nn.LazyLinear(4) for _ in range(3)))
+    assert params.batch_size == (3,)
+    assert all(isinstance(v, UninitializedTensorMixin) for v in params.values())
+    with pytest.raises(RuntimeError, match="not compatible with lazy modules"):
+        TensorDict.from_modules(nn.LazyLinear(4), nn.LazyLinear(4), lazy_stack=True)
+
+
+def test_a_vmapped_call_materializes_them_with_the_batch_dims_and_trains_them():
+    modules = [nn.LazyLinear(4) for _ in range(3)]
+    params = TensorDict.from_modules(*modules)
+    optim = torch.optim.SGD(list(params.values(True, True)), lr=0.1)
+    empty = nn.LazyLinear(4, device="meta")
+
+    def call(p, x):
+        with p.to_module(empty, preserve_module_state=False):
+            return empty(x)
+
+    y = torch.vmap(call, (0, None), randomness="same")(params, torch.ones(2))
+    assert y.shape == (3, 4)
+    assert type(params["weight"]) is nn.Parameter and params["weight"].shape == (3, 4, 2)
+    before = params["weight"].detach().clone()
+    bias = params["bias"].detach().clone()
+    y.sum().backward()
+    optim.step()
+    assert params["weight"].grad is not None and not torch.equal(params["weight"], before)
+    assert all(p.grad is None for p in modules[0].parameters())
+    # each row is one module's: row k of y uses weight[k]
+    expected = torch.einsum("koi,i->ko", before, torch.ones(2)) + bias
+    assert torch.allclose(y.detach(), expected)

@@ -252,3 +252,62 @@ def test_a_nested_entry_reads_as_a_submodule_on_the_same_tensors():
     assert params["b", "c"] is not sub["c"]  # a copy of the structure: the swap stays there
     with pytest.raises(AttributeError):
         _ = params.a_missing_entry
+
+
+def _grad_params() -> TensorDictParams:
+    return TensorDictParams(
+        TensorDict(a=torch.randn(4, 3), c=torch.ones(4, dtype=torch.long), batch_size=[4])
+    )
+
+
+def test_masked_fill_computes_a_tensordict_and_leaves_the_parameters() -> None:
+    p = _grad_params()
+    before = p["a"].detach().clone()
+    out = p.masked_fill(torch.tensor([True, False, True, False]), -10.0)
+    assert type(out) is TensorDict and out["a"].requires_grad and not out["a"].is_leaf
+    assert (out["a"][0] == -10).all() and torch.equal(p["a"].detach(), before)
+
+
+def test_named_apply_in_place_with_autograd_is_refused_clearly() -> None:
+    from tensordict.errors import ParamsWriteError
+
+    p = _grad_params()
+    with pytest.raises(ParamsWriteError, match="Failed to update"):
+        p.named_apply(lambda name, x: x + 1 if name == "a" else None, inplace=True)
+    assert issubclass(ParamsWriteError, ValueError)
+
+
+def test_cast_to_an_integer_dtype_gives_plain_tensors() -> None:
+    q = _grad_params().to(torch.int)
+    assert type(q) is TensorDictParams
+    assert all(type(v) is torch.Tensor and not v.requires_grad for v in q.values())
+
+
+@pytest.mark.parametrize("op", ["stack", "cat"])
+def test_stack_and_cat_write_into_parameters_without_autograd(op) -> None:
+    p = _grad_params()
+    rows = [TensorDict(a=torch.ones(3), c=torch.tensor(2)) for _ in range(4)]
+    if op == "stack":
+        out = torch.stack(rows, 0, out=p)
+    else:
+        out = torch.cat([torch.stack(rows[:2]), torch.stack(rows[2:])], 0, out=p)
+    assert out is p and isinstance(p["a"], nn.Parameter) and (p["a"] == 1).all()
+    assert (p["c"] == 2).all()
+
+
+def test_zeroing_a_tensordict_zeroes_its_nested_parameters_without_autograd() -> None:
+    td = TensorDict(parent=_grad_params(), batch_size=[4])
+    td.zero_()
+    assert isinstance(td["parent", "a"], nn.Parameter) and (td["parent", "a"] == 0).all()
+
+
+def test_legacy_shape_views_of_parameters_are_parameters_over_the_view() -> None:
+    from tensordict import set_lazy_legacy
+
+    p = TensorDictParams(TensorDict(a=torch.randn(2, 3, 4), batch_size=[2, 3]))
+    with pytest.warns(DeprecationWarning), set_lazy_legacy(True):
+        view = p.permute(1, 0)
+        back = view.permute(1, 0)
+    assert type(view) is TensorDictParams and view.batch_size == (3, 2)
+    assert type(back) is TensorDictParams and back._param_td is p._param_td
+    assert p.squeeze() is p

@@ -263,3 +263,47 @@ def test_lazy_stack_of_different_shapes(store_kwargs):
     assert torch.equal(s[1]["x"], b["x"]) and torch.equal(s[0]["x"], a["x"])
     with pytest.raises(ShapeMismatchError):
         s[0].set("x", torch.zeros(10, 10), inplace=True)
+
+
+def test_run_sync_of_the_client_answers_as_upstream_code_expects(store, store_kwargs):
+    # upstream code cleans up with store._run_sync(store._client.flushdb())
+    assert store._run_sync(store._client.dbsize()) > 0
+    assert store._run_sync(store._client.flushdb()) is True
+    assert redis.Redis(**store_kwargs).dbsize() == 0
+
+
+def test_run_sync_awaits_a_coroutine_inside_and_outside_a_running_loop(store):
+    import asyncio
+
+    async def value():
+        return 3
+
+    assert store._run_sync(value()) == 3
+
+    async def inside():
+        return store._run_sync(value())
+
+    assert asyncio.run(inside()) == 3
+
+
+def test_a_typed_store_is_filled_on_the_server(store_kwargs):
+    from torch import Tensor
+
+    from tensordict import TypedTensorDict
+
+    class Row(TypedTensorDict):
+        obs: Tensor
+        reward: Tensor
+
+    store = TensorDictStore.from_schema(
+        {"obs": ([3], torch.float32), "reward": ([], torch.float32)}, batch_size=[4], **store_kwargs
+    )
+    typed = Row.from_tensordict(store)
+    for i in range(4):
+        typed[i] = TensorDict(obs=torch.full((3,), float(i)), reward=torch.tensor(-i))
+    again = TensorDictStore.from_store(td_id=store._td_id, **store_kwargs)
+    assert again["obs"][:, 0].tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert again["reward"].tolist() == [0.0, -1.0, -2.0, -3.0]
+    typed.reward = torch.ones(4)
+    assert (again["reward"] == 1).all()
+    store.close()

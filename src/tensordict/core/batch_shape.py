@@ -7,11 +7,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch.nn.parameter import UninitializedTensorMixin  # type: ignore[attr-defined]
 
 from tensordict.core.indexing import plan_index
 from tensordict.errors import IndexingError, MultipleEllipsisError
 
 __all__ = [
+    "is_uninitialized",
     "convert_ellipsis_to_idx",
     "expand_as_right",
     "expand_right",
@@ -169,3 +171,15 @@ def leaf_shape(tensor: Any, nested_shape: bool = False) -> Any:
         return torch.Size([0])
     dims = [col[0] if all(c == col[0] for c in col) else -1 for col in zip(*sizes)]
     return torch.Size([len(sizes), *dims])
+
+
+def is_uninitialized(value: Any) -> bool:
+    """Whether ``value`` is a lazy module's tensor that has no shape yet (an uninitialized
+    parameter or buffer): batch-size checks leave it out.
+
+    Examples:
+        >>> from torch.nn.parameter import UninitializedParameter
+        >>> is_uninitialized(UninitializedParameter()), is_uninitialized(torch.zeros(1))
+        (True, False)
+    """
+    return isinstance(value, UninitializedTensorMixin)

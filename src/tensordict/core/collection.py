@@ -11,6 +11,7 @@ pickles and ``repr(type)`` name them so, and :func:`publish_as` sets that name.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -91,29 +92,41 @@ class TensorCollection:
         raise NotImplementedError
 
 
-def publish_as(module: str, *classes: type) -> dict[str, Any]:
-    """Name ``classes`` by upstream's ``module`` (which re-exports them); return the methods whose
-    docstrings hold examples, for the defining module's ``__test__``.
+def publish_as(module: str, *objects: Any) -> dict[str, Any]:
+    """Name classes and functions by upstream's ``module`` (which re-exports them); return the
+    methods of the classes whose docstrings hold examples, for the defining module's
+    ``__test__``.
 
     Pickles and ``repr(type)`` then use upstream's path, so saved objects load with either
     package. doctest collects such a class's own docstring in ``module`` but skips its methods
-    (their globals are another module's): the defining module lists them in ``__test__``.
+    (their globals are another module's): the defining module lists them in ``__test__``. Methods
+    defined in other modules (the forwarding table's rows) are left out: doctest collects them
+    where they are defined. A function's examples stay collected where it is defined.
 
     Examples:
         >>> class A:
-        ...     def f(self):
-        ...         pass
-        ...     def g(self):
-        ...         pass
-        >>> A.g.__doc__ = ">>> 1 + 1"
-        >>> list(publish_as("somewhere.else", A)), A.__module__
-        (['A.g'], 'somewhere.else')
+        ...     pass
+        >>> def h():
+        ...     pass
+        >>> publish_as("somewhere.else", A, h)
+        {}
+        >>> A.__module__, h.__module__
+        ('somewhere.else', 'somewhere.else')
     """
     found: dict[str, Any] = {}
-    for cls in classes:
-        cls.__module__ = module
-        for name, attr in vars(cls).items():
+    for obj in objects:
+        home = sys.modules.get(obj.__module__)
+        obj.__module__ = module
+        if not isinstance(obj, type):
+            continue
+        home_globals = vars(home) if home is not None else None
+        for name, attr in vars(obj).items():
             func = getattr(attr, "__func__", None) or getattr(attr, "fget", None) or attr
-            if callable(func) and ">>>" in (getattr(func, "__doc__", None) or ""):
-                found[f"{cls.__name__}.{name}"] = func
+            if not callable(func) or ">>>" not in (getattr(func, "__doc__", None) or ""):
+                continue
+            if getattr(func, "__globals__", home_globals) is home_globals:
+                found[f"{obj.__name__}.{name}"] = func
     return found
+
+
+__test__ = publish_as("tensordict._tensorcollection", TensorCollection)  # upstream's path

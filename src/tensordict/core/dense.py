@@ -438,15 +438,17 @@ class TensorDict(TensorDictBase):
                 source[key] = value._index_planned(batch_size, leaf_index)
             else:
                 source[key] = value[leaf_index]
-        keeps = plan.is_view and self._is_memmap
+        # a view index keeps the memory-mapped / shared flags and the lock that goes with them
+        keeps = plan.is_view and (self._is_memmap or self._shared)
         out = type(self)._new_unsafe(
             source,
             batch_size,
             self._device,
             _index_names(self._names, plan),
             lock=keeps and self._is_locked,
-            is_memmap=keeps,
+            is_memmap=keeps and self._is_memmap,
         )
+        out._shared = keeps and self._shared
         return out
 
     # ================================================================== state
@@ -538,9 +540,14 @@ class TensorDict(TensorDictBase):
     def is_memmap(self) -> bool:
         return self._is_memmap
 
+    def is_shared(self) -> bool:
+        """Whether :meth:`share_memory_` marked this tensordict (or the tensordict it is an index
+        or a view of) as shared; see :meth:`TensorDictBase.is_shared`."""
+        return self._shared
+
     @property
     def saved_path(self) -> str | None:
-        return self._memmap_prefix
+        return self._memmap_prefix if self._is_memmap else None
 
     # upstream's layout under plain pickle; multiprocessing's reducer: ``tensordict._reductions``
     __reduce_ex__ = forward("tensordict.core.serial.pickling", "reduce_tensordict")

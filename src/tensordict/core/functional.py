@@ -19,6 +19,7 @@ import torch
 
 from tensordict.core.behaviour.base import is_tensor_collection
 from tensordict.core.behaviour.combine import stack
+from tensordict.core.collection import publish_as
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, leaf_or_non_tensor, unravel_key
 from tensordict.core.lazy.shape import maybe_dense_stack as best_intention_stack
@@ -64,11 +65,14 @@ def lazy_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs:
     collections).
 
     Args:
-        input: the tensordicts or tensorclass instances, with one batch size.
+        input: the tensordicts or tensorclass instances; members of different batch sizes
+            (with as many dims) give a stack whose ``batch_size`` shows ``-1`` where they differ.
         dim: where the new batch dimension goes.
         out: an existing tensordict to write the stack into.
+        strict_shape: refuse members of different batch sizes instead.
 
     Examples:
+        >>> import torch
         >>> from tensordict import TensorDict
         >>> a, b = TensorDict(x=torch.zeros(2)), TensorDict(x=torch.ones(3))
         >>> td = lazy_stack([a, b])
@@ -81,7 +85,9 @@ def lazy_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs:
     first = members[0]
     if getattr(type(first), "_is_tensorclass", False) and hasattr(type(first), "lazy_stack"):
         return type(first).lazy_stack(members, dim, **kwargs)
-    result = LazyStackedTensorDict(*members, stack_dim=dim)
+    result = LazyStackedTensorDict(
+        *members, stack_dim=dim, strict_shape=kwargs.get("strict_shape", False)
+    )
     if out is not None:
         out.update_(result)
         return out
@@ -92,6 +98,7 @@ def maybe_dense_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None, **
     """Stack densely when the members share keys and entry shapes, lazily otherwise.
 
     Examples:
+        >>> import torch
         >>> from tensordict import TensorDict
         >>> same = [TensorDict(x=torch.zeros(2)), TensorDict(x=torch.ones(2))]
         >>> type(maybe_dense_stack(same)).__name__
@@ -535,3 +542,6 @@ def make_cache_key(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[An
         tuple(_key_of(a) for a in args),
         tuple((k, _key_of(kwargs[k])) for k in sorted(kwargs)),
     )
+
+
+publish_as("tensordict._td", fromkeys, lazy_stack, maybe_dense_stack)  # upstream's path

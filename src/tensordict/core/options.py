@@ -18,29 +18,40 @@ switch                         environment variable         default   meaning
                                                                       returns None
 ============================  ==========================  ========  ===========================
 
-The print options (:class:`set_printoptions` / :func:`get_printoptions`) live here too, and the
-library's logger (``tensordict.utils.logger``, ``logging.getLogger("tensordict")``), whose level
+The print options (:class:`set_printoptions` / :func:`get_printoptions`) live here too, the JSON
+backend of :func:`json_dumps` (:func:`set_json_backend`, deprecated upstream), and the library's
+logger (``tensordict.utils.logger``, ``logging.getLogger("tensordict")``), whose level
 the ``TD_LOGGING_LEVEL`` environment variable sets (default ``INFO``).
 """
 
 from __future__ import annotations
 
+import importlib
+import json
 import logging
 import os
 import warnings
+from types import ModuleType
 from typing import Any
 
 from torch.utils._contextlib import _DecoratorContextManager
+
+from tensordict.core.collection import publish_as
+from tensordict.errors import MissingDependencyError
 
 __all__ = [
     "logger",
     "capture_non_tensor_stack",
     "get_defaults_to_none",
+    "get_json_backend",
     "get_printoptions",
+    "json_dumps",
     "lazy_legacy",
     "list_to_stack",
+    "mark_legacy_lazy",
     "set_capture_non_tensor_stack",
     "set_get_defaults_to_none",
+    "set_json_backend",
     "set_lazy_legacy",
     "set_list_to_stack",
     "set_printoptions",
@@ -171,6 +182,29 @@ def lazy_legacy(allow_none: bool = False) -> bool | None:
         False
     """
     return _LAZY_LEGACY.get(allow_none)
+
+
+def mark_legacy_lazy(func: Any) -> Any:
+    """Mark ``func`` (named ``_legacy_...``) as the legacy-lazy variant of a method: sets
+    ``func.LEGACY = True`` and returns ``func`` itself (upstream's ``_legacy_lazy`` decorator).
+
+    Raises:
+        NameError: the name does not start with ``_legacy_``.
+
+    Examples:
+        >>> from tensordict.core.options import mark_legacy_lazy
+        >>> def _legacy_permute(td):
+        ...     return td
+        >>> mark_legacy_lazy(_legacy_permute).LEGACY
+        True
+    """
+    if not func.__name__.startswith("_legacy_"):
+        raise NameError(
+            f"a function marked as legacy lazy must be named _legacy_<method>, got "
+            f"{func.__name__!r}. Rename it (e.g. _legacy_{func.__name__})."
+        )
+    func.LEGACY = True
+    return func
 
 
 class set_list_to_stack(_SetSwitch):
@@ -374,5 +408,94 @@ def get_printoptions() -> dict[str, Any]:
     return dict(_PRINT_OPTIONS)
 
 
+# ---------------------------------------------------------------------------- JSON backend
+_JSON_BACKENDS = ("json", "orjson")
+_JSON_BACKEND = "json"  # the module json_dumps uses
+
+
+def set_json_backend(backend: str) -> None:
+    """Choose the module :func:`json_dumps` serializes with: ``"json"`` (default) or ``"orjson"``.
+
+    Deprecated upstream (through ``tensordict.utils``). Saved metadata (``meta.json``) is always
+    written with the standard ``json`` module, which keeps NaN and infinite floats.
+
+    Args:
+        backend: ``"json"`` or ``"orjson"``.
+
+    Raises:
+        ValueError: another name.
+        MissingDependencyError: ``"orjson"`` is not installed.
+
+    Examples:
+        >>> set_json_backend("json")
+        >>> get_json_backend().__name__
+        'json'
+    """
+    global _JSON_BACKEND
+    if backend not in _JSON_BACKENDS:
+        raise ValueError(
+            f"unknown JSON backend {backend!r}: expected one of {list(_JSON_BACKENDS)}. Pass "
+            '"json" (the standard library) or "orjson" (installed separately).'
+        )
+    try:
+        importlib.import_module(backend)
+    except ImportError as err:
+        raise MissingDependencyError(
+            f"the JSON backend {backend!r} is not installed ({err}). Install it with "
+            f'pip install {backend}, or keep the default with set_json_backend("json").'
+        ) from err
+    _JSON_BACKEND = backend
+
+
+def get_json_backend() -> ModuleType:
+    """The module :func:`json_dumps` serializes with (``json`` unless :func:`set_json_backend`
+    chose ``orjson``).
+
+    Examples:
+        >>> get_json_backend().__name__
+        'json'
+    """
+    return importlib.import_module(_JSON_BACKEND)
+
+
+def json_dumps(data: Any, **kwargs: Any) -> str | bytes:
+    """Serialize ``data`` with the chosen backend: a ``str`` from ``json``, ``bytes`` from
+    ``orjson`` (which ignores ``separators``, and falls back to ``json`` for integers wider than
+    64 bits).
+
+    Args:
+        data: what to serialize.
+        **kwargs: passed to the backend's ``dumps``.
+
+    Examples:
+        >>> json_dumps({"a": [1, 2]}, separators=(",", ":"))
+        '{"a":[1,2]}'
+    """
+    backend = get_json_backend()
+    if backend is json:
+        return json.dumps(data, **kwargs)
+    kwargs.pop("separators", None)
+    try:
+        return backend.dumps(data, **kwargs)  # type: ignore[no-any-return]
+    except TypeError as err:
+        if "64-bit" not in str(err):
+            raise
+        return json.dumps(data, **kwargs)
+
+
 logger = logging.getLogger("tensordict")
 logger.setLevel(os.environ.get("TD_LOGGING_LEVEL", "INFO").upper())
+
+# shown under upstream's path (tensordict.utils re-exports them; their examples run there)
+__test__ = publish_as(
+    "tensordict.utils",
+    set_lazy_legacy,
+    set_list_to_stack,
+    set_capture_non_tensor_stack,
+    set_printoptions,
+    capture_non_tensor_stack,
+    get_printoptions,
+    lazy_legacy,
+    list_to_stack,
+    mark_legacy_lazy,
+)

@@ -1,4 +1,4 @@
-"""``TypedTensorDict``: a :class:`~tensordict.TensorDict` whose keys are declared as annotations.
+"""``TypedTensorDict``: typed access to a tensordict whose keys are declared as annotations.
 
 A subclass lists its fields the way a ``TypedDict`` does::
 
@@ -8,7 +8,9 @@ A subclass lists its fields the way a ``TypedDict`` does::
 
 and gets a keyword constructor that checks the fields (missing required ones, undeclared ones),
 attribute access (``state.obs``), inheritance of fields, and every tensordict operation, whose
-results stay instances of the class. Class options come as subscripts
+results stay instances of the class. An instance wraps a tensordict, its source (as upstream's):
+a :class:`~tensordict.TensorDict` it builds, or any tensordict given to ``from_tensordict``,
+read and written where it is. Class options come as subscripts
 (``TypedTensorDict["frozen", "shadow"]``) or class keywords (``frozen=True``): ``frozen`` locks
 instances, ``shadow`` allows a field named like a tensordict attribute.
 
@@ -16,19 +18,19 @@ On disk a typed tensordict is a plain tensordict (upstream writes the same layou
 ``TypedTensorDict`` directories load as :class:`~tensordict.TensorDict` everywhere.
 """
 
-from __future__ import annotations
-
 import contextlib
 import inspect
 import sys
 import typing
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import torch
 
 from tensordict.core.behaviour.base import TensorDictBase
+from tensordict.core.behaviour.setitem import stage_setitem
+from tensordict.core.collection import publish_as
 from tensordict.core.dense import TensorDict
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.errors import TypedFieldError
@@ -73,7 +75,7 @@ def _own_hints(cls: type) -> dict[str, Any]:
 
 
 def _tensordict_attributes() -> frozenset[str]:
-    return frozenset(dir(TensorDict)) | _RESERVED_EXTRA
+    return frozenset(dir(TensorDictBase)) | _RESERVED_EXTRA
 
 
 def _field_property(name: str) -> property:
@@ -100,12 +102,15 @@ def _field_property(name: str) -> property:
 
 
 @dataclass_transform(kw_only_default=True)
-class TypedTensorDict(TensorDict):
+class TypedTensorDict(TensorDictBase):
     """A tensordict whose fields are declared as class annotations.
 
     Subclass it and annotate the fields; ``NotRequired[...]`` (or a default) makes a field
-    optional. Instances are :class:`~tensordict.TensorDict` objects: every operation works and
-    returns the same class.
+    optional. An instance holds its entries in another tensordict, its source: a
+    :class:`~tensordict.TensorDict` made by the constructor, or whatever tensordict
+    :meth:`from_tensordict` was given (a lazy stack, an HDF5 file, a Redis store, ...), which it
+    reads and writes in place. Every operation works and returns the same class (over the
+    result of the operation on the source).
 
     Args:
         batch_size: the batch size (default: none).
@@ -131,7 +136,9 @@ class TypedTensorDict(TensorDict):
         ['obs', 'reward']
     """
 
-    __slots__ = ("__dict__", "_typed_source")
+    __slots__ = ("__dict__", "__weakref__", "_context", "_last_op", "_td_source")
+    _context: list[tuple[str, bool] | None] | None
+    _td_source: Any
 
     __expected_keys__: ClassVar[frozenset[str]] = frozenset()
     __required_keys__: ClassVar[frozenset[str]] = frozenset()
@@ -154,7 +161,7 @@ class TypedTensorDict(TensorDict):
         _warn_ignored([n for n in names if n in _IGNORED_OPTIONS])
         attrs: dict[str, Any] = {f"_{n}": True for n in names if n in _OPTIONS}
         label = f"TypedTensorDict[{', '.join(repr(n) for n in names)}]"
-        attrs.update(_options_base=True, __module__=__name__, __qualname__=label)
+        attrs.update(_options_base=True, __module__=cls.__module__, __qualname__=label)
         return type(label, (cls,), attrs)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -187,37 +194,48 @@ class TypedTensorDict(TensorDict):
             value = given.get(name, cls._field_defaults.get(name))
             if value is not None:
                 values[name] = value
-        self._typed_source: TensorDictBase | None = None
-        super().__init__(values, batch_size=batch_size, device=device, names=names)
+        self._wrap(TensorDict(values, batch_size=batch_size, device=device, names=names))
         if lock or cls._frozen:
             self.lock_()
 
+    def _wrap(self, td: Any) -> None:
+        self._td_source = td
+        self._consolidated = None
+        self._lock_parents = None
+        self._last_op = None
+        self._context = None
+
+    @classmethod
+    def _over(cls, td: Any) -> Any:
+        """An instance of ``cls`` whose source is ``td`` (no check)."""
+        out = cls.__new__(cls)
+        out._wrap(td)
+        return out
+
+    def _typed(self, result: Any) -> Any:
+        """``result`` of an operation on the source, as this class when it is a tensordict."""
+        if isinstance(result, TensorDictBase) and not isinstance(result, TypedTensorDict):
+            return type(self)._over(result)
+        return result
+
     @property
     def _source(self) -> TensorDictBase:
-        """The tensordict this instance was made from by :meth:`from_tensordict` (else itself)."""
-        source = getattr(self, "_typed_source", None)
-        return self if source is None else source
+        """The tensordict holding the entries (read and written in place)."""
+        return self._td_source
 
     @_source.setter
     def _source(self, td: TensorDictBase) -> None:
-        """Point this instance at ``td`` (as upstream): it now shares ``td``'s entries, batch
-        size, device and names (``typed._source = typed._source.float()``)."""
-        dense: Any = td if type(td) is TensorDict or isinstance(td, TypedTensorDict) else None
-        if dense is None:
-            dense = td.to_tensordict()  # type: ignore[attr-defined]
-        self._tensordict = dense._tensordict
-        self._batch_size = dense._batch_size
-        self._device = dense._device
-        self._names = dense._names
-        self._typed_source = None if td is self else td
+        """Point this instance at ``td`` (as upstream): it now reads and writes ``td``
+        (``typed._source = typed._source.float()``)."""
+        self._td_source = td._source if isinstance(td, TypedTensorDict) else td
 
     @classmethod
     def from_tensordict(cls, td: TensorDictBase, *, check: bool = True) -> Any:
-        """Typed access to an existing tensordict.
+        """Typed access to an existing tensordict, which stays where it is.
 
-        A :class:`~tensordict.TensorDict` is wrapped without copying: the instance shares its
-        entries, so writes through either are seen by both. Other tensordicts (lazy stacks, ...)
-        are read into a dense tensordict first.
+        Nothing is copied: reads and writes go to ``td`` (a
+        :class:`~tensordict.TensorDict`, a lazy stack, an HDF5- or Redis-backed tensordict),
+        so changes through either are seen by both.
 
         Args:
             td: the tensordict.
@@ -228,12 +246,16 @@ class TypedTensorDict(TensorDict):
 
         Examples:
             >>> import torch
-            >>> from tensordict import TensorDict, TypedTensorDict
+            >>> from tensordict import TensorDict, TypedTensorDict, lazy_stack
             >>> class State(TypedTensorDict):
             ...     obs: torch.Tensor
             >>> td = TensorDict(obs=torch.zeros(2), batch_size=[2])
             >>> State.from_tensordict(td).obs is td["obs"]
             True
+            >>> stack = lazy_stack([TensorDict(obs=torch.zeros(3)) for _ in range(2)])
+            >>> State.from_tensordict(stack).obs = torch.ones(2, 3)
+            >>> stack[1]["obs"]
+            tensor([1., 1., 1.])
         """
         if check:
             missing = sorted(cls.__required_keys__ - set(td.keys()))
@@ -243,59 +265,192 @@ class TypedTensorDict(TensorDict):
                     f"{', '.join(missing)}. Add them to the tensordict, or pass check=False to "
                     "fill them in later."
                 )
-        dense = td if type(td) is TensorDict or isinstance(td, TypedTensorDict) else None
-        if dense is None:
-            dense = td.to_tensordict()
-        out = cls._adopt(dense)  # type: ignore[arg-type]
-        out._typed_source = td
-        return out
+        if getattr(type(td), "_is_tensorclass", False):
+            td = td._tensordict  # type: ignore[attr-defined]
+        return cls._over(td._source if isinstance(td, TypedTensorDict) else td)
 
-    @classmethod
-    def _adopt(cls, td: TensorDict) -> Any:
-        """An instance of ``cls`` sharing the entries and state of the dense ``td``."""
-        out = cls._new_unsafe(
-            td._tensordict,
-            td._batch_size,
-            td._device,
-            td._names,
-            lock=td._is_locked,
-            is_memmap=td._is_memmap,
-        )
-        out._memmap_prefix = td._memmap_prefix
-        return out
+    def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
+        """A plain :class:`~tensordict.TensorDict` copy."""
+        return self._td_source.to_tensordict(retain_none=retain_none)
 
-    @classmethod
-    def _new_unsafe(cls, *args: Any, **kwargs: Any) -> Any:
-        out: Any = super()._new_unsafe(*args, **kwargs)
-        out._typed_source = None
-        return out
+    # ================================================================== state: the source's
+    @property
+    def batch_size(self) -> torch.Size:
+        return self._td_source.batch_size
 
+    @batch_size.setter
+    def batch_size(self, value: Any) -> None:
+        self._td_source.batch_size = value
+
+    @property
+    def device(self) -> torch.device | None:
+        return self._td_source.device
+
+    @device.setter
+    def device(self, value: Any) -> None:
+        self._td_source.device = value
+
+    @property
+    def names(self) -> list[str | None]:
+        return self._td_source.names
+
+    @names.setter
+    def names(self, value: Sequence[str | None] | None) -> None:
+        self._td_source.names = value
+
+    def _names_or_none(self) -> list[str | None] | None:
+        return self._td_source._names_or_none()
+
+    @property
+    def is_locked(self) -> bool:
+        return self._td_source.is_locked
+
+    @is_locked.setter
+    def is_locked(self, value: bool) -> None:
+        if value:
+            self.lock_()
+        else:
+            self.unlock_()
+
+    def _set_locked(self, value: bool, parent: TensorDictBase | None = None) -> None:
+        self._td_source._set_locked(value, parent)
+
+    def _check_unlockable(self) -> None:
+        self._td_source._check_unlockable()
+
+    def _lock_children(self) -> list[Any]:
+        return self._td_source._lock_children()
+
+    def _drop_storage_flags(self) -> None:
+        self._td_source._drop_storage_flags()
+
+    def _context_ops(self) -> list[tuple[str, bool] | None]:
+        if self._context is None:
+            self._context = []
+        return self._context
+
+    def _set_device(self, device: torch.device | None) -> None:
+        self._td_source._set_device(device)
+
+    def is_memmap(self) -> bool:
+        return self._td_source.is_memmap()
+
+    @property
+    def _is_memmap(self) -> bool:
+        return self.is_memmap()
+
+    def is_shared(self) -> bool:
+        return self._td_source.is_shared()
+
+    @property
+    def saved_path(self) -> str | None:
+        return self._td_source.saved_path
+
+    # ================================================================== entries: the source's
+    def _own_keys(self) -> list[str]:
+        return self._td_source._own_keys()
+
+    def _own_items(self) -> Iterator[tuple[str, Any]]:
+        return self._td_source._own_items()
+
+    def _own_key_items(self) -> Iterator[tuple[str, Any]]:
+        return self._td_source._own_key_items()
+
+    def _get_str(self, key: str, default: Any) -> Any:
+        return self._td_source._get_str(key, default)
+
+    def _set_str(self, key: str, value: Any, *, validated: bool, **kwargs: Any) -> None:
+        self._td_source._set_str(key, value, validated=validated, **kwargs)
+
+    def _del_str(self, key: str) -> None:
+        self._td_source._del_str(key)
+
+    def entry_class(self, key: Any) -> type:
+        return self._td_source.entry_class(key)
+
+    def _write_inplace(self, path: tuple[str, ...], existing: Any, item: Any) -> None:
+        self._td_source._write_inplace(path, existing, item)
+
+    def _stage_setitem_index(self, index: Any, value: Any) -> list[Any]:
+        return stage_setitem(self._td_source, index, value)
+
+    def set_at_(self, key: Any, value: Any, index: Any) -> Any:
+        self._td_source.set_at_(key, value, index)
+        return self
+
+    # ================================================================== results: typed
     def _new_dense(
         self,
         source: dict[str, Any],
         batch_size: torch.Size,
         names: list[str | None] | None = None,
     ) -> Any:
-        return type(self)._new_unsafe(source, batch_size, self._device, names)
+        return type(self)._over(self._td_source._new_dense(source, batch_size, names))
 
-    def _index_planned(self, plan: Any) -> Any:
-        result = super()._index_planned(plan)
-        return type(self)._adopt(result)
+    def _index(self, index: Any) -> Any:
+        return self._typed(self._td_source._index(index))
 
-    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDict:
-        """A plain :class:`~tensordict.TensorDict` copy."""
-        out = super().to_tensordict()
-        if isinstance(out, TypedTensorDict):
-            return TensorDict._new_unsafe(out._tensordict, out._batch_size, out._device, out._names)
-        return out  # type: ignore[no-any-return]
+    def _apply_leaves(self, fn: Any, *others: Any, **kwargs: Any) -> Any:
+        result = self._td_source._apply_leaves(fn, *others, **kwargs)
+        return self if kwargs.get("inplace") and result is self._td_source else self._typed(result)
+
+    # the source's own versions of these (a lazy stack, a file or a server writes its way)
+    def zero_(self) -> Any:
+        """Write zeros into every tensor, where the source keeps it."""
+        self._td_source.zero_()
+        return self
+
+    def fill_(self, key: Any, value: Any) -> Any:
+        """Fill the entry ``key`` with ``value``, where the source keeps it."""
+        self._td_source.fill_(key, value)
+        return self
+
+    def rename_key_(self, old_key: Any, new_key: Any, safe: bool = False) -> Any:
+        """Rename an entry of the source."""
+        self._td_source.rename_key_(old_key, new_key, safe=safe)
+        return self
+
+    def share_memory_(self) -> Any:
+        """Move the source's tensors to shared memory."""
+        self._td_source.share_memory_()
+        return self
+
+    def memmap_(self, prefix: Any = None, copy_existing: bool = False, **kwargs: Any) -> Any:
+        """Move the source's tensors into memory-mapped files (this instance, now locked)."""
+        self._td_source = self._td_source.memmap_(prefix, copy_existing=copy_existing, **kwargs)
+        return self
+
+    def memmap(self, prefix: Any = None, copy_existing: bool = False, **kwargs: Any) -> Any:
+        """A memory-mapped copy of this class (see :meth:`TensorDict.memmap`)."""
+        return self._typed(self._td_source.memmap(prefix, copy_existing=copy_existing, **kwargs))
+
+    save = dumps = memmap
+
+    def memmap_like(self, prefix: Any = None, copy_existing: bool = False, **kwargs: Any) -> Any:
+        """Empty memory-mapped files shaped like the entries, as this class."""
+        return self._typed(
+            self._td_source.memmap_like(prefix, copy_existing=copy_existing, **kwargs)
+        )
+
+    def _inplace_result(self, result: Any, inplace: bool, what: str) -> Any:
+        """With ``inplace``, the source takes ``result`` (``to``, ``reshape``, ... in place)."""
+        if not inplace:
+            return result
+        inner = result._source if isinstance(result, TypedTensorDict) else result
+        self._td_source = self._td_source._inplace_result(inner, True, what)
+        return self
+
+    def clone(self, recurse: bool = True, **kwargs: Any) -> Any:
+        """A copy (of the source, as the source copies itself), of this class."""
+        return self._typed(self._td_source.clone(recurse, **kwargs))
+
+    def contiguous(self, *, inplace: bool = False, canonical: bool = False) -> Any:
+        """A contiguous copy of this class (``inplace``: the source is made contiguous)."""
+        result = self._td_source.contiguous(inplace=inplace, canonical=canonical)
+        return self if inplace else self._typed(result)
 
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
-        return (_rebuild, (type(self), super().__reduce_ex__(protocol)))
-
-
-def _rebuild(cls: type[TypedTensorDict], plain: tuple[Any, ...]) -> TypedTensorDict:
-    fn, args = plain[0], plain[1]
-    return cls._adopt(fn(*args))  # type: ignore[no-any-return]
+        return (type(self)._over, (self._td_source,))
 
 
 def _warn_ignored(options: list[str]) -> None:
@@ -356,3 +511,6 @@ def _check_fields(cls: type[TypedTensorDict], given: Mapping[str, Any]) -> None:
             f"{cls.__name__}() missing required field(s): {', '.join(missing)}. Pass them as "
             "keywords, or declare them NotRequired[...] (or with a default) in the class."
         )
+
+
+__test__ = publish_as("tensordict.typedtensordict", TypedTensorDict)  # upstream's path; examples

@@ -25,7 +25,12 @@ from tensordict.core.dense import TensorDict
 from tensordict.core.keys import key_path
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.core.serial.printing import field_lines
-from tensordict.errors import LockedError, ShapeMismatchError, TensorDictKeyError
+from tensordict.errors import (
+    LockedError,
+    ShapeMismatchError,
+    TensorDictKeyError,
+    ViewArgumentError,
+)
 
 __all__ = ["BackedTensorDict", "LeafInfo", "UnreadInfo"]
 
@@ -73,6 +78,9 @@ class BackedTensorDict(TensorDictBase):
         "_last_op",
         "_names",
     )
+
+    #: reading a leaf gives a new tensor: writing into it is lost (views write through set_)
+    _reads_copies = True
 
     _batch_size: torch.Size
     _device: torch.device | None
@@ -190,6 +198,31 @@ class BackedTensorDict(TensorDictBase):
 
     def is_contiguous(self) -> bool:
         return False
+
+    def to(self, *args: Any, **kwargs: Any) -> Any:
+        """As :meth:`TensorDictBase.to`, without ``inplace=True``: the data stays in its file
+        or server, so an in-place move is refused even onto the device it reports (as upstream).
+
+        Examples:
+            >>> import os, tempfile, torch
+            >>> from tensordict import TensorDict
+            >>> path = os.path.join(tempfile.mkdtemp(), "to.h5")
+            >>> ptd = TensorDict({"a": torch.zeros(2)}, [2]).to_h5(path)
+            >>> ptd.to(torch.float64)["a"].dtype
+            torch.float64
+            >>> ptd.close()
+        """
+        if kwargs.get("inplace"):
+            self._inplace_result(self, True, "to")
+        return super().to(*args, **kwargs)
+
+    def _inplace_result(self, result: Any, inplace: bool, what: str) -> Any:
+        if inplace:
+            raise ViewArgumentError(
+                f"Cannot use inplace=True with a {type(self).__name__}'s {what}(): its data "
+                f"lives in its file or server. Use the out-of-place {what}() and keep the result."
+            )
+        return result
 
     def share_memory_(self) -> Any:
         raise NotImplementedError(

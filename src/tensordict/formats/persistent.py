@@ -22,11 +22,21 @@ import torch
 
 from tensordict.core.behaviour.base import TensorDictBase, as_size
 from tensordict.core.behaviour.entries import locked_message
+from tensordict.core.collection import publish_as
 from tensordict.core.dense import TensorDict
 from tensordict.core.indexing import is_first_class_dim, plan_index
 from tensordict.core.keys import key_path
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
-from tensordict.errors import BatchSizeError, FormatValueError, LockedError, TensorDictKeyError
+from tensordict.core.options import lazy_legacy
+from tensordict.errors import (
+    BatchSizeError,
+    FormatValueError,
+    LazyViewError,
+    LockedError,
+    MemmapInPlaceError,
+    StoredGradError,
+    TensorDictKeyError,
+)
 from tensordict.formats.backed import BackedTensorDict, check_fits
 from tensordict.formats.node import GroupNode
 from tensordict.formats.persistent_io import (
@@ -113,6 +123,9 @@ class PersistentTensorDict(BackedTensorDict):
         "_src_batch_size",
         "allow_pickle",
     )
+    #: upstream's cache of method results, which code written for upstream reads (None: empty);
+    #: nothing is cached here, every read goes to the file
+    _cache: None = None
 
     def __init__(
         self,
@@ -423,7 +436,7 @@ class PersistentTensorDict(BackedTensorDict):
         src_bs = self._child_batch_size(key)
         extra = src_bs[len(self._src_batch_size) :]
         names = self._names + [None] * len(extra) if self._names is not None else None
-        return self._view(
+        child = self._view(
             self._node.child(key),
             torch.Size((*self._batch_size, *extra)),
             self._selection,
@@ -431,6 +444,9 @@ class PersistentTensorDict(BackedTensorDict):
             src_bs,
             names,
         )
+        if self._is_locked:  # held by this one: unlocking it alone is refused (as upstream)
+            child._add_lock_parent(self)
+        return child
 
     def _index(self, index: Any) -> Any:
         items = index if isinstance(index, tuple) else (index,)
@@ -479,6 +495,33 @@ class PersistentTensorDict(BackedTensorDict):
             return self.clone(recurse)
         return type(self).from_dict(self.to_tensordict(), newfile, backend=self.backend)
 
+    def view(self, *shape: Any, **kwargs: Any) -> Any:
+        """A view of the batch dims is refused (as upstream): it would be an in-memory copy.
+        A dtype view gives a copy; the legacy lazy mode gives a lazy view of the file.
+
+        Raises:
+            LazyViewError: a new shape outside the legacy lazy mode; ``reshape`` or
+                ``to_tensordict()`` give in-memory copies.
+        """
+        if (len(shape) == 1 and isinstance(shape[0], torch.dtype)) or lazy_legacy():
+            return super().view(*shape, **kwargs)
+        raise LazyViewError(
+            "Cannot call `view` on a PersistentTensorDict: its arrays live in the file, and a "
+            "view would be an in-memory copy that writes do not reach. Call `reshape` or "
+            "`to_tensordict()` first."
+        )
+
+    def memmap_(self, prefix: Any = None, copy_existing: bool = False, **kwargs: Any) -> Any:
+        """Refused (as upstream): the data stays in its file.
+
+        Raises:
+            MemmapInPlaceError: always; ``td.memmap(prefix)`` writes a memory-mapped copy.
+        """
+        raise MemmapInPlaceError(
+            "Cannot build a memmap TensorDict in-place from a PersistentTensorDict: its data "
+            "stays in its file. Use `td.memmap(prefix)` for a memory-mapped copy instead."
+        )
+
     # ================================================================== writing
     def _check_writable(self, what: str) -> None:
         if self._node.mode == "r":
@@ -488,6 +531,12 @@ class PersistentTensorDict(BackedTensorDict):
             )
 
     def _set_str(self, key: str, value: Any, *, validated: bool) -> None:
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            raise StoredGradError(
+                f"Cannot set a tensor that has requires_grad=True into {key!r} of a "
+                f"PersistentTensorDict: the file stores its values only, its gradient would be "
+                "lost. Set value.detach() (or keep the tensor in a TensorDict)."
+            )
         if not validated:
             value = self._convert(key, value, self._batch_size)
         exists = self._kind(key) is not None
@@ -729,3 +778,6 @@ def from_zarr(
         non_tensor_as_stack=non_tensor_as_stack,
         allow_pickle=allow_pickle,
     )
+
+
+__test__ = publish_as("tensordict.persistent", PersistentTensorDict)  # upstream's path; examples

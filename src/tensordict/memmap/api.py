@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from tensordict.core.collection import publish_as
 from tensordict.memmap.load import load_memmap as _load_memmap
 
 __all__ = ["load", "load_memmap", "memmap", "save"]
@@ -85,3 +86,6 @@ def load(
 ) -> Any:
     """Load a saved tensordict: the same as :func:`load_memmap`."""
     return load_memmap(prefix, device, non_blocking, out=out, allow_pickle=allow_pickle, **kwargs)
+
+
+publish_as("tensordict._td", load, load_memmap, memmap, save)  # upstream's path

@@ -55,6 +55,9 @@ __all__ = [
     "encode_key",
     "entry_path",
     "missing_unsafe_entry",
+    "robust_key_setting",
+    "robust_key_setting_for",
+    "safe_legacy_name",
     "safe_raw_name",
     "find_entry",
     "leaf_entry",
@@ -124,6 +127,47 @@ def safe_raw_name(key: str) -> bool:
         (True, False, False)
     """
     return _safe_raw(key)
+
+
+def safe_legacy_name(key: str, *, is_collection: bool = False) -> bool:
+    """Whether a key read under its raw (unencoded) name stays inside its prefix.
+
+    A name with ``/`` or ``\\``, or a drive-relative one (``C:x``), leads elsewhere. A leaf's
+    file adds a suffix (``.memmap``), so ``""``, ``.`` and ``..`` are only refused for a nested
+    tensordict's folder (``is_collection``).
+
+    Examples:
+        >>> safe_legacy_name("obs"), safe_legacy_name("../x"), safe_legacy_name("C:x")
+        (True, False, False)
+        >>> safe_legacy_name(".."), safe_legacy_name("..", is_collection=True)
+        (True, False)
+    """
+    if "/" in key or "\\" in key:
+        return False
+    if len(key) > 1 and key[1] == ":" and key[0].isalpha():
+        return False
+    return not (is_collection and key in ("", ".", ".."))
+
+
+def robust_key_setting(robust_key: bool | None) -> bool:
+    """Whether keys are encoded for the file system: ``robust_key`` or, when None, True.
+
+    Examples:
+        >>> robust_key_setting(None), robust_key_setting(False)
+        (True, False)
+    """
+    return True if robust_key is None else bool(robust_key)
+
+
+def robust_key_setting_for(key: str, robust_key: bool | None) -> bool:
+    """:func:`robust_key_setting` for one key (the key does not change the answer; upstream's
+    signature, kept for callers that pass it).
+
+    Examples:
+        >>> robust_key_setting_for("a/b", None)
+        True
+    """
+    return robust_key_setting(robust_key)
 
 
 def missing_unsafe_entry(prefix: str, key: str, suffix: str = "") -> bool:

@@ -480,8 +480,8 @@ def memmap_(
         _check_archive_target(prefix, existsok)
         tdz.write_archive(td, prefix, lambda t, d: memmap(t, d, num_threads=num_threads), **archive)
         return memmap_(td, None)
-    if prefix is None and td.is_memmap() and td.saved_path is not None:
-        prefix = td.saved_path  # (as upstream: it stays where it is saved)
+    if prefix is None and getattr(td, "_memmap_prefix", None) is not None:
+        prefix = td._memmap_prefix  # (as upstream: it stays where it is saved, unlocked since)
     if prefix is None:
         if td.is_memmap() and td.is_locked and _is_written(td, None):  # in files or shm: as is
             return td

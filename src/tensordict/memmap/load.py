@@ -393,11 +393,18 @@ def _load_td(directory: str, meta: dict[str, Any], ctx: _Load, depth: int) -> Te
 
 
 def _leading_shape(value: Any) -> tuple[int, ...]:
-    """The shape of a loaded entry (a strided-nested tensor has only its first dim)."""
+    """The shape of a loaded entry (a strided-nested tensor: its dims up to the first ragged
+    one, which may be batch dims: batch size [2, 3] over members of shapes (3, 4) and (3, 5))."""
     if not isinstance(value, torch.Tensor):
         return tuple(value.batch_size)
     if value.is_nested and value.layout is torch.strided:
-        return (value.size(0),)
+        dims = [value.size(0)]
+        for dim in range(1, value.dim()):
+            try:
+                dims.append(value.size(dim))
+            except RuntimeError:  # (a ragged dim has no size)
+                break
+        return tuple(dims)
     return tuple(value.shape)
 
 

@@ -29,9 +29,16 @@ from typing import Any
 import torch
 from torch import nn
 from torch._C._functorch import is_batchedtensor
-from torch.nn.parameter import UninitializedTensorMixin  # type: ignore[attr-defined]
+from torch._functorch.vmap import _add_batch_dim as _vmap_add_batch_dim
+from torch.nn.parameter import (  # type: ignore[attr-defined]
+    UninitializedBuffer,
+    UninitializedParameter,
+    UninitializedTensorMixin,
+)
 
+from tensordict.core.batch_shape import is_uninitialized
 from tensordict.core.behaviour.base import TensorDictBase
+from tensordict.core.collection import publish_as
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.serial.pytree import (
@@ -123,8 +130,57 @@ def from_module(
     return td
 
 
+class BatchedUninitializedParameter(UninitializedParameter):
+    """The uninitialized parameters of ``batch_size`` lazy modules (``from_modules``): one
+    parameter, materialized with the batch dims in front of the shape the module asks for.
+
+    Under ``torch.vmap`` it is not batched: ``in_dim`` and ``vmap_level`` record where it would
+    be, and :func:`to_module` batches it once the module has materialized it (upstream's
+    ``tensordict.utils._BatchedUninitializedParameter``).
+
+    Examples:
+        >>> p = BatchedUninitializedParameter()
+        >>> p.batch_size = torch.Size([3])
+        >>> p.materialize((4, 2))
+        >>> type(p).__name__, p.shape
+        ('Parameter', torch.Size([3, 4, 2]))
+    """
+
+    batch_size: torch.Size
+    in_dim: int | None = None
+    vmap_level: int | None = None
+
+    def materialize(self, shape: Any, device: Any = None, dtype: Any = None) -> None:
+        super().materialize((*self.batch_size, *shape), device=device, dtype=dtype)
+
+
+class BatchedUninitializedBuffer(UninitializedBuffer):
+    """:class:`BatchedUninitializedParameter` for the uninitialized buffers of lazy modules."""
+
+    batch_size: torch.Size
+    in_dim: int | None = None
+    vmap_level: int | None = None
+
+    def materialize(self, shape: Any, device: Any = None, dtype: Any = None) -> None:
+        super().materialize((*self.batch_size, *shape), device=device, dtype=dtype)
+
+
+def _batched_uninitialized(first: torch.Tensor, n: int) -> torch.Tensor:
+    """One uninitialized tensor standing for the ``n`` modules' ``first``-like ones."""
+    kind: Any = (
+        BatchedUninitializedParameter
+        if isinstance(first, nn.Parameter)
+        else BatchedUninitializedBuffer
+    )
+    out = kind(requires_grad=first.requires_grad, device=first.device, dtype=first.dtype)
+    out.batch_size = torch.Size([n])
+    return out  # type: ignore[no-any-return]
+
+
 def _stack_leaf(n: int, expand_identical: bool) -> Any:
     def stack(first: torch.Tensor, *others: torch.Tensor) -> torch.Tensor:
+        if isinstance(first, UninitializedTensorMixin):  # a lazy module's: no shape yet
+            return _batched_uninitialized(first, n)
         if expand_identical and all(o is first for o in others):
             # a view of the shared tensor itself: gradients reach it (as upstream)
             return first.expand(n, *first.shape)
@@ -351,6 +407,26 @@ def _swap_leaf(
         swap._set_str(name, current, validated=True)
     where, stored = _placed(value, _kind(module, name), current, preserve)
     _store(module, name, where, stored)
+    if getattr(value, "vmap_level", None) is not None and is_uninitialized(value):
+        module.register_forward_pre_hook(_BatchOnceMaterialized(name, value))
+
+
+class _BatchOnceMaterialized:
+    """A forward pre-hook, run after the lazy module's own (which materializes its tensors):
+    replace the tensor ``name``, now materialized with the batch dims in front, by its batched
+    view at the vmap level it was given to (then the hook removes itself)."""
+
+    def __init__(self, name: str, value: torch.Tensor) -> None:
+        self.name, self.value = name, value
+
+    def __call__(self, module: nn.Module, args: Any) -> None:
+        for key, hook in list(module._forward_pre_hooks.items()):
+            if hook is self:
+                del module._forward_pre_hooks[key]
+        value: Any = self.value
+        if not is_uninitialized(value):
+            batched = _vmap_add_batch_dim(value, value.in_dim, value.vmap_level)
+            _store(module, self.name, "attribute", batched)
 
 
 def to_module(
@@ -438,3 +514,6 @@ def _to_module_state_dict(
 
     swap._last_op = ("restore", restore)  # type: ignore[assignment,misc]
     return swap
+
+
+publish_as("tensordict._td", from_module, from_modules)  # upstream's path

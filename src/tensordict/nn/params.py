@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from tensordict.core import factory
 from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, leaf_or_non_tensor
@@ -164,6 +165,9 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
         'Parameter'
     """
 
+    #: ``torch.stack`` / ``torch.cat`` with ``out=`` a TensorDictParams write without autograd
+    _writes_without_autograd = True
+
     def __init__(
         self,
         parameters: TensorDictBase | Mapping[str, Any] | None = None,
@@ -189,6 +193,19 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
             parameters = parameters._apply_leaves(lambda t: t)  # a dense tensordict
         assert isinstance(parameters, TensorDictBase)
         _register_in_place(parameters, no_convert)
+        self._wrap(parameters, no_convert)
+
+    @classmethod
+    def _lazy_shape_view(cls, params: TensorDictParams, op: str, **kwargs: Any) -> Any:
+        """Upstream's legacy lazy mode: a TensorDictParams over the lazy shape view of the
+        wrapped tensordict (viewing it back gives a TensorDictParams over that tensordict)."""
+        view = factory.lazy_shape_view(params._param_td, op, **kwargs)
+        out = cls.__new__(cls)
+        nn.Module.__init__(out)
+        out._wrap(view, True)
+        return out
+
+    def _wrap(self, parameters: TensorDictBase, no_convert: bool) -> None:
         self.__dict__["_param_td"] = parameters
         self.__dict__["no_convert"] = no_convert
         self.__dict__["_parameters"] = _LeafRegistry(self, parameters=True)
@@ -443,8 +460,24 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
         """
         if not inplace:
             return super().apply(fn, *others, **kwargs)
+        return self._autograd_write(super().apply, fn, *others, inplace=True, **kwargs)
+
+    def named_apply(
+        self, fn: Callable[..., Any], *others: Any, inplace: bool = False, **kwargs: Any
+    ) -> Any:
+        """Like :meth:`TensorDictBase.named_apply`; ``inplace=True`` as in :meth:`apply`.
+
+        Raises:
+            ParamsWriteError: ``inplace=True`` on parameters that require grad.
+        """
+        if not inplace:
+            return super().named_apply(fn, *others, **kwargs)
+        return self._autograd_write(super().named_apply, fn, *others, inplace=True, **kwargs)
+
+    def _autograd_write(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``method`` writing in place with autograd on: leaf parameters refuse it."""
         try:
-            return super().apply(fn, *others, inplace=True, **kwargs)
+            return method(*args, **kwargs)
         except RuntimeError as err:
             if "leaf Variable" not in str(err):
                 raise
@@ -452,6 +485,11 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
                 f"Failed to update the parameters in place: {err} Use params.apply_(fn) (no "
                 "autograd) or params.data.apply(fn, inplace=True)."
             ) from err
+
+    def masked_fill(self, mask: torch.Tensor, value: Any) -> Any:
+        """Like :meth:`TensorDictBase.masked_fill`: a :class:`~tensordict.TensorDict` computed
+        from the parameters (autograd records it), which are left as they are."""
+        return self._param_td.masked_fill(mask, value)
 
     def memmap_(self, *args: Any, **kwargs: Any) -> Any:
         """Refused: parameters live in memory (memory-map ``params.data`` with ``memmap``).
@@ -651,8 +689,11 @@ def _clone_leaf(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def _keep_kind(new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
-    """After ``to()``, a parameter that had to be copied becomes a parameter again."""
+    """After ``to()``, a parameter that had to be copied becomes a parameter again (a plain
+    tensor when cast to a dtype that cannot require gradients, as upstream)."""
     if new is old or not isinstance(old, nn.Parameter) or isinstance(new, nn.Parameter):
+        return new
+    if not (new.is_floating_point() or new.is_complex()):
         return new
     return nn.Parameter(new.detach(), requires_grad=old.requires_grad)
 

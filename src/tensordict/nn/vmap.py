@@ -25,6 +25,7 @@ import torch
 import torch._functorch.vmap as _vmap_impl
 from torch.utils._pytree import _broadcast_to_and_flatten, tree_flatten, tree_unflatten
 
+from tensordict.core.batch_shape import is_uninitialized
 from tensordict.core.behaviour.base import TensorDictBase, is_tensor_collection
 from tensordict.core.dense import TensorDict
 from tensordict.core.lazy.stack import LazyStackedTensorDict
@@ -89,7 +90,11 @@ def _add_batch_dim_td(td: Any, in_dim: int, level: int) -> Any:
     source: dict[str, Any] = {}
     new_bs = torch.Size(_drop(td.batch_size, in_dim))
     for key, value in td._own_items():
-        if isinstance(value, torch.Tensor):
+        if is_uninitialized(value):
+            # (a lazy module's, from from_modules: batched by to_module once materialized)
+            value.in_dim, value.vmap_level = in_dim, level
+            source[key] = value
+        elif isinstance(value, torch.Tensor):
             source[key] = _vmap_impl._add_batch_dim(value, in_dim, level)
         elif isinstance(value, NonTensorData):
             source[key] = value._with_batch_size(new_bs + value.batch_size[len(td.batch_size) :])

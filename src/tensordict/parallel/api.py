@@ -16,6 +16,7 @@ import numpy.random  # noqa: F401  (imported here so that forked workers inherit
 import torch
 
 from tensordict.core.behaviour.combine import stack
+from tensordict.core.behaviour.storage import in_shared_memory
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.errors import BatchSizeError, NotPicklableError
@@ -87,7 +88,7 @@ def _remote_writable(td: Any) -> bool:
     """Whether workers can write their slice of ``td`` themselves (memory-mapped or shared, and
     its files still those at their paths)."""
     try:
-        return bool(td.is_memmap() or td.is_shared()) and _files_current(td)
+        return bool(td.is_memmap() or in_shared_memory(td)) and _files_current(td)
     except Exception:
         return False
 

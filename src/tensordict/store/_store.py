@@ -12,7 +12,10 @@ the same data.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import importlib.util
+import inspect
 import json
 import pickle
 import sys
@@ -181,6 +184,35 @@ class TensorDictStore(BackedTensorDict):
     def _full_key_path(self, key: str) -> str:
         """The server-side path of ``key`` (nested keys joined with ``"."``)."""
         return f"{self._prefix}{KEY_SEP}{key}" if self._prefix else key
+
+    @property
+    def _client(self) -> Any:
+        """The server client (a synchronous ``redis.Redis``; upstream's is asynchronous: pass
+        what its methods return to :meth:`_run_sync`, as upstream code does)."""
+        return self._conn.client
+
+    def _run_sync(self, result: Any) -> Any:
+        """The value of ``result``: awaited to completion if it is awaitable (a coroutine of an
+        asynchronous client), else returned as it is (what the synchronous client answered).
+
+        Examples:
+            >>> async def answer():
+            ...     return 42
+            >>> TensorDictStore._run_sync(None, answer()), TensorDictStore._run_sync(None, 7)
+            (42, 7)
+        """
+        if not inspect.isawaitable(result):
+            return result
+
+        async def wait() -> Any:
+            return await result
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop in this thread: run one here
+            return asyncio.run(wait())
+        with concurrent.futures.ThreadPoolExecutor(1) as thread:  # a loop runs: use another
+            return thread.submit(asyncio.run, wait()).result()
 
     def close(self) -> None:
         """Close the connection (the data stays on the server)."""

@@ -159,6 +159,15 @@ def wrap_result(template: Any, result: Any) -> Any:
     return result
 
 
+def _without_none_fields(self: Any, other: Any) -> Any:
+    """A tensordict compared with a tensorclass, without the entries named like the fields the
+    tensorclass holds as None (outside its tensors), as upstream compares them."""
+    if not isinstance(other, TensorDictBase) or _is_tc(other) or not self._non_tensordict:
+        return other
+    skip = [k for k in self._non_tensordict if k in other]
+    return other.exclude(*skip) if skip else other
+
+
 def _call_inner(self: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The inner tensordict's ``name``, with tensorclass arguments unwrapped."""
     if args:
@@ -179,6 +188,8 @@ def forwarder(name: str, kind: Kind) -> Callable[..., Any]:
     elif kind is Kind.WRAP:
 
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if name in ("__eq__", "__ne__") and args:
+                args = (_without_none_fields(self, args[0]), *args[1:])
             return wrap_result(self, _call_inner(self, name, args, kwargs))
 
     elif kind is Kind.SELF:

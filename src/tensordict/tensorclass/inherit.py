@@ -6,8 +6,6 @@ come as class keywords (``class Sample(TensorClass, nocast=True)``) or subscript
 (``TensorClass["nocast", "frozen"]``); subclasses inherit them and may override them.
 """
 
-from __future__ import annotations
-
 import dataclasses
 import sys
 from collections.abc import Sequence
@@ -15,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
 
 import torch
 
+from tensordict.core.collection import publish_as
 from tensordict.errors import TensorclassDefinitionError
 from tensordict.tensorclass.access import setattr_
 from tensordict.tensorclass.builder import ClassBuilder
@@ -38,7 +37,7 @@ if TYPE_CHECKING:
         (PEP 681's descriptor-typed fields)."""
 
         @overload
-        def __get__(self, instance: None, owner: Any) -> _Field[_Get, _Set]: ...
+        def __get__(self, instance: None, owner: Any) -> "_Field[_Get, _Set]": ...
         @overload
         def __get__(self, instance: object, owner: Any) -> _Get: ...
         def __get__(self, instance: Any, owner: Any) -> Any: ...
@@ -132,3 +131,6 @@ class TensorClass(_TypedTensorClass):
             shadow=merged.get("shadow", False),
             tensor_only=merged.get("tensor_only", False),
         ).build()
+
+
+__test__ = publish_as("tensordict.tensorclass", TensorClass)  # upstream's path; examples

@@ -55,3 +55,40 @@ def test_backward_errors_say_what_is_wrong() -> None:
     with pytest.raises(NotATensorDictError, match="gradient must be a TensorDictBase"):
         TensorDict(a=x * 2).backward(torch.ones(3))
     assert x.grad is None  # nothing ran
+
+
+def _grad_td() -> TensorDict:
+    return TensorDict(a=torch.zeros(3, requires_grad=True), batch_size=[3])
+
+
+@pytest.mark.parametrize(
+    ("op", "call"),
+    [
+        ("gather", lambda td, out: torch.gather(td, 0, torch.tensor([2, 1, 0]), out=out)),
+        ("stack", lambda td, out: torch.stack([td[0], td[1], td[2]], 0, out=out)),
+        ("cat", lambda td, out: torch.cat([td[:1], td[1:]], 0, out=out)),
+    ],
+)
+def test_out_forms_refuse_tensors_requiring_grad_as_torch(op, call) -> None:
+    td = _grad_td()
+    out = TensorDict(a=torch.ones(3), batch_size=[3])
+    with pytest.raises(RuntimeError, match=rf"{op}\(\): functions with out=\.\.\. arguments"):
+        call(td, out)
+    assert (out["a"] == 1).all()  # nothing written
+    with torch.no_grad():
+        assert call(td, out) is out
+    assert (out["a"] == 0).all()
+    with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+        call(TensorDict(a=torch.zeros(3), batch_size=[3]), _grad_td().detach().requires_grad_())
+
+
+def test_grad_of_an_unbatched_entry_stays_unbatched() -> None:
+    from tensordict import UnbatchedTensor
+
+    td = TensorDict({"a": torch.zeros(4, 3), "u": UnbatchedTensor(torch.zeros(7, 11))}, [4])
+    inputs = td.requires_grad_()
+    outputs = inputs * 2
+    outputs.backward(torch.ones_like(outputs))
+    grad = inputs.grad  # (building it raised BatchSizeError: [7, 11] is not the batch size)
+    assert isinstance(grad["u"], UnbatchedTensor) and grad["u"].shape == torch.Size([7, 11])
+    assert (grad == 2).all()

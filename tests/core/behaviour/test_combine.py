@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
-from tensordict import LazyStackedTensorDict, NonTensorData, TensorDict
+from tensordict import LazyStackedTensorDict, NonTensorData, TensorDict, tensorclass
 from tensordict.errors import BatchSizeError, ShapeMismatchError
 
 
@@ -279,3 +281,57 @@ def test_autograd_grad_of_tensordicts_matches_entries_by_key() -> None:
     outputs = inputs * 3
     grads = torch.autograd.grad(outputs, inputs, torch.ones_like(outputs))
     assert (grads == 3).all() and grads["n", "b"].shape == (3, 2)
+
+
+def test_stack_into_an_out_of_another_batch_size_writes_nothing() -> None:
+    td = TensorDict(a=torch.ones(4), batch_size=[4])
+    out = TensorDict(a=torch.zeros(3, 4), batch_size=[3, 4])
+    with pytest.raises(ShapeMismatchError, match=r"out\.batch_size and stacked batch size"):
+        torch.stack([td, td], 0, out=out)
+    assert (out["a"] == 0).all()
+
+
+@tensorclass
+class _Pair:
+    x: torch.Tensor
+    inner: Any = None
+    label: str = "p"
+
+
+def test_where_over_a_tensorclass_takes_the_matching_leaf_of_the_other_operand() -> None:
+    def make_pair(v: float) -> _Pair:
+        inner = _Pair(x=torch.full((4,), v), batch_size=[4])
+        return _Pair(x=torch.full((4, 2), v), inner=inner, batch_size=[4])
+
+    mask = torch.tensor([True, False, True, False])
+    td = TensorDict({"p": make_pair(1.0), "a": torch.ones(4)}, [4])
+    other = TensorDict({"p": make_pair(5.0), "a": torch.full((4,), 5.0)}, [4])
+    out = torch.where(mask, td, other)
+    assert isinstance(out["p"].x, torch.Tensor)  # (it was a _Pair: the whole operand was used)
+    assert out["p"].x[:, 0].tolist() == [1.0, 5.0, 1.0, 5.0]
+    assert out["p"].inner.x.tolist() == [1.0, 5.0, 1.0, 5.0] and out["p"].label == "p"
+    flipped = torch.where(mask, 0.0, td)  # a number first: the tensordict fills the rest
+    assert flipped["p"].x[:, 1].tolist() == [0.0, 1.0, 0.0, 1.0]
+    target = td.clone()
+    torch.where(mask, td, other, out=target)  # written in place through the tensorclass
+    assert target["p"].inner.x.tolist() == [1.0, 5.0, 1.0, 5.0]
+
+
+def test_a_tensorclass_compares_equal_to_its_dict_and_tensordict_forms() -> None:
+    # fields held as None (inner, label here) appear as None entries once converted; they are
+    # not missing keys (as upstream); a real extra key still is
+    from tensordict.errors import KeyMismatchError
+
+    pair = _Pair(x=torch.ones(4, 2), inner=_Pair(x=torch.ones(4), batch_size=[4]), batch_size=[4])
+    pair.inner.label = None
+    td = TensorDict({"p": pair, "a": torch.ones(4)}, [4])
+    as_dict = td.to_dict()
+    assert as_dict["p"]["inner"]["inner"] is None
+    assert (td == as_dict).all()
+    assert (TensorDict.from_dict(as_dict, auto_batch_size=False) == td).all()
+    assert (pair.inner == TensorDict({"x": torch.ones(4), "inner": None}, [4])).all()
+    assert not (
+        td == TensorDict.from_dict(as_dict, auto_batch_size=False).apply(lambda x: x * 2)
+    ).all()
+    with pytest.raises(KeyMismatchError):
+        _ = pair.inner == TensorDict({"x": torch.ones(4), "w": torch.ones(4)}, [4])

@@ -89,3 +89,47 @@ def test_to_in_place_refuses_a_locked_tensordict_and_changes_nothing() -> None:
     with td.unlock_():
         td.to(torch.float32, inplace=True)
     assert td["a"].dtype == torch.float32
+
+
+def test_to_its_own_device_in_place_is_a_no_op_even_when_locked(tmp_path) -> None:
+    td = TensorDict(a=torch.zeros(3, 4), batch_size=[3], device="cpu").memmap_(tmp_path)
+    assert td.to("cpu", inplace=True) is td and td.is_memmap()
+    with pytest.raises(LockedError):  # a cast replaces the leaves: refused while locked
+        td.to(torch.float64, inplace=True)
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda td: td.permute(1, 0),
+        lambda td: td.unsqueeze(0),
+        lambda td: td.squeeze(-1),
+        lambda td: td._get_sub_tensordict(0),
+    ],
+    ids=["permute", "unsqueeze", "squeeze", "sub"],
+)
+def test_a_view_refuses_to_in_place_even_onto_its_own_device(view) -> None:
+    from tensordict import set_lazy_legacy
+
+    td = TensorDict({"a": torch.zeros(3, 1)}, [3, 1], device="cpu")
+    with set_lazy_legacy(True):
+        viewed = view(td)
+    assert viewed.device == torch.device("cpu")
+    with pytest.raises(TypeError, match="inplace"):  # as upstream (its entries are its source's)
+        viewed.to("cpu", inplace=True)
+
+
+def test_a_tensorclass_set_in_a_tensordict_takes_its_device() -> None:
+    from tensordict import tensorclass
+
+    @tensorclass
+    class Pair:
+        x: torch.Tensor
+
+    pair = Pair(x=torch.zeros(2), batch_size=[2])
+    td = TensorDict({"p": pair}, [2], device="cpu")
+    td["q"] = pair
+    assert td["p"].device == torch.device("cpu") and td["q"].device == torch.device("cpu")
+    assert pair.device is None  # a moved copy: the user's instance is left as it was
+    td.to("cpu", inplace=True)
+    assert all(v.device == torch.device("cpu") for v in td.values())

@@ -285,3 +285,8 @@ def test_from_list_stacks_dicts() -> None:
     td = TensorDict.from_list([{"a": 1, "s": "x"}, {"a": 2, "s": "y"}])
     assert td.batch_size == (2,) and td["s"] == ["x", "y"]
     assert torch.equal(td["a"], torch.tensor([1, 2]))
+
+
+def test_squeeze_with_nothing_to_squeeze_returns_the_tensordict_itself() -> None:
+    td = TensorDict(a=torch.zeros(2, 3), batch_size=[2, 3])
+    assert td.squeeze() is td and td.squeeze(0) is td

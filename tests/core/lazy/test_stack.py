@@ -69,11 +69,56 @@ def test_maybe_dense_stack_gives_lazy_when_leaf_shapes_differ() -> None:
     assert isinstance(LazyStackedTensorDict.maybe_dense_stack([a, b]), LazyStackedTensorDict)
 
 
-def test_lazy_stack_of_different_batch_sizes_raises_naming_them() -> None:
+def test_strict_lazy_stack_of_different_batch_sizes_raises_naming_them() -> None:
     a, _ = members()
     with pytest.raises(ShapeMismatchError) as info:
-        LazyStackedTensorDict.lazy_stack([a, a[:2]])
+        LazyStackedTensorDict.lazy_stack([a, a[:2]], strict_shape=True)
     assert "[3]" in str(info.value) and "[2]" in str(info.value)
+    with pytest.raises(ShapeMismatchError, match="batch sizes in tensordicts differs"):
+        LazyStackedTensorDict(a, a[:2], strict_shape=True)
+
+
+def _ragged() -> LazyStackedTensorDict:
+    return LazyStackedTensorDict(
+        TensorDict(x=torch.arange(12.0).view(3, 4), batch_size=[3, 4]),
+        TensorDict(x=torch.arange(15.0).view(3, 5), batch_size=[3, 5]),
+        stack_dim=1,
+    )
+
+
+def test_members_of_different_batch_sizes_show_minus_one_where_they_differ() -> None:
+    td = _ragged()
+    assert td.is_ragged and td.batch_size == (3, 2, -1)
+    assert td[0].batch_size == (2, -1) and td[0].is_ragged
+    assert td[:, :, 0].batch_size == (3, 2) and not td[:, :, 0].is_ragged
+    # each member bounds the index by its own size: the last two of 4 and of 5
+    assert td[:, :, -2:]["x"][0].tolist() == [[2.0, 3.0], [3.0, 4.0]]
+    assert td[:, 1] is td.tensordicts[1]
+    assert td[..., 1:3].batch_size == (3, 2, 2)
+
+
+def test_a_ragged_stack_refuses_what_its_members_cannot_share() -> None:
+    from tensordict.errors import IndexingError
+
+    td = _ragged()
+    with pytest.raises(IndexingError, match="ints and slices on the members' dims"):
+        td[:, :, torch.tensor([0, 1])]
+    with pytest.raises(ShapeMismatchError, match="index one member"):
+        td[:, :, 0] = TensorDict(x=torch.zeros(3, 2), batch_size=[3, 2])
+    td[:, 1] = TensorDict(x=torch.zeros(3, 5), batch_size=[3, 5])
+    assert (td.tensordicts[1]["x"] == 0).all()
+    with pytest.raises(ShapeMismatchError, match="numbers of batch dims"):
+        LazyStackedTensorDict(TensorDict(batch_size=[3]), TensorDict(batch_size=[3, 1]))
+
+
+def test_update_with_update_batch_size_takes_ragged_members_in_place() -> None:
+    dest = TensorDict(stack=_ragged())
+    inner = dest["stack"]
+    three = LazyStackedTensorDict(
+        *(TensorDict(x=torch.ones(2, k), batch_size=[2, k]) for k in (1, 2, 3)), stack_dim=1
+    )
+    dest.update(TensorDict(stack=three), update_batch_size=True)
+    assert dest["stack"] is inner and inner.batch_size == (2, 3, -1)
 
 
 def test_keys_are_the_keys_all_members_share() -> None:
@@ -293,3 +338,10 @@ def test_linked_list_of_a_non_tensor_stack_is_a_pytree_node() -> None:
     td = LazyStackedTensorDict(TensorDict({"s": "x"}), TensorDict({"s": "y"}))
     leaves, _ = pytree.tree_flatten(td["s"])
     assert leaves == ["x", "y"]
+
+
+def test_shape_ops_and_stacking_into_out_never_stack_heterogeneous_leaves() -> None:
+    td = hetero()  # members hold "z" with different shapes
+    assert td.unsqueeze(0).batch_size == (1, *td.batch_size)
+    out = torch.stack([td, td], 0)
+    assert torch.stack([td, td], 0, out=out) is out  # (grad mode on: leaves are checked)

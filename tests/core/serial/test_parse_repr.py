@@ -45,6 +45,34 @@ def test_compact_layout_is_read() -> None:
     assert out["b", "c"].dtype == torch.int64
 
 
+def test_compact_scalar_leaf_of_an_unbatched_tensordict_is_read() -> None:
+    # (the default repr of TensorDict(a=0), as upstream prints it)
+    out = parse_tensor_dict_string("TensorDict(batch_size=[], fields={a: i64[]})")
+    assert out.batch_size == torch.Size([])
+    assert out["a"].shape == torch.Size([]) and out["a"].dtype == torch.int64
+
+
+def test_compact_nested_tensordict_with_batch_dims_of_its_own_is_read() -> None:
+    out = parse_tensor_dict_string(
+        "TensorDict(batch_size=[1], fields={a: i64[2], b: [2]{c: i64[]}})"
+    )
+    assert out["b"].batch_size == torch.Size([1, 2])
+    assert out["b", "c"].shape == torch.Size([1, 2]) and out["a"].shape == torch.Size([1, 2])
+
+
+def test_compact_default_repr_round_trips_over_lines_and_devices() -> None:
+    source: dict = {f"entry_with_a_long_name_{i}": torch.zeros(2, 3) for i in range(6)}
+    source["nest"] = TensorDict(x=torch.zeros(2, 4, 1, device="meta"), batch_size=[2, 4])
+    td = TensorDict(source, batch_size=[2])
+    with set_printoptions(compact=True):
+        text = str(td)
+        assert "\n" in text and "[4]{x: f32[1]@meta}" in text
+        out = parse_tensor_dict_string(text)
+        assert str(out) == text
+    assert out["nest", "x"].device == torch.device("meta")
+    assert out["nest"].batch_size == torch.Size([2, 4])
+
+
 def test_not_a_repr_raises() -> None:
     with pytest.raises(ValueError, match="repr of a tensordict"):
         parse_tensor_dict_string("hello")

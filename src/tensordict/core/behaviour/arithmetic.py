@@ -40,11 +40,19 @@ def _leaf_keys(td: Any) -> set[Any]:
     return set(td.keys(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor))
 
 
-def _check_same_keys(td: Any, other: Any) -> None:
+def _check_same_keys(td: Any, other: Any) -> set[Any]:
+    """Raise unless both have the same leaf keys; return ``td``'s keys that name a field the
+    other side's tensorclass holds as None (not compared, as upstream)."""
     mine, theirs = _leaf_keys(td), _leaf_keys(other)
     if mine == theirs:
-        return
-    only_mine, only_theirs = mine - theirs, theirs - mine
+        return set()
+    # a key naming a non-tensor field of a tensorclass on the other side (``y=None``, which the
+    # tensorclass holds outside its tensors) is not a missing key, as upstream
+    fields_of_other = {k for k in mine - theirs if _non_tensor_field(other, k)}
+    only_mine = mine - theirs - fields_of_other
+    only_theirs = {k for k in theirs - mine if not _non_tensor_field(td, k)}
+    if not only_mine and not only_theirs:
+        return fields_of_other
     message = "keys in tensordicts mismatch."
     if only_mine:
         message += f" The first TD has keys {_key_set(only_mine)} that the second does not have."
@@ -54,6 +62,14 @@ def _check_same_keys(td: Any, other: Any) -> None:
         f"{message} Both operands need the same keys: align them first with td.select(...) or "
         "td.exclude(...)."
     )
+
+
+def _non_tensor_field(td: Any, key: Any) -> bool:
+    """Whether ``key`` names a non-tensor field of a tensorclass in ``td``."""
+    path = key if isinstance(key, tuple) else (key,)
+    holder = td.get(path[:-1], None) if len(path) > 1 else td
+    fields = getattr(holder, "_non_tensordict", None)
+    return getattr(type(holder), "_is_tensorclass", False) and path[-1] in (fields or {})
 
 
 def _key_set(keys: set[Any]) -> str:
@@ -378,7 +394,9 @@ class ArithmeticMixin(OpsMixin):
 
         if _is_collection(other):
             target, other = self._align_collection(other, False)
-            _check_same_keys(target, other)
+            skipped = _check_same_keys(target, other)
+            if skipped:
+                target = target.exclude(*skipped)
             return target._apply_leaves(op, other, non_tensor_fn=non_tensor)
         if isinstance(other, torch.Tensor) and other.ndim:
             target, aligned = self._align_tensor(other, False)

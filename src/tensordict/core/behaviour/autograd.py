@@ -8,6 +8,7 @@ graph leaves).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,9 +17,10 @@ import torch
 from tensordict.core import factory
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import leaf_or_non_tensor
+from tensordict.core.unbatched import UnbatchedTensor, is_unbatched
 from tensordict.errors import BackwardError, NotATensorDictError, TensorDictKeyError
 
-__all__ = ["backward", "grad_of"]
+__all__ = ["backward", "grad_of", "out_writes", "refuse_out_with_grad"]
 
 
 def backward(
@@ -101,6 +103,59 @@ def grad_of(td: Any) -> Any:
     ]
     if not keys:
         return None
-    by_key = {k: td.get(k).grad for k in keys}
+    by_key = {k: _grad(td.get(k)) for k in keys}
     out = td.select(*keys)
     return out._apply_leaves(lambda x: x).update(by_key)  # (same structure, the grads)
+
+
+def _grad(leaf: torch.Tensor) -> torch.Tensor:
+    """The gradient of ``leaf``; an unbatched entry's stays unbatched (its shape is not the
+    batch size's)."""
+    grad = leaf.grad
+    if grad is not None and is_unbatched(leaf) and not is_unbatched(grad):
+        return UnbatchedTensor(grad)
+    return grad  # type: ignore[return-value]
+
+
+def refuse_out_with_grad(op: str, out: Any, inputs: Sequence[Any]) -> None:
+    """Raise, as torch does for ``op(..., out=...)``, when autograd is on and a tensor of
+    ``out`` or of the ``inputs`` tensordicts requires gradients: writing into ``out`` would not
+    be differentiated.
+
+    Raises:
+        RuntimeError: grad mode is on and a leaf requires gradients.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(a=torch.zeros(2, requires_grad=True), batch_size=[2])
+        >>> with torch.no_grad():
+        ...     refuse_out_with_grad("stack", td.clone(), [td])
+        >>> refuse_out_with_grad("stack", td.clone(), [td])
+        Traceback (most recent call last):
+        ...
+        RuntimeError: stack(): functions with out=... arguments don't support automatic ...
+    """
+    if not torch.is_grad_enabled():
+        return
+    for td in (out, *inputs):
+        if getattr(type(td), "_is_tensorclass", False):
+            td = td._tensordict
+        # (the stored tensors: a lazy stack's members' own, never stacked copies)
+        leaves = td._tensor_leaves() if hasattr(td, "_tensor_leaves") else ()
+        if any(t.requires_grad for t in leaves):
+            raise RuntimeError(
+                f"{op}(): functions with out=... arguments don't support automatic "
+                "differentiation, but one of the arguments requires grad. Call it without out= "
+                "(and keep or copy the result), or under torch.no_grad()."
+            )
+
+
+def out_writes(op: str, out: Any, inputs: Sequence[Any]) -> contextlib.AbstractContextManager[Any]:
+    """The context in which ``op(inputs, out=out)`` writes into ``out``: without autograd for an
+    ``out`` whose class writes so (``TensorDictParams``, as upstream), else with the checks of
+    :func:`refuse_out_with_grad` passed first."""
+    if getattr(type(out), "_writes_without_autograd", False):
+        return torch.no_grad()
+    refuse_out_with_grad(op, out, inputs)
+    return contextlib.nullcontext()

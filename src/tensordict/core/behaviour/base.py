@@ -33,6 +33,7 @@ from tensordict.core.behaviour.storage import StorageMixin
 from tensordict.core.behaviour.structure import StructureMixin
 from tensordict.core.behaviour.tensor_methods import TensorMethodsMixin
 from tensordict.core.behaviour.upstream_private import UpstreamPrivateMixin
+from tensordict.core.collection import publish_as
 from tensordict.core.keys import (
     ItemsView,
     KeysView,
@@ -559,9 +560,13 @@ class TensorDictBase(
         return self
 
     def zero_(self: T) -> T:
-        """Fill every tensor with zeros, in place."""
-        for value in self._tensor_leaves():
-            value.zero_()
+        """Fill every tensor with zeros, in place; a nested tensordict zeroes its own (so a
+        nested ``TensorDictParams`` does it without autograd, as upstream)."""
+        for _, value in self._own_items():
+            if getattr(type(value), "_is_tensorclass", False):
+                value = value._tensordict
+            if isinstance(value, (torch.Tensor, TensorDictBase)):
+                value.zero_()
         return self
 
     def copy(self: T) -> T:
@@ -650,3 +655,5 @@ class TensorDictBase(
 # ``isinstance(x, Mapping)`` accept it. (So, as upstream, ``DataLoader(batch_size=None)`` cannot
 # pass tensordict samples through: pass ``collate_fn=lambda x: x``.)
 MutableMapping.register(TensorDictBase)
+
+__test__ = publish_as("tensordict.base", TensorDictBase)  # upstream's path; methods' examples

@@ -15,9 +15,10 @@ from typing import Any
 import torch
 
 from tensordict.core import factory
+from tensordict.core.behaviour.autograd import out_writes
 from tensordict.core.behaviour.ops import keep_lock_of
 from tensordict.core.behaviour.shape import normalize_dim
-from tensordict.core.collection import TensorCollection
+from tensordict.core.collection import TensorCollection, publish_as
 from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.nontensor.combine import cat_non_tensor, stack_non_tensor
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
@@ -138,6 +139,7 @@ def stack(
         ShapeMismatchError: the members have different batch sizes.
 
     Examples:
+        >>> import torch
         >>> from tensordict import TensorDict
         >>> td = TensorDict({"a": torch.arange(3)}, [3])
         >>> torch.stack([td, td], 0).batch_size
@@ -152,8 +154,16 @@ def stack(
     bs = tds[0].batch_size
     d = normalize_dim(dim, len(bs), bs, "stack", extra=1)
     if out is not None:
-        for i, td in enumerate(tds):
-            out[(slice(None),) * d + (i,)] = td
+        stacked = torch.Size([*bs[:d], len(tds), *bs[d:]])
+        if out.batch_size != stacked:
+            raise ShapeMismatchError(
+                f"out.batch_size and stacked batch size must match, got "
+                f"out.batch_size={out.batch_size} and batch_size={stacked}. Give an out= of the "
+                "stacked batch size (nothing was written)."
+            )
+        with out_writes("stack", out, tds):
+            for i, td in enumerate(tds):
+                out[(slice(None),) * d + (i,)] = td
         return out
     if contiguous:
         result = stack(tds, d)
@@ -183,6 +193,7 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
         ShapeMismatchError: different keys, or batch sizes that differ outside ``dim``.
 
     Examples:
+        >>> import torch
         >>> from tensordict import TensorDict
         >>> td = TensorDict({"a": torch.arange(3)}, [3])
         >>> torch.cat([td[:1], td[1:]], 0)["a"]
@@ -197,12 +208,13 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     if not bs:
         raise BatchSizeError("cannot concatenate tensordicts without batch dimensions; use stack.")
     d = normalize_dim(dim, len(bs), bs, "cat")
+    if out is not None:
+        with out_writes("cat", out, tds):
+            out.update_(cat(tds, d))
+        return out
     if any(hasattr(td, "stack_dim") for td in tds):
         lazy = factory.cat_lazy(tds, d)  # a lazy stack (members checked as they are combined)
         if lazy is not None:
-            if out is not None:
-                out.update_(lazy)
-                return out
             return lazy
         tds = [td.to_tensordict() if hasattr(td, "stack_dim") else td for td in tds]
     _check_batch_sizes(tds, "concatenate", skip_dim=d)
@@ -233,9 +245,6 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     # (as upstream: the first tensordict's names, whatever the others name their dims)
     result = tds[0]._new_dense(source, torch.Size(new_bs), _names_of(tds[0]))
     result._device = _common_device(tds)
-    if out is not None:
-        out.update_(result)
-        return out
     return result
 
 
@@ -259,7 +268,16 @@ def _where(condition: Any, base: Any, rest: Any, flip: bool) -> Any:
         members = [_where(c, m, r, flip) for m, c, r in parts]
         return factory.LazyStackedTensorDict(*members, stack_dim=sd)
     if getattr(type(base), "_is_tensorclass", False):
-        return base._apply_leaves(lambda x, *o: _where_leaf(condition, x, rest, flip))
+        # (each leaf meets the matching leaf of a collection operand, not the whole operand)
+        others = [o for o in (condition, rest) if _is_coll(o)]
+
+        def leaf(x: torch.Tensor, *matching: Any) -> torch.Tensor:
+            found = iter(matching)
+            c = next(found) if _is_coll(condition) else condition
+            r = next(found) if _is_coll(rest) else rest
+            return _where_leaf(c, x, r, flip)
+
+        return base._apply_leaves(leaf, *others)
     out: dict[str, Any] = {}
     for key, value in base._own_items():
         r = rest._get_str(key, None) if isinstance(rest, TensorCollection) else rest
@@ -271,6 +289,10 @@ def _where(condition: Any, base: Any, rest: Any, flip: bool) -> Any:
         else:
             out[key] = value
     return base._new_dense(out, base.batch_size, base._names_or_none())
+
+
+def _is_coll(operand: Any) -> bool:
+    return isinstance(operand, TensorCollection) or getattr(type(operand), "_is_tensorclass", False)
 
 
 def _where_leaf(c: Any, x: torch.Tensor, y: Any, flip: bool) -> torch.Tensor:
@@ -379,8 +401,9 @@ class CombineMixin(TensorCollection):
 
     @classmethod
     def lazy_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
-        """Stack without copying: a :class:`~tensordict.LazyStackedTensorDict`."""
-        return factory.LazyStackedTensorDict.lazy_stack(input, dim)
+        """Stack without copying: a :class:`~tensordict.LazyStackedTensorDict`
+        (``strict_shape=True`` refuses members of different batch sizes)."""
+        return factory.LazyStackedTensorDict.lazy_stack(input, dim, **kwargs)
 
     @classmethod
     def maybe_dense_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
@@ -561,3 +584,6 @@ TORCH_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     torch.atleast_2d: _atleast("atleast_2d"),
     torch.atleast_3d: _atleast("atleast_3d"),
 }
+
+
+publish_as("tensordict._td", cat, stack)  # upstream's path

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from tensordict.core import factory
+from tensordict.core.collection import publish_as
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack, is_non_tensor
 from tensordict.errors import NotYetAvailableError
 
@@ -706,3 +707,6 @@ class ConsolidateMixin:
     def from_consolidated(cls, filename: Any) -> Any:
         """A tensordict read from a file written by ``consolidate(filename=...)``."""
         return from_consolidated(filename)
+
+
+publish_as("tensordict._td", from_consolidated)  # upstream's path

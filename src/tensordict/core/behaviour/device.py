@@ -77,8 +77,11 @@ class DeviceMixin(TensorCollection):
             )
         out: Any = self
         plain_move = device is not None and dtype is None and batch_size is None and not inplace
-        if plain_move and self.device == torch.device(device):  # already there: itself (upstream)
-            return self
+        same_device = device is not None and self.device == torch.device(device)
+        if same_device and dtype is None and batch_size is None:  # already there: itself, even
+            if inplace and getattr(self, "_no_inplace_to", None):  # (a view refuses, as upstream)
+                raise ViewArgumentError(self._no_inplace_to)  # type: ignore[attr-defined]
+            return self  # in place on a locked tensordict (nothing moves), as upstream
         if plain_move and getattr(self, "_consolidated", None) is not None:  # one storage copy
             return move_consolidated(self, torch.device(device), non_blocking)  # type: ignore[no-any-return]
         if dtype is not None:

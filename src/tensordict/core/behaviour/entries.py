@@ -324,6 +324,8 @@ class EntriesMixin(TensorCollection):
             check_nesting(key, value)
             value = _grown(value, batch_size)
             self._check_batch(key, value, batch_size)
+            if device is not None and value.device != device:  # (a moved copy, as upstream)
+                value = value.to(device)
             return value
         if isinstance(value, NonTensorData):
             if len(value.batch_size) <= len(batch_size):

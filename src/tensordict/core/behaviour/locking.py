@@ -93,7 +93,11 @@ class LockingMixin(TensorCollection):
         """
         was_locked = self.is_locked
         self._check_unlockable()
+        locked = [node for node in self._lock_subtree() if node.is_locked]
         self._set_locked(False)
+        for node in locked:  # (as upstream: unlocked, it is no longer shared / memory-mapped)
+            if not node.is_locked:
+                node._drop_storage_flags()
         if getattr(self, "_consolidated", None) is not None:
             self._consolidated = None  # (as upstream: writes may now break the single storage)
         self._last_op = ("unlock_", was_locked)
@@ -168,6 +172,17 @@ class LockingMixin(TensorCollection):
         refs[:] = [r for r in refs if (p := r()) is not None and p.is_locked]
         return [p for p in (r() for r in refs) if p is not None]
 
+    def _lock_subtree(self) -> list[Any]:
+        """This tensordict and the ones its lock reaches (nested, members), each once."""
+        seen: dict[int, Any] = {id(self): self}
+        todo = [self]
+        while todo:
+            for child in todo.pop()._lock_children():
+                if id(child) not in seen:
+                    seen[id(child)] = child
+                    todo.append(child)
+        return list(seen.values())
+
     def _release_lock(self, parent: Any) -> None:
         """``parent`` was unlocked: unlock too, unless another locked parent still holds us."""
         refs = getattr(self, "_lock_parents", None)
@@ -179,13 +194,7 @@ class LockingMixin(TensorCollection):
     def _held_from_outside(self) -> tuple[Any, Any] | None:
         """A locked tensordict outside this one that holds it or one of the tensordicts it
         would unlock with itself, as ``(held, holder)``; None if there is none."""
-        inside: dict[int, Any] = {id(self): self}
-        todo = [self]
-        while todo:
-            for child in todo.pop()._lock_children():
-                if id(child) not in inside:
-                    inside[id(child)] = child
-                    todo.append(child)
+        inside = {id(node): node for node in self._lock_subtree()}
         for node in inside.values():
             for parent in node._locked_parents():
                 if id(parent) not in inside:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from tensordict.core.batch_shape import is_uninitialized
 from tensordict.core.behaviour.locking import warn_lock_in_compile
 from tensordict.core.behaviour.shape import nested_names
 from tensordict.core.collection import TensorCollection
@@ -211,9 +212,9 @@ class OpsMixin(TensorCollection):
         if batch_size is not None:
             n = len(new_bs)
             for key, value in out.items():
-                shape = getattr(value, "shape", None)
-                if is_unbatched(value):
+                if is_unbatched(value) or is_uninitialized(value):
                     continue
+                shape = getattr(value, "shape", None)
                 if shape is not None and tuple(shape[:n]) != tuple(new_bs):
                     raise BatchSizeError(
                         f"apply produced {key!r} of shape {list(shape)}, which does not start "

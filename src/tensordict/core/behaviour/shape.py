@@ -15,6 +15,8 @@ from typing import Any
 import torch
 
 from tensordict.core import factory
+from tensordict.core.behaviour.autograd import refuse_out_with_grad
+from tensordict.core.behaviour.storage import keep_storage_flags
 from tensordict.core.collection import TensorCollection
 from tensordict.core.nontensor.data import MetaData, NonTensorData, NonTensorStack
 from tensordict.core.options import lazy_legacy
@@ -82,7 +84,11 @@ def nested_names(
 
 
 def _legacy_view(td: Any, op: str, **kwargs: Any) -> Any:
-    """Upstream's legacy lazy mode: the shape op as a lazy view of ``td`` (``core.lazy.views``)."""
+    """Upstream's legacy lazy mode: the shape op as a lazy view of ``td`` (``core.lazy.views``);
+    a class with ``_lazy_shape_view`` (TensorDictParams) makes its own."""
+    own = getattr(type(td), "_lazy_shape_view", None)
+    if own is not None:
+        return own(td, op, **kwargs)
     return factory.lazy_shape_view(td, op, **kwargs)
 
 
@@ -225,6 +231,7 @@ class ShapeMixin(TensorCollection):
                 "reshape() instead (it copies where needed)."
             ) from None
         old_bs = self.batch_size
+        keep_storage_flags(self, out)  # (as upstream: a view stays shared / memory-mapped)
         # (reshape, not view: a view viewed back is its source itself, the block's entries lost)
         return _written_back(self, out, lambda o: o.reshape(old_bs))
 
@@ -263,6 +270,7 @@ class ShapeMixin(TensorCollection):
             new_names,
         )
         inverse = [order.index(d) for d in range(bd)]  # (entries set in `with` come back)
+        keep_storage_flags(self, out)
         return _written_back(self, out, lambda o: o.permute(*inverse))
 
     def transpose(self, dim0: int, dim1: int) -> Any:
@@ -297,13 +305,15 @@ class ShapeMixin(TensorCollection):
             d = normalize_dim(dim, bd, bs, "squeeze")
             dims = [d] if bs[d] == 1 else []
         if not dims:
-            return self._transform(lambda t: t, bs, self._names_or_none())
+            return self  # nothing to squeeze (as upstream)
         if lazy_legacy():
             return _legacy_view(self, "squeeze", dim=dims[0] if dim is not None else tuple(dims))
         new_bs = torch.Size([s for i, s in enumerate(bs) if i not in dims])
         names = self._names_or_none()
         new_names = [n for i, n in enumerate(names) if i not in dims] if names else None
-        out = self._transform(lambda t: t.squeeze(tuple(dims)), new_bs, new_names)
+        out = keep_storage_flags(
+            self, self._transform(lambda t: t.squeeze(tuple(dims)), new_bs, new_names)
+        )
         return _written_back(self, out, lambda o: _unsqueezed(o, dims))
 
     def unsqueeze(self, dim: int) -> Any:
@@ -315,7 +325,9 @@ class ShapeMixin(TensorCollection):
         new_bs = torch.Size([*bs[:d], 1, *bs[d:]])
         names = self._names_or_none()
         new_names = [*names[:d], None, *names[d:]] if names else None
-        out = self._transform(_as_stack(lambda t: t.unsqueeze(d)), new_bs, new_names)
+        out = keep_storage_flags(
+            self, self._transform(_as_stack(lambda t: t.unsqueeze(d)), new_bs, new_names)
+        )
         return _written_back(self, out, lambda o: o.squeeze(d))
 
     def expand(self, *shape: Any) -> Any:
@@ -400,6 +412,8 @@ class ShapeMixin(TensorCollection):
                 f"gather: an index of {n} dims along dim {dim} does not fit batch_size={list(bs)}: "
                 "give an index with at most one dim per batch dim, reaching dim, as torch.gather."
             )
+        if out is not None:
+            refuse_out_with_grad("gather", out, [self])
         if inplace and n != bd:
             raise NotImplementedError(
                 f"gather(inplace=True) requires index.ndim == self.batch_dims so the result keeps "

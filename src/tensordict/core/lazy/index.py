@@ -30,7 +30,16 @@ from tensordict.core.indexing import is_first_class_dim, plan_index
 from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.errors import IndexingError, LazyFirstClassDimError, ShapeMismatchError
 
-__all__ = ["Member", "Stack", "decompose", "evaluate", "node_ndim", "split_value", "stage_writes"]
+__all__ = [
+    "Member",
+    "Stack",
+    "decompose",
+    "decompose_ragged",
+    "evaluate",
+    "node_ndim",
+    "split_value",
+    "stage_writes",
+]
 
 _FULL = slice(None)
 
@@ -162,6 +171,53 @@ def decompose(index: Any, shape: torch.Size, stack_dim: int) -> Node | None:
         stack_pos = _result_pos(items, pos)
         return Stack([Member(i, _trim(rest)) for i in ids], stack_pos)
     return _advanced(items, pos, n)
+
+
+def decompose_ragged(index: Any, shape: torch.Size, stack_dim: int) -> Node | None:
+    """:func:`decompose` for a lazy stack whose members differ in batch size (``-1`` in
+    ``shape``): basic indexing only (ints, slices, ``...``), each member taking the items of its
+    own dims as they are (a member bounds them by its own size); along the stack dim an int, a
+    slice, or a list / 1-d tensor of members.
+
+    Raises:
+        IndexingError: ``None``, a mask or an index tensor on the members' dims.
+
+    Examples:
+        >>> decompose_ragged((slice(None), 0), torch.Size([2, -1]), 0)
+        Stack(children=[Member(i=0, sub=(0,)), Member(i=1, sub=(0,))], dim=0)
+    """
+    items = list(index) if isinstance(index, tuple) else [index]
+    if any(i is Ellipsis for i in items):
+        at = next(k for k, i in enumerate(items) if i is Ellipsis)
+        fill = len(shape) - (len(items) - 1)
+        items[at : at + 1] = [_FULL] * fill
+    items += [_FULL] * (len(shape) - len(items))
+    if len(items) > len(shape):
+        raise IndexingError(
+            f"too many indices for a lazy stack of batch_size={list(shape)}: got {len(items)}."
+        )
+    stack_item, rest = items[stack_dim], items[:stack_dim] + items[stack_dim + 1 :]
+    if any(not (i.__class__ is int or isinstance(i, slice)) for i in rest):
+        raise IndexingError(
+            f"a lazy stack whose members have different batch sizes (batch_size={list(shape)}) "
+            "takes ints and slices on the members' dims, got "
+            f"{[type(i).__name__ for i in rest]}. Index the members one by one "
+            "(td.tensordicts[i][...])."
+        )
+    n = shape[stack_dim]
+    sub = _trim(rest)
+    if stack_item.__class__ is int:
+        if not -n <= stack_item < n:
+            raise IndexingError(f"index {stack_item} is out of bounds for the {n} members.")
+        return Member(stack_item % n, sub)
+    if isinstance(stack_item, slice):
+        ids: Sequence[int] = range(n)[stack_item]
+    else:
+        ids = [int(i) % n for i in torch.as_tensor(stack_item).reshape(-1).tolist()]
+    if not ids:
+        return None
+    dim = sum(1 for i in items[:stack_dim] if i.__class__ is not int)
+    return Stack([Member(i, sub) for i in ids], dim)
 
 
 def _result_pos(items: list[Any], pos: int) -> int:

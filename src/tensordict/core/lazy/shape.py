@@ -310,7 +310,7 @@ def _along(moved: torch.Tensor, dim: int) -> list[int]:
 
 
 # ---------------------------------------------------------------------- stack and cat
-def _is_lazy(td: Any) -> bool:
+def is_lazy(td: Any) -> bool:
     return hasattr(td, "stack_dim") and hasattr(td, "tensordicts")
 
 
@@ -319,7 +319,7 @@ def stack_lazy(tds: Sequence[Any], dim: int) -> Any:
     members stack the matching members (None when the inputs do not qualify)."""
     sd = tds[0].stack_dim
     n = len(tds[0].tensordicts)
-    if not all(_is_lazy(td) and td.stack_dim == sd and len(td.tensordicts) == n for td in tds):
+    if not all(is_lazy(td) and td.stack_dim == sd and len(td.tensordicts) == n for td in tds):
         return None
     member_dim = dim if dim <= sd else dim - 1
     members = [stack([td.tensordicts[k] for td in tds], member_dim) for k in range(n)]
@@ -347,7 +347,7 @@ def maybe_dense_stack(tds: Sequence[Any], dim: int = 0) -> Any:
         return stack(tds, dim)
     bs = tds[0].batch_size
     d = normalize_dim(dim, len(bs), bs, "stack", extra=1)
-    if all(_is_lazy(td) for td in tds):
+    if all(is_lazy(td) for td in tds):
         return _stack_lazy_members(tds, d, dense=_same_keys(tds))
     keys = tds[0]._own_keys()
     if any(set(td._own_keys()) != set(keys) for td in tds[1:]) or any(
@@ -363,7 +363,7 @@ def maybe_dense_stack(tds: Sequence[Any], dim: int = 0) -> Any:
             source[key] = maybe_dense_stack(values, d)
             continue
         out = stack([td.select(key) for td in tds], d)
-        if _is_lazy(out):
+        if is_lazy(out):
             return _new_stack(tds, d, None)
         source[key] = out._get_str(key, None)
     new_bs = torch.Size([*bs[:d], len(tds), *bs[d:]])
@@ -403,11 +403,11 @@ def _stack_lazy_members(tds: Sequence[Any], dim: int, dense: bool) -> Any:
 def cat_lazy(tds: Sequence[Any], dim: int) -> Any:
     """``torch.cat`` with a lazy stack among the inputs: a lazy stack (dense inputs are seen as
     stacks along the first lazy input's stack dim)."""
-    ref = next(td for td in tds if _is_lazy(td))
+    ref = next(td for td in tds if is_lazy(td))
     sd = ref.stack_dim
 
     def members_of(td: Any) -> list[Any]:
-        if _is_lazy(td) and td.stack_dim == sd:
+        if is_lazy(td) and td.stack_dim == sd:
             return list(td.tensordicts)
         return list(td.unbind(sd))  # a dense input seen as a stack along sd
 

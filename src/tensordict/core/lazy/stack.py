@@ -28,9 +28,17 @@ from tensordict.core.lazy.index import (
     Member,
     Stack,
     decompose,
+    decompose_ragged,
     evaluate,
     first_member,
     stage_writes,
+)
+from tensordict.core.lazy.members import (
+    STACKING,
+    LazyMembersMixin,
+    as_member,
+    check_member_batch_size,
+    joint_batch_size,
 )
 from tensordict.core.lazy.names import LazyStackNamesMixin
 from tensordict.core.lazy.shape import LazyShapeMixin, maybe_dense_stack
@@ -40,10 +48,8 @@ from tensordict.core.options import list_to_stack
 from tensordict.core.unbatched import is_unbatched, stack_unbatched
 from tensordict.errors import (
     BatchSizeError,
-    DeviceMismatchError,
     InplaceNotSupportedError,
     LockedError,
-    NotATensorDictError,
     ShapeMismatchError,
     TensorDictKeyError,
 )
@@ -66,7 +72,9 @@ class _ShapeOnly:
         )
 
 
-class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
+class LazyStackedTensorDict(
+    LazyMembersMixin, LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin, TensorDictBase
+):
     """A lazy stack of tensordicts along ``stack_dim``.
 
     Args:
@@ -112,10 +120,13 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
         members = list(tensordicts)
         if len(members) == 1 and isinstance(members[0], (list, tuple)):
             members = list(members[0])
-        members = [_as_member(m, i) for i, m in enumerate(members)]
+        members = [as_member(m, i) for i, m in enumerate(members)]
         ref = members[0].batch_size if members else torch.Size(batch_size or ())
-        for i, m in enumerate(members[1:], 1):
-            _check_member_batch_size(ref, m, i, _STACKING)
+        if strict_shape:
+            for i, m in enumerate(members[1:], 1):
+                check_member_batch_size(ref, m, i, STACKING)
+        else:  # members of different sizes: -1 where they differ (as upstream)
+            ref = joint_batch_size([m.batch_size for m in members], ref)
         self.stack_dim = normalize_dim(stack_dim, len(ref), ref, "lazy_stack", extra=1)
         self.tensordicts: list[Any] = members
         self._member_batch_size = ref
@@ -165,48 +176,6 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
         """Deprecated, as upstream. Always None (a function once applied to values read)."""
         _deprecated("LazyStackedTensorDict.hook_out is deprecated.")
         return None
-
-    # ================================================================== members
-    def append(self, tensordict: Any) -> None:
-        """Add a member at the end of the stack (same batch size and device as the others).
-
-        Examples:
-            >>> import torch
-            >>> from tensordict import TensorDict, LazyStackedTensorDict
-            >>> td = LazyStackedTensorDict(TensorDict(a=torch.zeros(2), batch_size=[2]))
-            >>> td.append(TensorDict(a=torch.ones(2), batch_size=[2]))
-            >>> td.batch_size
-            torch.Size([2, 2])
-        """
-        self.insert(len(self.tensordicts), tensordict)
-
-    def insert(self, index: int, tensordict: Any) -> None:
-        """Insert a member before position ``index`` of the stack dim.
-
-        Raises:
-            NotATensorDictError: ``tensordict`` is not a tensordict.
-            ShapeMismatchError: its batch size differs from the members'.
-            DeviceMismatchError: its device differs from the members'.
-            LockedError: the stack is locked.
-        """
-        member = _as_member(tensordict, index)
-        if self._is_locked:
-            raise LockedError(locked_message("insert a member into the stack"))
-        if self.tensordicts and member.device != self.device:
-            raise DeviceMismatchError(
-                f"cannot insert a member on device {member.device} into a lazy stack on "
-                f"{self.device}: Devices differ. Move it with .to({self.device!r}) first."
-            )
-        _check_member_batch_size(self._member_batch_size, member, index, _ADDING)
-        self.tensordicts.insert(index, member)
-
-    def extend(self, tensordicts: Sequence[Any]) -> None:
-        """Append every tensordict of ``tensordicts`` (all checked before any is added)."""
-        members = [_as_member(td, i) for i, td in enumerate(tensordicts)]
-        for i, m in enumerate(members):
-            _check_member_batch_size(self._member_batch_size, m, i, _ADDING)
-        for m in members:
-            self.append(m)
 
     # ================================================================== primitives
     @property
@@ -378,6 +347,9 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
     def is_memmap(self) -> bool:
         return all(m.is_memmap() for m in self.tensordicts)
 
+    def is_shared(self) -> bool:
+        return bool(self.tensordicts) and all(m.is_shared() for m in self.tensordicts)
+
     @property
     def saved_path(self) -> str | None:
         return getattr(self, "_saved_path", None)
@@ -398,7 +370,10 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
 
     # ================================================================== indexing
     def _index(self, index: Any) -> Any:
-        node = decompose(index, self.batch_size, self.stack_dim)
+        if self.is_ragged:
+            node = decompose_ragged(index, self.batch_size, self.stack_dim)
+        else:
+            node = decompose(index, self.batch_size, self.stack_dim)
         if node is None:
             return _empty_result(self, index)
         out = evaluate(node, self.tensordicts, self._stack_results)
@@ -433,6 +408,17 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
             for member, sub in zip(self.tensordicts, index.unbind(self.stack_dim)):
                 writes.extend(stage_setitem(member, sub, value))
             return writes
+        if self.is_ragged:  # one member at a time: its own batch size checks the value
+            node = decompose_ragged(index, self.batch_size, self.stack_dim)
+            if node is None:
+                return []
+            if isinstance(node, Stack):
+                raise ShapeMismatchError(
+                    "cannot write across the members of a lazy stack of different batch sizes "
+                    f"(batch_size={list(self.batch_size)}): index one member (an int along the "
+                    f"stack dim {self.stack_dim}) and write into it."
+                )
+            return stage_setitem(self.tensordicts[node.i], node.sub or (...,), value)
         node = decompose(index, self.batch_size, self.stack_dim)
         if node is None:
             return []
@@ -582,6 +568,12 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
     def _tensor_leaves(self) -> list[torch.Tensor]:
         return [t for m in self.tensordicts for t in m._tensor_leaves()]
 
+    def zero_(self) -> Any:
+        """Fill every tensor of every member with zeros, in place."""
+        for member in self.tensordicts:
+            member.zero_()
+        return self
+
     def set_(self, key: Any, item: Any) -> Any:
         """Overwrite an entry every member holds, in place (in each member).
 
@@ -605,62 +597,6 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
                 member.set(key, _list_part(item, self.stack_dim, k), inplace, **kwargs)
             return self
         return super().set(key, item, inplace, **kwargs)
-
-    # ================================================================== member-wise updates
-    def _same_stack(self, other: Any) -> bool:
-        """Whether ``other`` is a lazy stack along the same dim with as many members."""
-        return (
-            isinstance(other, LazyStackedTensorDict)
-            and other.stack_dim == self.stack_dim
-            and len(other.tensordicts) == len(self.tensordicts)
-        )
-
-    def update(
-        self,
-        input_dict_or_td: Any = None,
-        clone: bool = False,
-        inplace: bool = False,
-        **kwargs: Any,
-    ) -> Any:
-        """Like :meth:`TensorDict.update`; a lazy stack along the same dim is written member
-        by member (members keep their own keys and shapes). Entries may also be given as
-        keyword arguments."""
-        if input_dict_or_td is None:
-            input_dict_or_td = _entries_from(kwargs)
-        if (
-            kwargs.pop("update_batch_size", False)
-            and input_dict_or_td.batch_size != self.batch_size
-        ):
-            return self._replace_members(input_dict_or_td)
-        if self._same_stack(input_dict_or_td):
-            if self._is_locked and not inplace:
-                raise LockedError(locked_message("update the stack"))
-            for member, other in zip(self.tensordicts, input_dict_or_td.tensordicts):
-                member.update(other, clone=clone, inplace=inplace, **kwargs)
-            return self
-        return super().update(input_dict_or_td, clone, inplace, **kwargs)
-
-    def update_(self, input_dict_or_td: Any = None, clone: bool = False, **kwargs: Any) -> Any:
-        """Like :meth:`TensorDict.update_`; member by member from a lazy stack like this one."""
-        if input_dict_or_td is None:
-            input_dict_or_td = _entries_from(kwargs)
-        if self._same_stack(input_dict_or_td):
-            for member, other in zip(self.tensordicts, input_dict_or_td.tensordicts):
-                member.update_(other, clone=clone, **kwargs)
-            return self
-        return super().update_(input_dict_or_td, clone, **kwargs)
-
-    def _replace_members(self, other: Any) -> Any:
-        """``update(other, update_batch_size=True)``: take ``other``'s batch size and entries."""
-        if self._is_locked:
-            raise LockedError(locked_message("change the batch size of the stack"))
-        members = other.tensordicts if self._same_dim(other) else other.unbind(self.stack_dim)
-        self.tensordicts = [m.copy() for m in members]
-        self._member_batch_size = self.tensordicts[0].batch_size if members else torch.Size([])
-        return self
-
-    def _same_dim(self, other: Any) -> bool:
-        return isinstance(other, LazyStackedTensorDict) and other.stack_dim == self.stack_dim
 
     def __contains__(self, item: object) -> bool:
         """A member (by identity) or a key of every member."""
@@ -710,46 +646,8 @@ def _first_leaf(values: Any) -> Any:
     return values
 
 
-_UPDATE_OPTIONS = {
-    "keys_to_update",
-    "non_blocking",
-    "is_leaf",
-    "update_batch_size",
-    "ignore_lock",
-}
-
-
-def _entries_from(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """``update(a=..., b=...)``: the keyword arguments that are entries (moved out of kwargs)."""
-    entries = {k: kwargs.pop(k) for k in list(kwargs) if k not in _UPDATE_OPTIONS}
-    return entries
-
-
 def _deprecated(message: str) -> None:
     warnings.warn(message, DeprecationWarning, stacklevel=3)
-
-
-def _as_member(td: Any, position: int) -> Any:
-    if getattr(type(td), "_is_tensorclass", False):
-        return td._tensordict
-    if not isinstance(td, TensorDictBase):
-        raise NotATensorDictError(
-            f"Expected new value to be TensorDictBase instance but got {type(td)} instead "
-            f"(member {position} of a lazy stack). Wrap the data in a TensorDict first."
-        )
-    return td
-
-
-def _check_member_batch_size(ref: torch.Size, member: Any, position: int, what: str) -> None:
-    if member.batch_size != ref:
-        raise ShapeMismatchError(
-            f"{what}: batch_size={list(ref)} in the stack, batch_size={list(member.batch_size)} "
-            f"for member {position}. Index or reshape the member first."
-        )
-
-
-_STACKING = "stacking tensordicts requires one batch size: the batch sizes in tensordicts differs"
-_ADDING = "Batch sizes in tensordicts differs"
 
 
 def _rebuild_lazy(members: list[Any], stack_dim: int, locked: bool) -> LazyStackedTensorDict:

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from tensordict.core.behaviour.base import TensorDictBase
+from tensordict.core.behaviour.entries import inplace_value
 from tensordict.core.behaviour.setitem import setitem_index, stage_setitem
 from tensordict.core.dense import TensorDict
 from tensordict.core.indexing import _str_to_index, plan_index
@@ -148,6 +149,9 @@ class _ViewBase(TensorDictBase):
 
     def is_memmap(self) -> bool:
         return self._source.is_memmap()  # type: ignore[no-any-return]
+
+    def is_shared(self) -> bool:
+        return self._source.is_shared()  # type: ignore[no-any-return]
 
     @property
     def saved_path(self) -> str | None:
@@ -451,6 +455,17 @@ class _CustomOpTensorDict(_ViewBase):
 
     def _backward_shape(self, batch_size: torch.Size) -> torch.Size:
         return self._backward(torch.empty(batch_size, device="meta")).shape
+
+    def _write_leaf_inplace(self, path: tuple[str, ...], existing: Any, item: Any) -> None:
+        # a source that reads copies (a file, a server) is written through its own in-place
+        # path, the value brought back to its shape; otherwise ``existing`` views its tensor
+        if getattr(type(self._source), "_reads_copies", False) and isinstance(
+            existing, torch.Tensor
+        ):
+            value = inplace_value(path, existing, item)
+            self._source.set_(path[-1], self._backward(value.expand_as(existing)))
+            return
+        super()._write_leaf_inplace(path, existing, item)
 
     def __repr__(self) -> str:
         return (

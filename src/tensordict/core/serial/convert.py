@@ -22,6 +22,7 @@ import torch
 from tensordict.core import factory
 from tensordict.core.behaviour.base import is_tensor_collection
 from tensordict.core.behaviour.combine import stack
+from tensordict.core.collection import publish_as
 from tensordict.core.dense import TensorDict
 from tensordict.core.nontensor.data import NonTensorStack, is_non_tensor
 
@@ -321,6 +322,8 @@ def from_pytree(
         NotImplementedError: a leaf that is neither a tensor nor a number.
 
     Examples:
+        >>> import torch
+        >>> from tensordict.core.serial.convert import to_pytree
         >>> tree = {"a": [torch.zeros(2), (torch.ones(2),)], "b": torch.zeros(2)}
         >>> td = from_pytree(tree)
         >>> td["a", "1", "0"]
@@ -388,3 +391,6 @@ def to_namedtuple(td: Any, dest_cls: Any = None) -> Any:
             values[key] = to_namedtuple(inner)
     cls = dest_cls if dest_cls is not None else collections.namedtuple("GenericDict", list(values))
     return cls(**values)
+
+
+publish_as("tensordict._td", from_pytree)  # upstream's path

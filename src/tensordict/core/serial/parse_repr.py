@@ -21,7 +21,9 @@ __all__ = ["parse_tensor_dict_string"]
 
 _OPEN, _CLOSE = "([{", ")]}"
 _CALL = re.compile(r"^\s*([A-Za-z_][\w.]*)\((.*)\)\s*$", re.DOTALL)
-_COMPACT_LEAF = re.compile(r"^([a-z]+\d*)\[([\d, ]*)\]$")
+_COMPACT_LEAF = re.compile(r"^([a-z]+\d*)\[([\d, ]*)\](?:@(\S+))?$")
+# a compact nested tensordict: ``{...}``, or ``[2]{...}`` with batch dims of its own
+_COMPACT_NESTED = re.compile(r"^(?:TensorDict)?(?:\[([\d, ]*)\])?\s*(?=\{)")
 _SHORT_DTYPES = {
     "f16": torch.float16,
     "bf16": torch.bfloat16,
@@ -77,6 +79,10 @@ def _size(text: str) -> torch.Size:
     return torch.Size(ast.literal_eval(text) if text else [])
 
 
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
 def _device(text: str | None) -> torch.device | None:
     if text is None or text.strip() in ("None", ""):
         return None
@@ -107,12 +113,17 @@ def _fields(text: str) -> list[tuple[str, str]]:
 
 
 def _value(text: str, batch_size: torch.Size, device: torch.device | None) -> Any:
-    if text.startswith("{"):  # compact nested tensordict
-        return _build(_fields(text), batch_size, device, device)
+    nested = _COMPACT_NESTED.match(text)
+    if nested and text.endswith("}"):  # compact nested tensordict
+        extra = _ints(nested.group(1) or "")
+        return _build(
+            _fields(text[nested.end() :]), torch.Size([*batch_size, *extra]), device, device
+        )
     compact = _COMPACT_LEAF.match(text)
     if compact and compact.group(1) in _SHORT_DTYPES:
-        feature = [int(x) for x in compact.group(2).split(",") if x.strip()]
-        return torch.zeros(*batch_size, *feature, dtype=_SHORT_DTYPES[compact.group(1)])
+        dev = _device(compact.group(3)) or device
+        shape = (*batch_size, *_ints(compact.group(2)))
+        return torch.zeros(shape, dtype=_SHORT_DTYPES[compact.group(1)], device=dev)
     call = _CALL.match(text)
     if call is None:
         return NonTensorData(_literal(text), batch_size=batch_size, device=device)
