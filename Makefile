@@ -11,7 +11,7 @@ TORCHRL ?= torchrl==0.14.1 pyvers==0.2.3 hoptorch==0.1.4
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test lint format bench stress clean
+.PHONY: setup demo test lint format bench stress torchrl-parity clean
 
 setup: $(STAMP)
 
@@ -45,6 +45,14 @@ stress: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run $(ARGS)
+
+# TorchRL's own tests side by side with upstream tensordict (a second venv, created once under
+# ~/.cache/td-upstream-torchrl-venv): make torchrl-parity ARGS="test_collectors.py -k Sync".
+# Its test files import scipy and pytest-mock at module level: installed here, not by setup.
+TORCHRL_TESTS_DEPS ?= scipy==1.17.1 pytest-mock==3.17.0 pyyaml
+torchrl-parity: $(STAMP)
+	$(PY) -m pip install -q $(TORCHRL_TESTS_DEPS)
+	$(PY) -m benchmarks.torchrl_parity $(ARGS)
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
