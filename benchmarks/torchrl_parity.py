@@ -350,10 +350,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for label, (python, env) in runs.items():
         junit = out / f"{label}.xml"
         skip = args.only not in (None, label) or (label == "upstream" and args.reuse_upstream)
-        earlier = load_side(label, junit, tests_dir) if skip else None
-        sides[label] = earlier or run_side(
-            label, python, env, args.selection, tests_dir, junit, args
-        )
+        if skip:  # an earlier run's record, or an empty side when there is none
+            sides[label] = load_side(label, junit, tests_dir) or Side(f"{label} (not run)")
+        else:
+            sides[label] = run_side(label, python, env, args.selection, tests_dir, junit, args)
     print(f"selection: {' '.join(args.selection)}   (results in {out})")
     print(table(sides["here"], sides["upstream"]))
     print(differences(sides["here"], sides["upstream"], args.top))

@@ -293,3 +293,10 @@ def test_linked_list_of_a_non_tensor_stack_is_a_pytree_node() -> None:
     td = LazyStackedTensorDict(TensorDict({"s": "x"}), TensorDict({"s": "y"}))
     leaves, _ = pytree.tree_flatten(td["s"])
     assert leaves == ["x", "y"]
+
+
+def test_exclude_in_place_removes_a_key_from_the_members_holding_it() -> None:
+    ls = hetero()
+    first = ls.tensordicts[0]
+    assert ls.exclude("z", inplace=True) is ls
+    assert ls.tensordicts[0] is first and all("z" not in m.keys() for m in ls.tensordicts)

@@ -358,6 +358,11 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
             if m._get_str(key, None) is not None:
                 m._del_str(key)
 
+    def _exclude_path(self, path: tuple[str, ...]) -> None:
+        # member by member: a key only some members hold goes from those (as upstream)
+        for m in self.tensordicts:
+            m._exclude_path(path)
+
     def _new_dense(self, source: dict[str, Any], batch_size: torch.Size, names: Any = None) -> Any:
         return TensorDict._new_unsafe(source, batch_size, self.device, names)
 
