@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from tensordict.core.batch_shape import leaf_shape
 from tensordict.core.behaviour.shape import nested_names
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import leaf_or_non_tensor
@@ -68,19 +69,15 @@ def _others_of(
 
 
 def _rebatch_non_tensor(
-    path: tuple[str, ...], value: NonTensorData | NonTensorStack, batch_size: torch.Size
-) -> NonTensorData:
-    """Non-tensor data under a batch-size-changing apply/reduction: broadcast to the new size."""
+    value: NonTensorData | NonTensorStack, batch_size: torch.Size
+) -> NonTensorData | None:
+    """Non-tensor data under a batch-size-changing apply/reduction: one object is broadcast to
+    the new size; a stack of different objects has no per-element rule and is dropped (None),
+    as upstream (TorchRL's batched envs index their buffers this way on partial steps)."""
     if isinstance(value, NonTensorStack):
         collapsed = value.maybe_collapse()
         if not isinstance(collapsed, NonTensorData):
-            key = path[0] if len(path) == 1 else path
-            raise BatchSizeError(
-                f"cannot carry the non-tensor stack {key!r} (one python object per element, "
-                f"batch_size={list(value.batch_size)}) over to the new batch_size="
-                f"{list(batch_size)}: there is no per-element rule for python objects. Drop it "
-                "first with td.exclude(key) or td.filter_non_tensor_data()."
-            )
+            return None
         value = collapsed
     return value._with_batch_size(batch_size)
 
@@ -168,12 +165,18 @@ class OpsMixin(TensorCollection):
                 out[key] = result
             elif isinstance(value, (NonTensorData, NonTensorStack)):
                 if non_tensor_fn is not None:
-                    result = non_tensor_fn(value, *theirs)
+                    if named:
+                        name = prefix + (key,) if nested_keys and prefix else key
+                        result = non_tensor_fn(name, value, *theirs)
+                    else:
+                        result = non_tensor_fn(value, *theirs)
                     if result is not None and not inplace:
                         out[key] = result
                 elif not inplace:
                     if batch_size is not None:
-                        value = _rebatch_non_tensor(prefix + (key,), value, new_bs)
+                        value = _rebatch_non_tensor(value, new_bs)
+                        if value is None:
+                            continue
                     out[key] = value.clone() if keep_non_tensor_copy else value
             elif _is_collection(value):
                 nested_bs, nested_nm = _nested_args(
@@ -208,7 +211,9 @@ class OpsMixin(TensorCollection):
         if batch_size is not None:
             n = len(new_bs)
             for key, value in out.items():
-                shape = getattr(value, "shape", None)
+                # (a nested tensor's shape: -1 where its components differ, as batch sizes say)
+                shape = leaf_shape(value) if isinstance(value, torch.Tensor) else None
+                shape = getattr(value, "shape", None) if shape is None else shape
                 if is_unbatched(value):
                     continue
                 if shape is not None and tuple(shape[:n]) != tuple(new_bs):
@@ -318,6 +323,8 @@ class OpsMixin(TensorCollection):
         **kwargs: Any,
     ) -> Any:
         """Like :meth:`apply`, with the key first (the full tuple if ``nested_keys``)."""
+        is_leaf = kwargs.pop("is_leaf", None)
+        on_non_tensor = is_leaf is not None and not inplace and bool(is_leaf(NonTensorData))
         result = self._apply_leaves(
             fn,
             *others,
@@ -328,6 +335,7 @@ class OpsMixin(TensorCollection):
             filter_empty=filter_empty,
             named=True,
             nested_keys=nested_keys,
+            non_tensor_fn=fn if on_non_tensor else None,
         )
         return self._finish_apply(result, inplace, filter_empty, kwargs)
 
