@@ -82,6 +82,19 @@ def _rebatch_non_tensor(
     return value._with_batch_size(batch_size)
 
 
+def refuse_object_stacks(td: Any, what: str) -> None:
+    """Raise if ``td`` holds a stack of different python objects: ``what`` (a reduction over
+    batch dims) has no per-element rule for them (as upstream, which raises too)."""
+    for key, value in td.items(True, True, is_leaf=leaf_or_non_tensor):
+        if isinstance(value, NonTensorStack) and isinstance(value.maybe_collapse(), NonTensorStack):
+            raise BatchSizeError(
+                f"cannot carry the non-tensor stack {key!r} (one python object per element, "
+                f"batch_size={list(value.batch_size)}) through {what}: there is no per-element "
+                "rule for python objects. Drop it first with td.exclude(key) or "
+                "td.filter_non_tensor_data()."
+            )
+
+
 def _nested_args(
     value: Any,
     batch_size: Any,
