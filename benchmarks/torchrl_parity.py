@@ -298,8 +298,13 @@ def setup_upstream(venv: Path) -> None:
     subprocess.run([*pip, "--no-deps", *TORCHRL_NO_DEPS], check=True)
 
 
-def _env(pythonpath: str | None) -> dict[str, str]:
+def _env(python: str, pythonpath: str | None) -> dict[str, str]:
+    """The environment of an activated venv: its ``bin`` first on ``PATH`` (TorchRL's tests
+    start ``python -c ...`` subprocesses), and ``pythonpath`` (none for upstream)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    bin_dir = str(Path(python).parent)
+    env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
+    env["VIRTUAL_ENV"] = str(Path(bin_dir).parent)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     return env
@@ -343,8 +348,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "selection.txt").write_text(" ".join(args.selection) + "\n")
     runs = {
-        "here": (args.here_python, _env(args.here_path)),
-        "upstream": (args.upstream_python, _env(None)),
+        "here": (args.here_python, _env(args.here_python, args.here_path)),
+        "upstream": (args.upstream_python, _env(args.upstream_python, None)),
     }
     sides: dict[str, Side] = {}
     for label, (python, env) in runs.items():
