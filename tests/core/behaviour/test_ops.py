@@ -573,3 +573,12 @@ def test_apply_builds_a_ragged_batch_of_nested_tensors() -> None:
     out = td.apply(nest, batch_size=[2, -1])
     assert out.batch_size == (2, -1) and out["a"].is_nested
     assert [t.tolist() for t in out["a"].unbind()] == [[0.0, 1.0], [2.0, 3.0, 4.0]]
+
+
+def test_named_apply_sets_the_result_device() -> None:
+    # TorchRL's DeviceCastTransform: named_apply(..., device=None) leaves the result deviceless
+    td = TensorDict({"a": torch.zeros(1), "n": {"b": torch.zeros(1)}}, [], device="cpu")
+    out = td.named_apply(lambda name, x: x + 1, nested_keys=True, device=None)
+    assert out.device is None and out["n"].device is None and out["a"].tolist() == [1.0]
+    assert td.apply(lambda n, x: x, named=True, device=None).device is None
+    assert td.named_apply(lambda name, x: x).device == torch.device("cpu")

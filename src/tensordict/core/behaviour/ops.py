@@ -289,6 +289,7 @@ class OpsMixin(TensorCollection):
                 *others,
                 nested_keys=kwargs.pop("nested_keys", False),
                 batch_size=batch_size,
+                device=device,
                 names=names,
                 inplace=inplace,
                 default=default,
@@ -329,19 +330,28 @@ class OpsMixin(TensorCollection):
         *others: Any,
         nested_keys: bool = False,
         batch_size: Sequence[int] | None = None,
+        device: Any = _KEEP,
         names: Any = _KEEP,
         inplace: bool = False,
         default: Any = _MISSING,
         filter_empty: bool | None = None,
         **kwargs: Any,
     ) -> Any:
-        """Like :meth:`apply`, with the key first (the full tuple if ``nested_keys``)."""
+        """Like :meth:`apply`, with the key first (the full tuple if ``nested_keys``).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(1)}, [], device="cpu")
+            >>> td.named_apply(lambda name, x: x + len(name), device=None).device is None
+            True
+        """
         is_leaf = kwargs.pop("is_leaf", None)
         on_non_tensor = is_leaf is not None and not inplace and bool(is_leaf(NonTensorData))
         result = self._apply_leaves(
             fn,
             *others,
             batch_size=batch_size,
+            device=device,
             names=names,
             inplace=inplace,
             default=default,
