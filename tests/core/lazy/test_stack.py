@@ -300,3 +300,20 @@ def test_exclude_in_place_removes_a_key_from_the_members_holding_it() -> None:
     first = ls.tensordicts[0]
     assert ls.exclude("z", inplace=True) is ls
     assert ls.tensordicts[0] is first and all("z" not in m.keys() for m in ls.tensordicts)
+
+
+def test_del_removes_a_key_from_the_members_holding_it() -> None:
+    # TorchRL's LazyStackedComposite deletes keys only some members hold, or whose shapes differ
+    ls = hetero()
+    ls.del_("z")  # only the second member holds it
+    assert all("z" not in m.keys() for m in ls.tensordicts)
+    ls.del_("y")  # shapes [3, 4] and [3, 5]: not readable stacked, still deletable
+    assert all("y" not in m.keys() for m in ls.tensordicts)
+    with pytest.raises(KeyError, match="not found in any of the stacked"):
+        ls.del_("zz")
+
+
+def test_a_non_key_names_upstreams_sequence_error() -> None:
+    # TorchRL's spec tests match upstream's "key should be a Sequence<NestedKey>"
+    with pytest.raises(RuntimeError, match="key should be a Sequence<NestedKey>"):
+        hetero().get(0)

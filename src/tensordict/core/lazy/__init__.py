@@ -4,7 +4,8 @@ copying.
 ``stack`` is :class:`~tensordict.LazyStackedTensorDict`, a stack of members that may differ in
 keys and shapes; ``index`` turns an index over the stacked dims into a tree of member indices;
 ``shape`` keeps shape operations, ``torch.stack``/``torch.cat`` of stacks and padding lazy;
-``names`` holds the stack dim's name; ``new_lazy`` is ``new_zeros(..., empty_lazy=True)``.
+``names`` holds the stack dim's name; ``keys`` removes keys member by member; ``new_lazy``
+is ``new_zeros(..., empty_lazy=True)``.
 ``views`` holds the lazy views (``td._get_sub_tensordict(index)``, upstream's legacy lazy
 shape ops), whose writes reach their source.
 

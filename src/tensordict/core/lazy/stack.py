@@ -32,6 +32,7 @@ from tensordict.core.lazy.index import (
     first_member,
     stage_writes,
 )
+from tensordict.core.lazy.keys import LazyStackKeysMixin
 from tensordict.core.lazy.names import LazyStackNamesMixin
 from tensordict.core.lazy.shape import LazyShapeMixin, maybe_dense_stack
 from tensordict.core.nontensor.combine import stack_non_tensor
@@ -66,7 +67,9 @@ class _ShapeOnly:
         )
 
 
-class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin, TensorDictBase):
+class LazyStackedTensorDict(
+    LazyStackKeysMixin, LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin, TensorDictBase
+):
     """A lazy stack of tensordicts along ``stack_dim``.
 
     Args:
@@ -357,11 +360,6 @@ class LazyStackedTensorDict(LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin
         for m in self.tensordicts:
             if m._get_str(key, None) is not None:
                 m._del_str(key)
-
-    def _exclude_path(self, path: tuple[str, ...]) -> None:
-        # member by member: a key only some members hold goes from those (as upstream)
-        for m in self.tensordicts:
-            m._exclude_path(path)
 
     def _new_dense(self, source: dict[str, Any], batch_size: torch.Size, names: Any = None) -> Any:
         return TensorDict._new_unsafe(source, batch_size, self.device, names)
