@@ -11,10 +11,11 @@
   torch pinned first, TorchRL ``--no-deps`` and its pure-python requirements beside it).
 
 It prints passed / failed / skipped and time per file for both sides, the tests that pass upstream
-but not here, and the most frequent first error line among them. Each side runs under an
-exclusive lock on ``--lock`` (default ``/tmp/heavy.lock``), so heavy runs never overlap. The junit
-files stay in ``--out``; ``--reuse-upstream`` reads upstream's from there instead of running it
-again (upstream does not change).
+but not here, and the most frequent first error line among them. Both sides run under one hold
+of an exclusive lock on ``--lock`` (default ``/tmp/heavy.lock``; ``--lock ""`` for none, for a
+few small files), so heavy runs never overlap. The junit files stay in ``--out``;
+``--reuse-upstream`` reads upstream's from there instead of running it again (upstream does
+not change).
 
 TorchRL's tests come from ``--tests DIR`` (the folder holding ``conftest.py``) or, by default, are
 extracted once from a git clone of pytorch/rl (``--rl-git-dir``, its ``HEAD``) into
@@ -154,7 +155,7 @@ def run_side(
     log = junit.with_suffix(".log")
     junit.unlink(missing_ok=True)
     side = Side(label)
-    with heavy_lock(args.lock), open(log, "w") as out:
+    with open(log, "w") as out:
         start = time.perf_counter()
         proc = subprocess.Popen(
             cmd,
@@ -352,6 +353,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         "upstream": (args.upstream_python, _env(args.upstream_python, None)),
     }
     sides: dict[str, Side] = {}
+    with heavy_lock(args.lock):  # (both sides in one hold: they run back to back)
+        _run_sides(runs, sides, tests_dir, out, args)
+    print(f"selection: {' '.join(args.selection)}   (results in {out})")
+    print(table(sides["here"], sides["upstream"]))
+    print(differences(sides["here"], sides["upstream"], args.top))
+    return 0
+
+
+def _run_sides(
+    runs: dict[str, tuple[str, dict[str, str]]],
+    sides: dict[str, Side],
+    tests_dir: Path,
+    out: Path,
+    args: argparse.Namespace,
+) -> None:
     for label, (python, env) in runs.items():
         junit = out / f"{label}.xml"
         skip = args.only not in (None, label) or (label == "upstream" and args.reuse_upstream)
@@ -359,10 +375,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             sides[label] = load_side(label, junit, tests_dir) or Side(f"{label} (not run)")
         else:
             sides[label] = run_side(label, python, env, args.selection, tests_dir, junit, args)
-    print(f"selection: {' '.join(args.selection)}   (results in {out})")
-    print(table(sides["here"], sides["upstream"]))
-    print(differences(sides["here"], sides["upstream"], args.top))
-    return 0
 
 
 if __name__ == "__main__":
