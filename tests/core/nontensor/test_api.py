@@ -232,3 +232,15 @@ def test_dtype_is_none_for_data_and_stacks(values: list) -> None:
     assert NonTensorData(values[0]).dtype is None
     td = TensorDict({"s": NonTensorStack(*values)}, [2])
     assert td.get("s").dtype is None
+
+
+def test_lazy_stack_of_non_tensor_data_is_a_non_tensor_stack() -> None:
+    # TorchRL's NonTensor spec builds its samples with lazy_stack of NonTensorData
+    from tensordict import LazyStackedTensorDict, lazy_stack
+
+    members = [NonTensorData("a", batch_size=[3]), NonTensorData("b", batch_size=[3])]
+    out = lazy_stack(members)
+    assert isinstance(out, NonTensorStack) and out.batch_size == (2, 3)
+    assert out.tolist() == [["a"] * 3, ["b"] * 3]
+    again = LazyStackedTensorDict.lazy_stack(members, 1)
+    assert isinstance(again, NonTensorStack) and again.batch_size == (3, 2)

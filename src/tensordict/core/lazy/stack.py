@@ -143,6 +143,8 @@ class LazyStackedTensorDict(
         members = list(input)
         if members and getattr(type(members[0]), "_is_tensorclass", False):
             return type(members[0]).lazy_stack(members, dim)  # the tensorclass around the stack
+        if members and all(isinstance(m, (NonTensorData, NonTensorStack)) for m in members):
+            return NonTensorStack(*members, stack_dim=dim)  # (as upstream)
         return cls(*members, stack_dim=dim, strict_shape=kwargs.get("strict_shape", False))
 
     @classmethod
