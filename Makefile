@@ -10,8 +10,10 @@ EXTRAS ?= dev,progress,ray,io
 TORCHRL ?= torchrl==0.14.1 pyvers==0.2.3 hoptorch==0.1.4
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# where `make demo` keeps its dataset (python -m tensordict.demo --dir; about 2x --size)
+DEMO_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tensordict-demo
 
-.PHONY: setup demo test lint format bench stress torchrl-parity clean
+.PHONY: setup demo test lint format docs dist bench stress torchrl-parity clean
 
 setup: $(STAMP)
 
@@ -28,16 +30,28 @@ demo: $(STAMP)
 	$(PY) -m tensordict.demo $(ARGS)
 
 lint: $(STAMP)
-	$(PY) -m ruff check src tests benchmarks
-	$(PY) -m ruff format --check src tests benchmarks
+	$(PY) -m ruff check src tests benchmarks examples docs
+	$(PY) -m ruff format --check src tests benchmarks examples docs
 	$(PY) -m mypy
 
 format: $(STAMP)
-	$(PY) -m ruff check --fix src tests benchmarks
-	$(PY) -m ruff format src tests benchmarks
+	$(PY) -m ruff check --fix src tests benchmarks examples docs
+	$(PY) -m ruff format src tests benchmarks examples docs
 
+# the suite builds the docs too (tests/docs: warnings as errors, internal links, the guides'
+# code) and checks the typing samples with mypy and basedpyright (tests/typing)
 test: lint
 	$(PY) -m pytest -q
+
+# the docs site, warnings as errors (open docs/_build/html/index.html)
+docs: $(STAMP)
+	$(PY) -m sphinx -W --keep-going -n -q -j auto -b html docs docs/_build/html
+
+# a wheel and an sdist in dist/, checked as the package index would
+dist: $(STAMP)
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+	$(PY) -m twine check --strict dist/*
 
 # fault-injection loops with the full counts quoted in the issues (slow)
 stress: $(STAMP)
@@ -54,5 +68,6 @@ torchrl-parity: $(STAMP)
 	$(PY) -m pip install -q $(TORCHRL_TESTS_DEPS)
 	$(PY) -m benchmarks.torchrl_parity $(ARGS)
 
+# the virtual environment, build outputs and the demo's dataset
 clean:
-	rm -rf $(VENV) build src/*.egg-info
+	rm -rf $(VENV) build dist src/*.egg-info docs/_build "$(DEMO_DIR)"

@@ -96,6 +96,8 @@ def _measure_size(size: int, repeat: int) -> dict[str, float]:
 def _measure_in(python: Path | str, repeat: int) -> dict[str, dict[str, float]]:
     script = str(Path(__file__).resolve())
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    if str(python) != sys.executable:  # upstream's interpreter: never this tree's package
+        env.pop("PYTHONPATH", None)
     env.setdefault("GLIBC_TUNABLES", FIXED_MMAP_THRESHOLD)  # (see the module's doc)
     cmd = [str(python), script, "--measure", "--repeat", str(repeat)]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)

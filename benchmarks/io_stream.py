@@ -146,6 +146,8 @@ def upstream(kind: str, path: Path) -> float | None:
         text=True,
         cwd=script.parent,
         timeout=1800,
+        # upstream's package, never this tree's (a PYTHONPATH pointing at src/ would win)
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
     )
     shutil.rmtree(script.parent, ignore_errors=True)
     if done.returncode:

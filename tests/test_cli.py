@@ -310,3 +310,22 @@ def test_python_m_tensordict_info(saved, tmp_path):
     bad = subprocess.run([*cmd, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2
     assert bad.stdout == "" and len(bad.stderr.splitlines()) == 1
+
+
+def test_version_prints_the_package_torch_and_python_versions_on_one_line():
+    res = subprocess.run(
+        [sys.executable, "-m", "tensordict", "--version"], capture_output=True, text=True
+    )
+    import tensordict
+
+    assert res.returncode == 0, res.stderr
+    line = res.stdout.strip()
+    assert "\n" not in line
+    assert line.startswith(f"tensordict {tensordict.__version__} (torch {torch.__version__}")
+    assert line.endswith(os.path.dirname(tensordict.__file__))
+
+
+def test_the_package_metadata_takes_its_version_from_the_module():
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in pyproject
+    assert 'version = { attr = "tensordict.__version__" }' in pyproject

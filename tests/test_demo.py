@@ -84,6 +84,63 @@ def test_demo_prints_a_row_per_stage(first_run):
     assert "in-process loop " in res.stdout and "DataLoader " in res.stdout
 
 
+def test_every_progress_bar_names_its_stage(first_run):
+    res, _ = first_run
+    bars = [line for line in res.stderr.replace("\r", "\n").splitlines() if "100%|" in line]
+    labels = {line.split(": 100%")[0].strip() for line in bars}
+    assert labels == {
+        "building the dataset",
+        "reduce: map_iter",
+        "features: map_iter",
+        "normalise: map(out=)",
+        "shuffled epoch 1",
+        "shuffled epoch 2",
+    }
+    assert all(": 100%|" in line for line in bars), bars
+
+
+def test_the_table_columns_are_explained_one_line_each(first_run):
+    res, _ = first_run
+    lines = res.stdout.splitlines()
+    start = lines.index(next(line for line in lines if line.startswith("GB/s ")))
+    legend = lines[start : start + 4]
+    assert [line.split("  ")[0] for line in legend] == [
+        "GB/s",
+        "chunks/s",
+        "peak private",
+        "of which shm",
+    ]
+    assert all(len(line) <= 100 for line in legend)
+    assert "Pss_Anon" not in res.stdout and "Shmem" not in res.stdout
+
+
+def test_demo_says_where_its_dataset_lives_and_how_to_remove_it(first_run):
+    res, directory = first_run
+    first_lines = res.stdout.splitlines()[:3]
+    assert any(f"dataset folder {directory}" in line for line in first_lines)
+    last = res.stdout.splitlines()[-1]
+    assert f"stay in {directory}" in last and f"rm -r {directory}" in last
+    size = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
+    assert report_size(last) == pytest.approx(size, rel=0.01)
+
+
+def test_the_default_folder_is_removed_by_make_clean(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    demo_main = sys.modules["tensordict.demo.main"]
+    assert demo_main._removal(demo_main.default_cache_dir()).startswith("`make clean`")
+    assert demo_main._removal(tmp_path / "elsewhere") == f"`rm -r {tmp_path / 'elsewhere'}`"
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    clean = makefile.split("\nclean:", 1)[1].split("\n\n", 1)[0]
+    assert "$(DEMO_DIR)" in clean
+    assert "DEMO_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tensordict-demo" in makefile
+
+
+def report_size(line: str) -> float:
+    """The bytes of the first ``(12.0 MiB)`` in ``line``."""
+    number, unit = re.search(r"\(([\d.]+) (B|KiB|MiB|GiB)\)", line).groups()
+    return float(number) * {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[unit]
+
+
 def test_demo_closing_lines_are_computed_from_the_table(first_run):
     res, _ = first_run
     rows = table_rows(res.stdout)

@@ -108,6 +108,7 @@ from tensordict.tensorclass import (
     is_tensorclass,
     tensorclass,
 )
+from tensordict.tensorclass.forwarding import describe_pending as _describe_tensorclass_forwarders
 
 __version__ = "0.16.0.dev0"
 
@@ -215,5 +216,7 @@ __all__ = [
     "utils",
 ]
 
-# every module is loaded: bind the methods of the forwarding tables (tensordict.core.factory)
+# every module is loaded: bind the methods of the forwarding tables (tensordict.core.factory),
+# then show them in the tensorclasses built meanwhile (help() lists their real parameters)
 _bind_forwarded()
+_describe_tensorclass_forwarders()

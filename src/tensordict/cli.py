@@ -21,7 +21,7 @@ from tensordict.errors import MemmapFormatError
 from tensordict.memmap.describe import FIELD, LAZY, TENSOR, TENSORCLASS, EntryInfo, describe
 from tensordict.sizes import format_bytes
 
-__all__ = ["main", "render_tree"]
+__all__ = ["main", "render_tree", "version_line"]
 
 _UNICODE = ("├── ", "└── ", "│   ", "    ")
 _ASCII = ("|-- ", "`-- ", "|   ", "    ")
@@ -45,6 +45,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m tensordict",
         description="Tools for tensordicts saved on disk. The demo: python -m tensordict.demo",
     )
+    parser.add_argument(
+        "--version", action=_Version, nargs=0, help="show the version of tensordict and exit"
+    )
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
     info = commands.add_parser(
         "info",
@@ -56,6 +59,30 @@ def _parser() -> argparse.ArgumentParser:
     info.add_argument("--json", action="store_true", help="print JSON instead of a tree")
     info.set_defaults(run=_info)
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version``: :func:`version_line` on one line (argparse's own action wraps it)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        print(version_line())
+        parser.exit()
+
+
+def version_line() -> str:
+    """``tensordict VERSION (torch VERSION, Python VERSION) at PATH``.
+
+    Examples:
+        >>> version_line().startswith("tensordict 0.")
+        True
+    """
+    import torch
+
+    from tensordict import __version__
+
+    where = os.path.dirname(os.path.abspath(__file__))
+    python = ".".join(map(str, sys.version_info[:3]))
+    return f"tensordict {__version__} (torch {torch.__version__}, Python {python}) at {where}"
 
 
 def _info(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ import errno
 
 __all__ = [
     "AlreadyMemmappedError",
+    "ArchiveReturnEarlyError",
     "BackwardError",
     "BatchSizeError",
     "ChunkError",
@@ -40,6 +41,8 @@ __all__ = [
     "LockedError",
     "MappingLimitError",
     "MemmapAppendError",
+    "MemmapArchiveError",
+    "MemmapArchiveWriteError",
     "MemmapDeviceError",
     "MemmapExistsError",
     "MemmapFormatError",
@@ -62,6 +65,7 @@ __all__ = [
     "PoolBusyError",
     "PoolClosedError",
     "RawKeyPathError",
+    "ResultTypeError",
     "ShapeMismatchError",
     "StoreConnectionError",
     "StoreDataError",
@@ -77,6 +81,7 @@ __all__ = [
     "ViewArgumentError",
     "WorkerCountWarning",
     "WorkerDiedError",
+    "WorkerStartError",
     "ZeroDimIterationError",
 ]
 
@@ -289,6 +294,22 @@ class WorkerDiedError(RuntimeError):
         self.chunk = chunk
         self.pid = pid
         self.exitcode = exitcode
+
+
+class WorkerStartError(WorkerDiedError):
+    """A worker process failed before it could run its first chunk.
+
+    The usual causes: ``fn`` cannot be imported in the worker (defined in a script read from
+    stdin, a notebook or ``python -c`` while workers are started by ``spawn``), or the script calls
+    ``map_iter`` at its top level without an ``if __name__ == "__main__":`` guard (spawned workers
+    import the script, which would start workers again). The message names the cause and the fix;
+    the worker's own traceback is the ``__cause__``.
+    """
+
+
+class ResultTypeError(TypeError):
+    """``fn`` of ``map``/``map_iter`` returned something other than a tensordict, a
+    tensorclass, a tensor or None."""
 
 
 class PoolBusyError(RuntimeError):

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import torch
 
-from tensordict import MemoryMappedTensor, TensorDict, get_worker_info
+from tensordict import MemoryMappedTensor, NonTensorData, TensorDict, get_worker_info
 
 
 def add_one(data):
@@ -30,7 +30,20 @@ def return_none(data):
 
 
 def return_lambda(data):
-    return lambda: 0
+    """A tensordict that holds a lambda: a valid result that does not pickle."""
+    return TensorDict({"f": NonTensorData(lambda: 0)}, [])
+
+
+def return_dict(data):
+    return {"y": data["x"] + 1}
+
+
+def return_int(data):
+    return 3
+
+
+def return_list_of_tensordicts(data):
+    return [data.clone()]
 
 
 def describe_chunk(data):

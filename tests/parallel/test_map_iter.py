@@ -207,6 +207,12 @@ def test_pbar_shows_a_bar_with_a_total_when_tqdm_is_importable(
         assert err == ""
 
 
+def test_a_pbar_string_labels_the_bar(plain_td, capsys):
+    run(plain_td, helpers.add_one, chunksize=5, pbar="reduce")
+    err = capsys.readouterr().err
+    assert "reduce: 100%" in err and "4/4" in err and "chunk/s" in err
+
+
 def test_reference_page_example_prints_the_documented_output(tmp_path):
     script = tmp_path / "example.py"
     script.write_text(

@@ -186,7 +186,7 @@ class TensorDict(TensorDictBase):
         """Reshape the batch dimensions (copies only where torch must).
 
         The shape comes as ints, one sequence or ``size=``; ``inplace=True`` reshapes this
-        tensordict itself (see :meth:`_assume`).
+        tensordict itself (see ``_assume``).
 
         Examples:
             >>> td = TensorDict({"a": torch.zeros(6, 2)}, [6])

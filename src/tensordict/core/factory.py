@@ -11,10 +11,14 @@ through this module, and only through it:
   imported from its home (the table ``_HOMES``) on first use and kept as an attribute of this
   module, so later uses cost one attribute lookup. Importing a name from this module at module
   level (``from tensordict.core.factory import X``) would import its home too early: don't.
-* **forwarded methods**: ``map_iter = forward("tensordict.parallel.api", "map_iter")`` in a
-  class body makes the function the method (its signature and docstring, which ``help()``
-  shows); bound on first use, or for every class at once by :func:`bind_forwarded` (``import
-  tensordict`` calls it).
+* **forwarded methods**: ``map_iter = forward(parallel.map_iter)`` in a class body, where
+  ``parallel = home("tensordict.parallel.api")`` (a name for the module, not imported), makes
+  the function the method (its signature and docstring, which ``help()`` shows); bound on first
+  use, or for every class at once by :func:`bind_forwarded` (``import tensordict`` calls it).
+  Type checkers see the real module instead (imported under ``TYPE_CHECKING``), and ``forward``
+  as a descriptor generic over the function's parameters: ``td.map_iter(f, chunk_size=5)`` is a
+  type error, as the function's own call would be. The older row form
+  ``forward("tensordict.parallel.api", "map_iter")`` still works, typed ``Any``.
 """
 
 from __future__ import annotations
@@ -22,7 +26,17 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    Literal,
+    ParamSpec,
+    TypeVar,
+    overload,
+)
 
 if TYPE_CHECKING:  # the names' types, for type checkers: at run time they bind on first use
     from tensordict.core.dense import TensorDict  # noqa: F401
@@ -41,7 +55,7 @@ if TYPE_CHECKING:  # the names' types, for type checkers: at run time they bind 
     from tensordict.nn.functional_modules import from_module  # noqa: F401
     from tensordict.tensorclass.attrs import TensorAttrs  # noqa: F401
 
-__all__ = ["bind_forwarded", "forward"]
+__all__ = ["Forward", "Ref", "bind_forwarded", "forward", "home"]
 
 # name -> the module it lives in (its home, higher up than the code that uses it)
 _HOMES = {
@@ -75,29 +89,67 @@ _KINDS = ("method", "classmethod", "constructor")
 _FORWARDED: list[tuple[type, str]] = []
 
 
-class forward:
-    """A method whose implementation is the function ``name`` of module ``home``.
+class Ref:
+    """The function ``name`` of module ``home``, named without importing it (see :func:`home`)."""
+
+    __slots__ = ("home", "name")
+
+    def __init__(self, home: str, name: str) -> None:
+        self.home, self.name = home, name
+
+    def __repr__(self) -> str:
+        return f"{self.home}.{self.name}"
+
+
+class home:
+    """A module named for a forwarding table, not imported: ``home("a.b").f`` is ``Ref("a.b",
+    "f")``. Type checkers are shown the module itself (imported under ``TYPE_CHECKING``).
+
+    Examples:
+        >>> home("posixpath").basename
+        posixpath.basename
+    """
+
+    def __init__(self, module: str) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str) -> Ref:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return Ref(self._module, name)
+
+
+class Forward:
+    """A method whose implementation is the function ``ref`` names (or ``name`` of ``home``).
 
     ``kind`` says how the function is bound: ``"method"`` (it takes the instance first),
     ``"classmethod"`` (it takes the class first) or ``"constructor"`` (a classmethod, as
     upstream's ``from_*`` are, whose function does not take the class). On first use
     the descriptor replaces itself in its class by the function, so that calls cost what a plain
-    method costs, and ``help()`` shows the function's signature and docstring.
+    method costs, and ``help()`` shows the function's signature and docstring. Rows are written
+    ``forward(...)``: the same class at run time, a typed descriptor for type checkers.
 
     Examples:
         >>> import posixpath
         >>> class Path(str):
-        ...     base = forward("posixpath", "basename")
+        ...     base = forward(home("posixpath").basename)
+        ...     dirname = forward("posixpath", "dirname")  # the older form: typed Any
         >>> Path("/tmp/a.txt").base()
         'a.txt'
         >>> Path.__dict__["base"] is posixpath.basename
         True
+        >>> Path("/tmp/a.txt").dirname()
+        '/tmp'
     """
 
-    def __init__(self, home: str, name: str, kind: str = "method") -> None:
+    def __init__(self, home: str | Ref, name: str = "method", kind: str = "method") -> None:
+        if isinstance(home, Ref):  # forward(ref, kind)
+            module, name, kind = home.home, home.name, name
+        else:
+            module = home
         if kind not in _KINDS:
             raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}.")
-        self.home, self.name, self.kind = home, name, kind
+        self.home, self.name, self.kind = module, name, kind
         self.owner: type | None = None
         self.attrs: list[str] = []  # (``load = load_memmap`` in a class body: two names)
 
@@ -107,7 +159,7 @@ class forward:
         _FORWARDED.append((owner, attr))
 
     def __repr__(self) -> str:
-        return f"forward({self.home!r}, {self.name!r}, {self.kind!r})"
+        return f"forward({self.home}.{self.name}, {self.kind!r})"
 
     def bind(self) -> Any:
         """Replace this descriptor in its class by the function; return what was set."""
@@ -123,6 +175,50 @@ class forward:
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         return self.bind().__get__(instance, owner)
+
+
+P = ParamSpec("P")
+R = TypeVar("R", covariant=True)
+
+
+class Method(Generic[P, R]):
+    """What type checkers see of a forwarded method: the function without its first parameter
+    (the instance) when read from an instance, the whole function when read from the class."""
+
+    @overload
+    def __get__(self, instance: None, owner: Any, /) -> Callable[Concatenate[Any, P], R]: ...
+    @overload
+    def __get__(self, instance: object, owner: Any = None, /) -> Callable[P, R]: ...
+    def __get__(self, instance: Any, owner: Any = None, /) -> Any:
+        raise NotImplementedError  # pragma: no cover - never instantiated
+
+
+class Constructor(Generic[P, R]):
+    """What type checkers see of a forwarded classmethod: the function without its first
+    parameter (the class) for ``"classmethod"``, the whole function for ``"constructor"``."""
+
+    def __get__(self, instance: Any, owner: Any = None, /) -> Callable[P, R]:
+        raise NotImplementedError  # pragma: no cover - never instantiated
+
+
+if TYPE_CHECKING:
+
+    @overload
+    def forward(
+        home: Callable[Concatenate[Any, P], R], name: Literal["method"] = "method", /
+    ) -> Method[P, R]: ...
+    @overload
+    def forward(
+        home: Callable[Concatenate[Any, P], R], name: Literal["classmethod"], /
+    ) -> Constructor[P, R]: ...
+    @overload
+    def forward(home: Callable[P, R], name: Literal["constructor"], /) -> Constructor[P, R]: ...
+    @overload
+    def forward(home: str, name: str, kind: str = "method", /) -> Any: ...
+    def forward(home: Any, name: str = "method", kind: str = "method", /) -> Any: ...
+
+else:
+    forward = Forward
 
 
 def _ignoring_class(func: Any) -> Any:
@@ -146,5 +242,5 @@ def bind_forwarded() -> None:
     module is loaded, so that no descriptor is left for ``torch.compile`` to trace through)."""
     for owner, attr in _FORWARDED:
         value = owner.__dict__.get(attr)
-        if isinstance(value, forward):
+        if isinstance(value, Forward):
             value.bind()

@@ -151,12 +151,15 @@ class UnbatchedTensor(torch.Tensor):
         return array if dtype is None else array.astype(dtype, copy=False)
 
     def item(self) -> Any:
+        """The value of a one-element tensor, as a Python number."""
         return self._plain().item()
 
     def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The tensor as a numpy array (``force=True`` copies where a view is impossible)."""
         return self._plain().numpy(force=force)
 
     def tolist(self) -> Any:
+        """The tensor as (nested) Python lists of numbers."""
         return self._plain().tolist()
 
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:

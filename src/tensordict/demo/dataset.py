@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,8 @@ def build(directory: Path, rows: int, progress: bool = True) -> TensorDict:
     directory.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
         manifest_path(directory).unlink()  # from here on, the cache is not complete
+    # files of an earlier dataset (another size) would be reused, grown or left longer
+    shutil.rmtree(source_dir(directory), ignore_errors=True)
     layout = TensorDict(
         {
             "obs": torch.empty((), dtype=torch.float32).expand(rows, FEATURES),

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import math
 import os
-import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,7 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"tensordict demo: {format_bytes(s.nbytes)} dataset, {s.rows} rows "
         f"(obs float32 [N, {dataset.FEATURES}], label int64 [N], id int64 [N])\n"
-        f"cache {s.directory}; {s.workers} workers; {s.chunks(s.chunksize)} chunks of "
+        f"dataset folder {s.directory}: kept for the next run, removed by {_removal(s.directory)}\n"
+        f"{s.workers} workers; {s.chunks(s.chunksize)} chunks of "
         f"{s.chunksize} rows; {s.chunks(s.batch_size)} minibatches of {s.batch_size} rows",
         flush=True,
     )
@@ -152,6 +153,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(verdict)
     print(f"\nSee what was written: python -m tensordict info {s.directory / 'normalised'}")
+    print(
+        f"The dataset and its normalised copy ({format_bytes(_folder_bytes(s.directory))}) stay "
+        f"in {s.directory} for the next run; remove them with {_removal(s.directory)}."
+    )
     status = report.exit_status(checks)
     if status:
         print("\nFAILED: a check did not pass (see above).")
@@ -196,9 +201,9 @@ def run(s: Settings) -> tuple[list[stages.StageResult], list[report.Check]]:
                 w,
                 s.nbytes,
                 s.chunks(s.batch_size),
-                lambda: stages.shuffled_epoch(normalised, pool, s.batch_size),
+                functools.partial(stages.shuffled_epoch, normalised, pool, s.batch_size, label),
             )
-            for name in (EPOCH_1, EPOCH_2)
+            for name, label in ((EPOCH_1, "shuffled epoch 1"), (EPOCH_2, "shuffled epoch 2"))
         ]
     (epoch, shuffled), (epoch2, shuffled2) = epochs
 
@@ -256,11 +261,36 @@ def _open_dataset(s: Settings) -> tuple[TensorDict, stages.StageResult]:
     return data, stage
 
 
+#: the table's columns in plain words, one line each (``{size}``: the dataset's size)
+LEGEND = (
+    ("GB/s", "dataset bytes ({size}) handled per second; normalise also writes as many"),
+    ("chunks/s", "chunks (or minibatches) handed to fn per second"),
+    ("peak private", "the most memory this run's processes held at once, data files not counted"),
+    ("of which shm", "the part of it that was shared memory, in which workers sent results back"),
+)
+
+
 def _footnote(nbytes: int) -> str:
-    text = (
-        f"GB/s: dataset bytes ({format_bytes(nbytes)}) per second (normalise also writes as "
-        "much). Peak private: the peak, sampled every 50 ms, of the Pss_Anon of this process "
-        "and its workers plus the growth of system-wide Shmem (the part results travelled "
-        "through); memory-mapped files are page cache and are not counted."
+    """The legend of the table: each column in plain words, one line each.
+
+    Examples:
+        >>> print(_footnote(1 << 20).splitlines()[2])
+        peak private  the most memory this run's processes held at once, data files not counted
+    """
+    size = format_bytes(nbytes)
+    return "\n".join(f"{name:<13} {text.format(size=size)}" for name, text in LEGEND)
+
+
+def _removal(directory: Path) -> str:
+    """The command that removes the dataset folder (``make clean`` removes the default one)."""
+    command = f"`rm -r {directory}`"
+    return f"`make clean` (or {command})" if directory == default_cache_dir() else command
+
+
+def _folder_bytes(directory: Path) -> int:
+    """The bytes of the files under ``directory``."""
+    return sum(
+        os.path.getsize(os.path.join(root, name))
+        for root, _, names in os.walk(directory)
+        for name in names
     )
-    return textwrap.fill(text, 100)

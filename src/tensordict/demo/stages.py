@@ -107,7 +107,7 @@ def reduce_map_iter(data: TensorDict, workers: int, chunksize: int) -> TensorDic
         chunk_moments,
         num_workers=workers,
         chunksize=chunksize,
-        pbar=True,
+        pbar="reduce: map_iter",
         generator=torch.default_generator,
     ):
         total = add_moments(total, part)
@@ -159,7 +159,7 @@ def normalise(
         num_workers=workers,
         chunksize=chunksize,
         out=out,
-        pbar=True,
+        pbar="normalise: map(out=)",
         generator=torch.default_generator,
     )
     return out
@@ -178,7 +178,9 @@ class EpochResult:
     moments: TensorDict
 
 
-def shuffled_epoch(data: TensorDict, pool: WorkerPool, batch_size: int) -> EpochResult:
+def shuffled_epoch(
+    data: TensorDict, pool: WorkerPool, batch_size: int, label: str = "shuffled epoch"
+) -> EpochResult:
     """One epoch of shuffled minibatches, with ``map_iter(shuffle=True)`` as the data loader, on
     the workers of ``pool`` (started by the first epoch, kept for the next ones).
 
@@ -194,7 +196,7 @@ def shuffled_epoch(data: TensorDict, pool: WorkerPool, batch_size: int) -> Epoch
     torch.set_num_threads(1)
     try:
         for batch in data.map_iter(
-            load_minibatch, chunksize=batch_size, shuffle=True, pbar=True, pool=pool
+            load_minibatch, chunksize=batch_size, shuffle=True, pbar=label, pool=pool
         ):
             ids = batch["id"]
             counts.index_add_(0, ids, torch.ones_like(ids, dtype=torch.int32))
@@ -217,7 +219,7 @@ def features_map_iter(data: TensorDict, workers: int, chunksize: int) -> torch.T
         row_features,
         num_workers=workers,
         chunksize=chunksize,
-        pbar=True,
+        pbar="features: map_iter",
         generator=torch.default_generator,
     )
     return _ordered_features(list(parts))

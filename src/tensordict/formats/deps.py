@@ -1,14 +1,18 @@
-"""Importing a format's library when the format is used, naming the extra to install if missing."""
+"""What a format needs before it reads: its library (imported when the format is used, naming
+the extra to install if missing) and, for a reader, its file."""
 
 from __future__ import annotations
 
+import errno
 import importlib
 import importlib.util
+import os
 from types import ModuleType
+from typing import Any
 
 from tensordict.errors import MissingDependencyError
 
-__all__ = ["has_module", "require"]
+__all__ = ["has_module", "require", "require_file"]
 
 
 def has_module(name: str) -> bool:
@@ -45,3 +49,28 @@ def require(module: str, extra: str, feature: str) -> ModuleType:
             f"{feature} needs {module}, which is not installed ({err}). Install it with "
             f'pip install "tensordict[{extra}]" (or pip install {module}).'
         ) from err
+
+
+def require_file(path: Any, what: str) -> None:
+    """Raise a short :class:`FileNotFoundError` naming ``path`` if it is a local path (a ``str``
+    or ``os.PathLike``, not a URL) where nothing exists, before a library raises its own from
+    deep inside. Anything else (a URL, an open file, a store object) is left to the library.
+
+    Args:
+        path: what the user passed as the file.
+        what: what was being read, for the message (``"HDF5 file"``, ...).
+
+    Examples:
+        >>> require_file("/", "folder")
+        >>> require_file("s3://bucket/table.parquet", "Parquet file")  # not local: not checked
+        >>> require_file("/no/such/file.h5", "HDF5 file")
+        Traceback (most recent call last):
+        ...
+        FileNotFoundError: [Errno 2] No such HDF5 file: '/no/such/file.h5'
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        return
+    text = os.fspath(path)
+    if not isinstance(text, str) or "://" in text or os.path.exists(text):
+        return
+    raise FileNotFoundError(errno.ENOENT, f"No such {what}", text)

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from tensordict.errors import FormatValueError
-from tensordict.formats.deps import require
+from tensordict.formats.deps import require, require_file
 from tensordict.formats.node import META_ATTR, GroupNode, to_numpy
 
 __all__ = ["H5Group", "h5py", "open_h5"]
@@ -44,6 +44,8 @@ def open_h5(filename: Any, mode: str, locking: bool | None = None) -> H5Group:
         current = _OPEN.get(path)
         if current is not None and current.id.valid and (mode == "r" or current.mode == "r+"):
             return H5Group(current)
+    if mode in ("r", "r+"):
+        require_file(filename, "HDF5 file")
     kwargs = {} if locking is None else {"locking": locking}
     file = lib.File(str(filename), mode, **kwargs)
     _OPEN[path] = file

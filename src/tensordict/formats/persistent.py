@@ -661,7 +661,7 @@ def from_h5(
     non_tensor_as_stack: bool = False,
 ) -> PersistentTensorDict:
     """Open a HDF5 file as a :class:`PersistentTensorDict` (``tensordict.from_h5``; see
-    :func:`open_h5`)."""
+    :meth:`TensorDict.from_h5`)."""
     return open_h5(
         h5_file,
         mode=mode,
@@ -683,7 +683,7 @@ def from_zarr(
     allow_pickle: bool | None = None,
 ) -> PersistentTensorDict:
     """Open a Zarr store as a :class:`PersistentTensorDict` (``tensordict.from_zarr``; see
-    :func:`open_zarr`)."""
+    :meth:`TensorDict.from_zarr`)."""
     return open_zarr(
         zarr_file,
         mode=mode,

@@ -20,7 +20,7 @@ from tensordict.core.dense import TensorDict
 from tensordict.core.lazy.stack import LazyStackedTensorDict
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.errors import FormatValueError
-from tensordict.formats.deps import require
+from tensordict.formats.deps import require, require_file
 
 __all__ = ["from_safetensors", "to_safetensors"]
 
@@ -117,6 +117,7 @@ def from_safetensors(path: str | Path, *, device: Any = None) -> Any:
     makes tensordict import a module).
     """
     st = require("safetensors", "safetensors", "reading safetensors files")
+    require_file(path, "safetensors file")
     with st.safe_open(str(path), framework="pt", device="cpu") as f:
         meta = f.metadata() or {}
         tensors = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118

@@ -27,7 +27,7 @@ from tensordict.core.dense import TensorDict
 from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.errors import FormatValueError
-from tensordict.formats.deps import require
+from tensordict.formats.deps import require, require_file
 
 __all__ = [
     "from_arrow",
@@ -316,6 +316,7 @@ def from_parquet(
     """Read a Parquet file with pyarrow (``columns=`` reads only those; other keyword arguments
     go to ``pyarrow.parquet.read_table``)."""
     pq = require("pyarrow.parquet", "arrow", "reading Parquet files")
+    require_file(path, "Parquet file")
     table = pq.read_table(str(path), columns=columns, **kwargs)
     td = from_arrow(table, nulls="fill")
     return _finish(
@@ -455,6 +456,7 @@ def from_csv(path: Any, **kwargs: Any) -> TensorDict:
     """Read a CSV file with ``pandas.read_csv`` (tensordict arguments as :func:`from_pandas`;
     other keyword arguments go to pandas)."""
     mine, theirs = _split_kwargs(kwargs)
+    require_file(path, "CSV file")
     return from_pandas(_pd().read_csv(path, **theirs), **mine)
 
 
@@ -467,6 +469,7 @@ def to_csv(td: Any, path: Any, *, separator: str | None = None, **kwargs: Any) -
 def from_json(path: Any, *, lines: bool = False, **kwargs: Any) -> TensorDict:
     """Read a JSON file of records (``lines=True``: one record per line) with pandas."""
     mine, theirs = _split_kwargs(kwargs)
+    require_file(path, "JSON file")
     return from_pandas(_pd().read_json(path, lines=lines, **theirs), **mine)
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from tensordict.errors import FormatValueError
-from tensordict.formats.deps import require
+from tensordict.formats.deps import require, require_file
 from tensordict.formats.node import META_ATTR, GroupNode, to_numpy
 
 __all__ = ["ZarrGroup", "consolidate", "open_zarr", "zarr"]
@@ -50,6 +50,8 @@ def open_zarr(filename: Any, mode: str) -> ZarrGroup:
     mode = "w-" if mode == "x" else mode
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # zarr warns about consolidated metadata formats
+        if mode in ("r", "r+"):
+            require_file(filename, "Zarr store")
         if mode == "r":
             group = lib.open_group(_store(filename), mode="r")
         else:  # consolidated metadata would go stale as the structure changes

@@ -539,7 +539,7 @@ class WrapModule(TensorDictModuleBase):
     Args:
         func: the function.
         inplace: write the function's result into the input tensordict.
-        in_keys / out_keys: the keys it reads and writes (for ``TensorDictSequential``).
+        in_keys, out_keys: the keys it reads and writes (for ``TensorDictSequential``).
 
     Examples:
         >>> import torch

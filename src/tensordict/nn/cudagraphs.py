@@ -34,7 +34,7 @@ class CudaGraphModule:
     Args:
         module: the module or function.
         warmup: eager calls before capture (>= 1). Defaults to 2.
-        in_keys / out_keys: the keys, for a callable that has none (a tensordict module's own
+        in_keys, out_keys: the keys, for a callable that has none (a tensordict module's own
             keys win).
         device: the CUDA device of the streams.
 

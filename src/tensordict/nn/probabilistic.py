@@ -62,7 +62,8 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         return_composite: build a composite distribution over every probabilistic module.
             Defaults to True when there are several of them or the last module is not
             probabilistic.
-        selected_out_keys / inplace: as for :class:`TensorDictSequential`.
+        selected_out_keys: as for :class:`TensorDictSequential`.
+        inplace: as for :class:`TensorDictSequential`.
 
     Raises:
         ValueError: no module.

@@ -107,7 +107,7 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             Defaults to :class:`Delta`.
         distribution_kwargs: more keyword arguments for the distribution.
         return_log_prob: also write the log-probability of the value.
-        log_prob_keys / log_prob_key: where log-probabilities go (see the module docs).
+        log_prob_keys, log_prob_key: where log-probabilities go (see the module docs).
         cache_dist: deprecated, accepted.
         n_empirical_estimate: samples used for a mean without closed form. Defaults to 1000.
         num_samples: draw this many samples (a leading dimension); the output tensordict is

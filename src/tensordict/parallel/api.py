@@ -241,14 +241,14 @@ def _no_payload(k: int) -> None:
     return None
 
 
-def _progress(total: int, enabled: bool) -> Any:
+def _progress(total: int, enabled: bool | str) -> Any:
     if not enabled:
         return None
     try:
         from tqdm.auto import tqdm
     except ImportError:
         return None
-    return tqdm(total=total)
+    return tqdm(total=total, desc=enabled if isinstance(enabled, str) else None, unit="chunk")
 
 
 def _run(td: Any, opts: _Options, out: Any = None) -> Iterator[Any]:
@@ -301,7 +301,7 @@ def map_iter(
     max_tasks_per_child: int | None = None,
     worker_threads: int = 1,
     index_with_generator: bool = True,
-    pbar: bool = False,
+    pbar: bool | str = False,
     mp_start_method: str | None = None,
 ) -> Iterator[Any]:
     """Apply ``fn`` to chunks of ``td`` along ``dim`` in worker processes; yield each result.
@@ -352,7 +352,8 @@ def map_iter(
         worker_threads: ``torch.set_num_threads`` in each worker.
         index_with_generator: compute each chunk's index when a worker needs it (default);
             False splits ``td`` up front.
-        pbar: show a tqdm progress bar (with a total) if tqdm is installed.
+        pbar: show a tqdm progress bar (with a total, one step per chunk) if tqdm is
+            installed; a string is the bar's label (``pbar="epoch 3"``).
         mp_start_method: ``"fork"``, ``"spawn"`` or ``"forkserver"``; None for the default.
 
     Examples:
@@ -410,7 +411,7 @@ def map(
     max_tasks_per_child: int | None = None,
     worker_threads: int = 1,
     index_with_generator: bool = False,
-    pbar: bool = False,
+    pbar: bool | str = False,
     mp_start_method: str | None = None,
 ) -> Any:
     """Apply ``fn`` to chunks of ``td`` in worker processes and reassemble the results.

@@ -56,7 +56,8 @@ from tensordict.parallel.coalesce import BATCH_TAG, MAX_HELD
 from tensordict.parallel.lifeline import Lifeline, close_at_exit, sigint_held
 from tensordict.parallel.reaper import reap_later
 from tensordict.parallel.shm import STOCK
-from tensordict.parallel.worker import decode_error, worker_main
+from tensordict.parallel.startup import STARTED, missing_main_hidden, start_error, worker_name
+from tensordict.parallel.worker import RemoteTraceback, decode_error, worker_main
 
 __all__ = ["Backend", "OwnPool", "drive", "exit_description"]
 
@@ -263,6 +264,7 @@ class _Worker:
         "process",
         "quota",
         "stale",
+        "started",
         "watching_writes",
     )
 
@@ -280,6 +282,8 @@ class _Worker:
         self.stale = 0
         #: the call whose job this worker has (persistent pools)
         self.job_gen = 0
+        #: the worker said it is ready (``startup.STARTED``): a death from now on is a chunk's
+        self.started = False
         # A pidfd becomes readable when the process itself exits; the multiprocessing sentinel
         # only when every holder of its pipe has, which a grandchild started by fn delays.
         try:
@@ -329,12 +333,17 @@ class OwnPool(Backend):
     ) -> None:
         self.ctx = ctx
         self.num_workers = num_workers
+        self.fork = ctx.get_start_method() == "fork"
+        if job is not None and not self.fork and "fn" in job:
+            # fn travels as bytes that the worker unpickles itself: if it cannot import fn, it
+            # says so (``startup``) instead of dying inside multiprocessing's bootstrap
+            fn_bytes = pickle.dumps(job["fn"])
+            job = {k: v for k, v in job.items() if k != "fn"} | {"fn_bytes": fn_bytes}
         self.job = job
         self.base_seed = base_seed
         self.threads = threads
         self.max_tasks = max_tasks
         self.depth = depth
-        self.fork = ctx.get_start_method() == "fork"
         self.owner = os.getpid()
         self.selector = selectors.DefaultSelector()
         self.workers: dict[int, _Worker] = {}
@@ -379,12 +388,12 @@ class OwnPool(Backend):
                 Lifeline(self.ctx.get_start_method()),
                 warm,
             ),
-            name=f"tensordict-worker-{wid}",
+            name=worker_name(wid, child_end, self.ctx.get_start_method()),
             daemon=False,  # so that fn may start its own workers (see lifeline)
         )
         # a Ctrl-C during the fork is delivered once the worker is registered (stopped with
         # the others), never inside a fork hook that would drop it
-        with sigint_held():
+        with sigint_held(), missing_main_hidden(self.ctx.get_start_method()):
             process.start()
             child_end.close()
             worker = _Worker(wid, process, Channel(parent_end, recv_warm=warm), self.max_tasks)
@@ -535,6 +544,11 @@ class OwnPool(Backend):
 
     def _collect(self, worker: _Worker, events: list[Event]) -> None:
         for msg in worker.chan.messages():
+            if msg[0] == STARTED[0]:
+                worker.started = True
+                continue
+            if msg[0] == "start_err":
+                raise self._start_error(worker, msg)
             if msg[0] == BATCH_TAG:
                 self._collect_batch(worker, msg[1], msg[2], events)
                 continue
@@ -599,6 +613,8 @@ class OwnPool(Backend):
         pid, exitcode = worker.process.pid, worker.process.exitcode
         self._forget(worker)
         worker.close_process()
+        if worker.assigned and not worker.started:
+            raise self._start_error(worker, None, pid, exitcode)
         if worker.assigned:
             k = worker.assigned[0]
             what = f"died while processing chunk {k}"
@@ -615,6 +631,21 @@ class OwnPool(Backend):
                 exitcode=exitcode,
             )
         events.append(("retired", worker.id))
+
+    def _start_error(
+        self, worker: _Worker, report: Any, pid: int | None = None, exitcode: int | None = None
+    ) -> WorkerDiedError:
+        """The error of a worker that failed before its first chunk (``startup``)."""
+        err = start_error(
+            worker.id,
+            worker.process.pid if pid is None else pid,
+            self.ctx.get_start_method(),
+            exit_description(exitcode),
+            report,
+        )
+        if report is not None and report[3]:
+            err.__cause__ = RemoteTraceback(report[3])
+        return err
 
     def _forget(self, worker: _Worker) -> None:
         for obj in (worker.chan.sock, worker.exit_fd):

@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tensordict.errors import NestedWorkersError
+from tensordict.parallel.startup import report_if_bootstrapping
 
 __all__ = [
     "MAX_DEPTH",
@@ -65,7 +66,10 @@ def depth() -> int:
 
 
 def check_can_start_workers() -> None:
-    """Raise :class:`NestedWorkersError` if this process cannot start worker processes."""
+    """Raise :class:`NestedWorkersError` if this process cannot start worker processes (a
+    spawned worker still importing the user's script reports the missing main guard instead:
+    see ``startup``)."""
+    report_if_bootstrapping()
     if mp.current_process().daemon:
         raise NestedWorkersError(
             "map_iter/map cannot start worker processes here: this process is daemonic (a "

@@ -27,12 +27,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from tensordict.errors import ChunkError, NotPicklableError
+from tensordict.core.collection import TensorCollection
+from tensordict.errors import ChunkError, NotPicklableError, ResultTypeError
 from tensordict.parallel.channel import IDLE_SECONDS
 from tensordict.parallel.coalesce import FULL, Coalescer
 from tensordict.parallel.lifeline import Lifeline
 from tensordict.parallel.out import write_result
 from tensordict.parallel.plan import take, take_run
+from tensordict.parallel.startup import STARTED
 
 __all__ = ["WorkerInfo", "get_worker_info"]
 
@@ -273,11 +275,43 @@ class _Runner:
         if self.lock and hasattr(chunk, "lock_") and not chunk.is_locked:
             chunk.lock_()
         result = self.fn(chunk)
+        if result is not None and not isinstance(result, _RESULT_TYPES):
+            check_result(self.fn, k, result)
         if self.out is None:
             return result
         # the worker writes its slice of a memory-mapped or shared ``out``; nothing travels back
         write_result(self.out[0], self.out[1], k, result)
         return None
+
+
+#: what ``fn`` may return besides None and tensorclasses
+_RESULT_TYPES = (torch.Tensor, TensorCollection)
+
+
+def check_result(fn: Any, k: int, result: Any) -> None:
+    """Raise :class:`~tensordict.errors.ResultTypeError` unless ``result``, what ``fn``
+    returned for chunk ``k``, is a tensordict, a tensorclass, a tensor or None.
+
+    Examples:
+        >>> check_result(len, 0, torch.zeros(2))  # a tensor: fine
+        >>> check_result(len, 3, {"x": 1})
+        Traceback (most recent call last):
+        ...
+        tensordict.errors.ResultTypeError: fn=len returned a dict for chunk 3; ...
+    """
+    if result is None or isinstance(result, _RESULT_TYPES):
+        return
+    if getattr(type(result), "_is_tensorclass", False) is True:
+        return
+    name = getattr(fn, "__qualname__", None) or repr(fn)
+    hint = ""
+    if isinstance(result, dict):
+        hint = " (for a dict: TensorDict(result, batch_size=chunk.batch_size))"
+    raise ResultTypeError(
+        f"fn={name} returned a {type(result).__name__} for chunk {k}; map and map_iter "
+        "expect a tensordict, a tensorclass, a tensor or None. Return one of those"
+        f"{hint}: nothing was yielded or written for this chunk."
+    )
 
 
 def _chunk_from_payload(job: dict[str, Any], payload: Any) -> Any:
@@ -329,10 +363,17 @@ def worker_main(
     seed = seed_worker(base_seed, worker_id) if base_seed is not None else None
     _set_info(WorkerInfo(worker_id, num_workers, seed, os.getpid()), base_seed)
     chan = Channel(sock, send_warm=warm)
-    current: Any = _Runner(_resolve_job(job)) if job is not None else None
+    try:
+        current: Any = _Runner(_resolve_job(job)) if job is not None else None
+    except BaseException as err:  # fn does not import here (``startup``): say so, and exit
+        with contextlib.suppress(OSError):
+            chan.send(("start_err", "import", *encode_error(err)), plain=True)
+        chan.close()
+        return
     held = Coalescer()
     done = 0
     try:
+        chan.send(STARTED, plain=True)
         while max_tasks is None or done < max_tasks:
             # results held back are sent before the worker waits: the parent needs them
             tasks = chan.recv_nowait() if held else None

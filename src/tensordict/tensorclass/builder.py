@@ -117,6 +117,7 @@ def _reader(name: str) -> Callable[..., Any]:
 
     read.__name__ = read.__qualname__ = name
     read.__doc__ = f"``TensorDict.{name}(...)`` as an instance of this tensorclass."
+    forwarding.describe(read, name)  # help() shows TensorDict's parameters and docstring
     return read
 
 

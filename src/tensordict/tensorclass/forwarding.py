@@ -30,11 +30,20 @@ import torch
 from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.behaviour.combine import TORCH_FUNCTIONS
 from tensordict.core.dense import TensorDict
-from tensordict.core.factory import forward
+from tensordict.core.factory import Forward
 from tensordict.core.lazy.stack import LazyStackedTensorDict
 from tensordict.tensorclass.construct import new_instance
 
-__all__ = ["FORWARDED", "PROPERTIES", "Kind", "forwarder", "torch_function", "wrap_result"]
+__all__ = [
+    "FORWARDED",
+    "PROPERTIES",
+    "Kind",
+    "describe",
+    "describe_pending",
+    "forwarder",
+    "torch_function",
+    "wrap_result",
+]
 
 
 class Kind(enum.Enum):
@@ -180,7 +189,36 @@ def forwarder(name: str, kind: Kind) -> Callable[..., Any]:
     method.__name__ = name
     method.__doc__ = _doc(name, kind)
     method.__tensorclass_generated__ = True  # type: ignore[attr-defined]
+    describe(method, name)
     return method
+
+
+#: forwarders made while ``import tensordict`` runs, before the TensorDict method they forward
+#: was bound (``core.factory.forward``): :func:`describe_pending` describes them once it is
+_PENDING: list[tuple[Callable[..., Any], str]] = []
+
+
+def describe(method: Callable[..., Any], name: str) -> None:
+    """Show the TensorDict method ``name`` as ``method``: its docstring, and its signature
+    (``__wrapped__``, which ``inspect.signature`` and ``help()`` follow), so that
+    ``help(MyClass.map_iter)`` lists the real parameters, not ``*args, **kwargs``."""
+    if isinstance(inspect.getattr_static(TensorDict, name, None), Forward):
+        _PENDING.append((method, name))
+        return
+    impl = getattr(TensorDict, name, None)
+    target = getattr(impl, "__func__", impl)  # a classmethod's function takes the class first
+    if target is None or not callable(target) or not hasattr(target, "__code__"):
+        return  # a slot wrapper (``__eq__`` of object, ...): nothing to show
+    method.__wrapped__ = target  # type: ignore[attr-defined]
+    if target.__doc__:
+        method.__doc__ = target.__doc__
+
+
+def describe_pending() -> None:
+    """Describe the forwarders :func:`describe` put aside (``import tensordict`` calls this once
+    every forwarded TensorDict method is bound)."""
+    while _PENDING:
+        describe(*_PENDING.pop())
 
 
 def _doc(name: str, kind: Kind) -> str:
@@ -301,7 +339,7 @@ def rest_of_api(written: frozenset[str]) -> RestOfApi:
         if name.startswith("_") or name in declared or name in _NOT_FORWARDED:
             continue
         attr = inspect.getattr_static(TensorDict, name)
-        if isinstance(attr, forward):  # a forwarding row not bound yet: what it will be
+        if isinstance(attr, Forward):  # a forwarding row not bound yet: what it will be
             if attr.kind == "method":
                 methods.append(name)
             elif name not in _PLAIN_CONSTRUCTORS:
@@ -332,6 +370,7 @@ def constructor(name: str) -> classmethod:  # type: ignore[type-arg]
     method.__name__ = name
     method.__doc__ = f"``TensorDict.{name}``, the result as an instance of this tensorclass."
     method.__tensorclass_generated__ = True  # type: ignore[attr-defined]
+    describe(method, name)
     return classmethod(method)
 
 

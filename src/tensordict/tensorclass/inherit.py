@@ -8,8 +8,12 @@ come as class keywords (``class Sample(TensorClass, nocast=True)``) or subscript
 
 from __future__ import annotations
 
+import dataclasses
 import sys
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
+
+import torch
 
 from tensordict.errors import TensorclassDefinitionError
 from tensordict.tensorclass.access import setattr_
@@ -23,10 +27,41 @@ else:  # pragma: no cover - python 3.10
 __all__ = ["TensorClass"]
 
 OPTIONS = ("autocast", "frozen", "nocast", "shadow", "tensor_only")
+_Get = TypeVar("_Get")
+_Set = TypeVar("_Set")
+
+if TYPE_CHECKING:
+    from tensordict.core.behaviour.base import TensorDictBase
+
+    class _Field(Generic[_Get, _Set]):
+        """A field typed as a descriptor: the constructor takes ``_Set``, reading gives ``_Get``
+        (PEP 681's descriptor-typed fields)."""
+
+        @overload
+        def __get__(self, instance: None, owner: Any) -> _Field[_Get, _Set]: ...
+        @overload
+        def __get__(self, instance: object, owner: Any) -> _Get: ...
+        def __get__(self, instance: Any, owner: Any) -> Any: ...
+        def __set__(self, instance: Any, value: _Set) -> None: ...
+
+    @dataclass_transform()
+    @dataclasses.dataclass
+    class _TypedTensorClass(TensorDictBase):
+        """What type checkers see of a tensorclass: the TensorDict API, and the constructor's
+        keyword-only arguments after the fields (a dataclass base brings them into the
+        ``__init__`` that type checkers write for each subclass)."""
+
+        _: dataclasses.KW_ONLY
+        batch_size: _Field[torch.Size, Sequence[int] | torch.Size | int | None] = _Field()  # type: ignore[assignment]
+        device: _Field[torch.device | None, torch.device | str | int | None] = _Field()  # type: ignore[assignment]
+        names: _Field[list[str | None], Sequence[str | None] | None] = _Field()  # type: ignore[assignment]
+
+else:
+    _TypedTensorClass = object
 
 
 @dataclass_transform()
-class TensorClass:
+class TensorClass(_TypedTensorClass):
     """Subclass it to declare a tensorclass; the subclass is built as ``@tensorclass`` builds.
 
     Examples:

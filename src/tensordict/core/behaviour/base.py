@@ -146,7 +146,7 @@ class TensorDictBase(
     # ================================================================== size, device, names
     @property
     def shape(self) -> torch.Size:
-        """Alias of :attr:`batch_size`."""
+        """Alias of ``batch_size``."""
         return self.batch_size
 
     def _has_names(self) -> bool:

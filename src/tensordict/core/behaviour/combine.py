@@ -374,7 +374,7 @@ class CombineMixin(TensorCollection):
     @classmethod
     def maybe_dense_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
         """Dense where the members agree, lazy where they differ (see
-        :func:`tensordict.core.lazy.shape.maybe_dense_stack`)."""
+        :func:`tensordict.maybe_dense_stack`)."""
         return factory.maybe_dense_stack(input, dim)
 
     @classmethod

@@ -53,7 +53,8 @@ class StorageMixin(TensorCollection):
     # (memmap_, memmap, save, load_memmap and the make_memmap* methods: the forwarding table of
     # ``forwards``, implemented by ``tensordict.memmap``)
     def is_memmap(self) -> bool:
-        """Whether the leaves are memory-mapped (after memmap_ / load_memmap, and their views)."""
+        """Whether the leaves are memory-mapped (after ``memmap_`` / ``load_memmap``, and their
+        views)."""
         raise NotImplementedError
 
     @property

@@ -130,7 +130,7 @@ class StructureMixin(TensorCollection):
 
     @property
     def depth(self) -> int:
-        """How deep the nesting goes: 0 for a flat tensordict, 1 with nested tensordicts whose
+        """How deep the nesting goes. 0 for a flat tensordict, 1 with nested tensordicts whose
         entries are all leaves, ...
 
         Examples:

@@ -150,25 +150,25 @@ class LazyStackedTensorDict(
     @classmethod
     def maybe_dense_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
         """Dense where the members agree, lazy where they differ (see
-        :func:`tensordict.core.lazy.shape.maybe_dense_stack`)."""
+        :func:`tensordict.maybe_dense_stack`)."""
         return maybe_dense_stack(input, dim)
 
     # ================================================================== deprecated upstream API
     @property
     def valid_keys(self) -> Any:
-        """Deprecated (as upstream): the keys every member holds, ``keys()``."""
+        """Deprecated, as upstream. The keys every member holds, ``keys()``."""
         _deprecated("LazyStackedTensorDict.valid_keys is deprecated: use keys() instead.")
         return self.keys()
 
     @property
     def hook_in(self) -> None:
-        """Deprecated (as upstream): always None (a function once applied to values written)."""
+        """Deprecated, as upstream. Always None (a function once applied to values written)."""
         _deprecated("LazyStackedTensorDict.hook_in is deprecated.")
         return None
 
     @property
     def hook_out(self) -> None:
-        """Deprecated (as upstream): always None (a function once applied to values read)."""
+        """Deprecated, as upstream. Always None (a function once applied to values read)."""
         _deprecated("LazyStackedTensorDict.hook_out is deprecated.")
         return None
 
@@ -239,7 +239,7 @@ class LazyStackedTensorDict(
 
     @property
     def is_locked(self) -> bool:
-        """Whether the structure is locked: the stack was locked, or all its members are."""
+        """Whether the structure is locked (the stack was locked, or all its members are)."""
         if self._is_locked:
             return True
         return bool(self.tensordicts) and all(m.is_locked for m in self.tensordicts)

@@ -313,7 +313,7 @@ def from_pytree(
     """A pytree (nested dicts, lists, tuples, namedtuples of tensors) as a tensordict.
 
     Each container becomes a tensordict holding its container type under ``"_pytree_type"``,
-    so that :func:`to_pytree` (``td.to_pytree()``) rebuilds the same structure. A dict key that
+    so that ``td.to_pytree()`` rebuilds the same structure. A dict key that
     is not a string is kept, with its value, under a ``"_pytree_key_<n>"`` entry. A tensor is
     returned as it is.
 

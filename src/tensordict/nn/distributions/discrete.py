@@ -38,7 +38,7 @@ class OneHotCategorical(D.Categorical):
     1): one-hot values, gradients of the relaxed sample.
 
     Args:
-        logits / probs: the parameters (a trailing dim of size 1 is dropped).
+        logits, probs: the parameters (a trailing dim of size 1 is dropped).
 
     Examples:
         >>> import torch
