@@ -63,7 +63,12 @@ def test_multi_process_collector_feeds_a_memory_mapped_replay_buffer(
                 rb.extend(batch.reshape(-1))
     finally:
         collector.shutdown()
-    assert len(rb) == 48
+    if cls is MultiAsyncCollector and in_workers:
+        # the async workers write their own batches: each may land one past total_frames before
+        # the shutdown reaches it (TorchRL's behaviour, with upstream tensordict too)
+        assert len(rb) in (48, 64, 80)
+    else:
+        assert len(rb) == 48
     data = storage[: len(rb)]
     # every transition counts one step further than where it started, or was reset to 0
     step = data["next", "observation"] - data["observation"]
