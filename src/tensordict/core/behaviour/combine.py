@@ -1,8 +1,7 @@
 """stack / cat / split / chunk / unbind, and the one ``__torch_function__`` dispatch table.
 
-``torch.stack(tds)`` gives a dense tensordict when every member has the same keys and leaf shapes
-and refuses dense members that differ, as upstream (the internal :func:`stack` gives a
-:class:`~tensordict.LazyStackedTensorDict` for those). ``split``/``chunk``/``unbind`` are
+``torch.stack(tds)`` gives a dense tensordict when every member has the same keys and leaf shapes,
+and a :class:`~tensordict.LazyStackedTensorDict` otherwise. ``split``/``chunk``/``unbind`` are
 slices of the source (views).
 """
 
@@ -26,7 +25,7 @@ from tensordict.core.options import lazy_legacy
 from tensordict.core.unbatched import is_unbatched, stack_unbatched
 from tensordict.errors import BatchSizeError, DimIndexError, ShapeMismatchError
 
-__all__ = ["TORCH_FUNCTIONS", "CombineMixin", "cat", "stack", "stack_checked", "where"]
+__all__ = ["TORCH_FUNCTIONS", "CombineMixin", "cat", "stack", "where"]
 
 _MISSING: Any = object()
 
@@ -164,62 +163,6 @@ def stack(
     result = tds[0]._new_dense(source, new_bs, names)
     result._device = _common_device(tds)
     return result
-
-
-def stack_checked(tds: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs: Any) -> Any:
-    """``torch.stack`` / ``TensorDict.stack`` as upstream: dense members must agree.
-
-    Dense tensordicts whose (nested) key sets or leaf shapes differ are refused, as upstream
-    refuses them (TorchRL's rollouts read these errors to explain a faulty environment);
-    :func:`~tensordict.lazy_stack` and :func:`~tensordict.maybe_dense_stack` stack them. A
-    member that is a lazy stack, ``out=`` and upstream's legacy lazy mode go to :func:`stack`.
-
-    Raises:
-        ShapeMismatchError: the members' key sets or leaf shapes differ.
-
-    Examples:
-        >>> from tensordict import TensorDict
-        >>> a, b = TensorDict(x=torch.zeros(2), r=0), TensorDict(x=torch.zeros(2))
-        >>> try:
-        ...     torch.stack([a, b])
-        ... except RuntimeError as err:
-        ...     print(str(err)[:50])
-        The sets of keys in the tensordicts to stack are e
-    """
-    tds = list(tds)
-    if (
-        len(tds) > 1
-        and out is None
-        and not lazy_legacy()
-        and not getattr(type(tds[0]), "_is_tensorclass", False)
-        and not any(hasattr(td, "stack_dim") for td in tds)
-    ):
-        _check_batch_sizes(tds, "stack")
-        _check_same_leaves(tds)
-    return stack(tds, dim, out=out, **kwargs)
-
-
-def _check_same_leaves(tds: Sequence[Any]) -> None:
-    def leaves(td: Any) -> dict[Any, Any]:
-        found = td.items(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor)
-        return {k: getattr(v, "shape", None) for k, v in found}
-
-    first = leaves(tds[0])
-    for td in tds[1:]:
-        other = leaves(td)
-        if other.keys() != first.keys():
-            raise ShapeMismatchError(
-                "The sets of keys in the tensordicts to stack are exclusive: "
-                f"{sorted(map(str, first.keys() ^ other.keys()))} are in some members only. "
-                "Use LazyStackedTensorDict.maybe_dense_stack (or lazy_stack) to stack them."
-            )
-        for key, shape in first.items():
-            if other[key] != shape and isinstance(td.get(key), torch.Tensor):
-                raise ShapeMismatchError(
-                    f"The shapes of the tensors to stack is incompatible: {other[key]} vs "
-                    f"{shape} for key {key}. Use LazyStackedTensorDict.lazy_stack to stack "
-                    "tensordicts whose entries differ in shape."
-                )
 
 
 def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
@@ -415,8 +358,8 @@ class CombineMixin(TensorCollection):
 
     @classmethod
     def stack(cls, input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs: Any) -> Any:
-        """Stack tensordicts (see :func:`tensordict.core.behaviour.combine.stack_checked`)."""
-        return stack_checked(input, dim, out=out)
+        """Stack tensordicts (see :func:`tensordict.core.behaviour.combine.stack`)."""
+        return stack(input, dim, out=out)
 
     @classmethod
     def cat(cls, input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
@@ -534,7 +477,7 @@ def _atleast(name: str) -> Callable[..., Any]:
 
 #: The one table of torch functions a tensordict answers to.
 TORCH_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
-    torch.stack: stack_checked,
+    torch.stack: stack,
     torch.cat: cat,
     torch.concat: cat,
     torch.concatenate: cat,
