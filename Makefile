@@ -13,7 +13,7 @@ STAMP  := $(VENV)/.installed
 # where `make demo` keeps its dataset (python -m tensordict.demo --dir; about 2x --size)
 DEMO_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tensordict-demo
 
-.PHONY: setup demo test lint format docs dist bench stress clean
+.PHONY: setup demo test lint format docs dist bench stress torchrl-parity clean
 
 setup: $(STAMP)
 
@@ -59,6 +59,14 @@ stress: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run $(ARGS)
+
+# TorchRL's own tests side by side with upstream tensordict (a second venv, created once under
+# ~/.cache/td-upstream-torchrl-venv): make torchrl-parity ARGS="test_collectors.py -k Sync".
+# Its test files import scipy and pytest-mock at module level: installed here, not by setup.
+TORCHRL_TESTS_DEPS ?= scipy==1.17.1 pytest-mock==3.17.0 pyyaml
+torchrl-parity: $(STAMP)
+	$(PY) -m pip install -q $(TORCHRL_TESTS_DEPS)
+	$(PY) -m benchmarks.torchrl_parity $(ARGS)
 
 # the virtual environment, build outputs and the demo's dataset
 clean:

@@ -7,6 +7,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tensordict import TensorDict
 from tensordict.errors import IndexingError
 from tensordict.utils import (
     _getitem_batch_size,
@@ -116,3 +117,16 @@ def test_shape_of_nested_tensor_marks_ragged_dims() -> None:
     assert _shape(nt) == torch.Size([2, -1, 3])
     assert _shape(nt, nested_shape=True).tolist() == [[2, 3], [4, 3]]
     assert _shape(torch.zeros(2, 3)) == torch.Size([2, 3])
+
+
+def test_expand_right_of_a_scalar_to_an_empty_shape() -> None:
+    # TorchRL expands a done flag of shape [] to the batch size [] of an unbatched env
+    out = expand_right(torch.tensor(True), torch.Size([]))
+    assert out.shape == () and bool(out)
+    assert expand_right(torch.tensor(2.0), (3,)).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_shape_ops_of_zero_dim_leaves_to_an_empty_batch() -> None:
+    td = TensorDict({"a": torch.tensor(1.0)}, [])
+    assert td.reshape(()).batch_size == () and td.view(()).batch_size == ()
+    assert td.expand(()).batch_size == () and td.reshape(())["a"] == 1.0

@@ -113,6 +113,8 @@ def expand_right(tensor: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
     Examples:
         >>> expand_right(torch.zeros(2, 3), (2, 3, 4)).shape
         torch.Size([2, 3, 4])
+        >>> expand_right(torch.tensor(True), torch.Size([]))
+        tensor(True)
     """
     extra = len(shape) - tensor.ndim
     if extra < 0:
@@ -120,7 +122,8 @@ def expand_right(tensor: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
             f"expand_right: the tensor has {tensor.ndim} dims, more than the target shape "
             f"{list(shape)}."
         )
-    return tensor.reshape(*tensor.shape, *([1] * extra)).expand(*shape)
+    # (tuple forms: a 0-dim tensor and an empty shape give reshape(()) and expand(()))
+    return tensor.reshape((*tensor.shape, *([1] * extra))).expand(tuple(shape))
 
 
 def expand_as_right(tensor: Any, dest: Any) -> Any:

@@ -15,6 +15,7 @@ import torch
 from tensordict.core.behaviour.base import TensorDictBase, as_size
 from tensordict.core.behaviour.entries import _UNSET, locked_message
 from tensordict.core.behaviour.names import checked_names
+from tensordict.core.behaviour.storage import keep_storage_flags
 from tensordict.core.collection import publish_as
 from tensordict.core.factory import forward
 from tensordict.core.indexing import IndexPlan, index_jagged, plan_index
@@ -408,6 +409,29 @@ class TensorDict(TensorDictBase):
                 return self
         return super().set(key, item, inplace, non_blocking=non_blocking, **kwargs)
 
+    def unbind(self, dim: int = 0) -> tuple[Any, ...]:
+        """The elements along batch dim ``dim``, with that dimension removed (views).
+
+        Plain tensor leaves are cut with :func:`torch.unbind`, as upstream does, so the pieces
+        are torch's multi-output views: writing a tensor that requires grad into one of them
+        in place is refused by torch, as with upstream (TorchRL's batched envs rely on that
+        error), where an indexing view would silently make the whole leaf require grad.
+
+        Examples:
+            >>> td = TensorDict({"a": torch.arange(4).reshape(2, 2)}, [2])
+            >>> [t["a"].tolist() for t in td.unbind(0)]
+            [[0, 1], [2, 3]]
+        """
+        if self._is_memmap or not _plain_leaves(self):
+            return super().unbind(dim)
+        d = self._batch_dim(dim, "unbind")
+        pieces = _unbind_plain(self, d)
+        for piece in pieces:  # (as upstream: views stay shared / memory-mapped, and locked)
+            keep_storage_flags(self, piece)
+            if self._is_locked:
+                piece._set_locked(True)
+        return tuple(pieces)
+
     def _index(self, index: Any) -> TensorDict:
         plan = plan_index(index, self._batch_size)
         return self._index_planned(plan)
@@ -605,3 +629,26 @@ def _index_names(names: list[str | None] | None, plan: IndexPlan) -> list[str | 
         return None
     out = [names[d] if d is not None else None for d in plan.dim_map]
     return out if any(n is not None for n in out) else None
+
+
+def _plain_leaves(td: TensorDict) -> bool:
+    """Only exact ``torch.Tensor`` leaves (batched, not nested-jagged) in exact tensordicts."""
+    for value in td._tensordict.values():
+        if type(value) is torch.Tensor:
+            if value.is_nested:
+                return False
+        elif type(value) is not type(td) or not _plain_leaves(value):
+            return False
+    return True
+
+
+def _unbind_plain(td: TensorDict, d: int) -> list[TensorDict]:
+    n = td._batch_size[d]
+    batch_size = torch.Size([*td._batch_size[:d], *td._batch_size[d + 1 :]])
+    names = None if td._names is None else [*td._names[:d], *td._names[d + 1 :]]
+    sources: list[dict[str, Any]] = [{} for _ in range(n)]
+    for key, value in td._tensordict.items():
+        parts = torch.unbind(value, d) if type(value) is torch.Tensor else _unbind_plain(value, d)
+        for source, part in zip(sources, parts):
+            source[key] = part
+    return [type(td)._new_unsafe(source, batch_size, td._device, names) for source in sources]

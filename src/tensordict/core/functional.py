@@ -85,6 +85,8 @@ def lazy_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs:
     first = members[0]
     if getattr(type(first), "_is_tensorclass", False) and hasattr(type(first), "lazy_stack"):
         return type(first).lazy_stack(members, dim, **kwargs)
+    if out is None and all(isinstance(m, (NonTensorData, NonTensorStack)) for m in members):
+        return NonTensorStack(*members, stack_dim=dim)  # (as upstream: python objects stay so)
     result = LazyStackedTensorDict(
         *members, stack_dim=dim, strict_shape=kwargs.get("strict_shape", False)
     )

@@ -148,9 +148,13 @@ def key_path(key: Any) -> tuple[str, ...]:
         return tuple(out)
     if isinstance(key, str):
         return (str(key),)
+    # (upstream's unravel_key says "key should be a Sequence<NestedKey>", which TorchRL's tests
+    # match; its getters say GENERIC_NESTED_ERR: both are kept)
     raise KeyTypeError(
-        GENERIC_NESTED_ERR.format(key) + f" (a {type(key).__name__}). Index batch dimensions "
-        "with ints/slices/tensors, and entries with strings."
+        "key should be a Sequence<NestedKey>. "
+        + GENERIC_NESTED_ERR.format(key)
+        + f" (a {type(key).__name__}). Index batch dimensions with ints/slices/tensors, and "
+        "entries with strings."
     )
 
 

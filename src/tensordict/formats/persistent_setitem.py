@@ -262,7 +262,7 @@ def _positions(sel: Selection, src_bs: torch.Size, sel_dims: int) -> torch.Tenso
         return positions
     n_extra = int(np.prod(extra, dtype=np.int64))
     inner = torch.arange(n_extra).view(extra)
-    return positions.reshape(*positions.shape, *([1] * len(extra))) * n_extra + inner
+    return positions.reshape((*positions.shape, *([1] * len(extra)))) * n_extra + inner
 
 
 def _object_values(value: Any, n: int) -> list[Any]:

@@ -20,7 +20,7 @@ def _zeros_spec(schema: dict[Any, tuple[Sequence[int], torch.dtype]], bs: torch.
     """The schema as a tensordict of zero-stride zeros (no memory per element)."""
     td = TensorDict({}, batch_size=bs)
     for key, (shape, dtype) in schema.items():
-        td.set(key, torch.zeros((), dtype=dtype).expand(*bs, *shape))
+        td.set(key, torch.zeros((), dtype=dtype).expand((*bs, *shape)))
     return td
 
 

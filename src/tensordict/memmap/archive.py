@@ -681,7 +681,8 @@ def write_archive(td: Any, path: Any, writer: Any, **kwargs: Any) -> None:
     os.makedirs(folder, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(dst)}.", suffix=".dir", dir=folder)
     try:
-        writer(td, os.path.join(tmp, "td"))
+        with tx.scratch_writes():  # (the folder is removed after packing; the archive is flushed)
+            writer(td, os.path.join(tmp, "td"))
         pack_memmap(os.path.join(tmp, "td"), dst, **kwargs)
     except OSError as err:
         if err.errno != errno.ENOSPC:

@@ -32,7 +32,9 @@ Fallbacks, where the switch is impossible:
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import contextvars
 import ctypes
 import errno
 import fcntl
@@ -57,6 +59,7 @@ __all__ = [
     "owned_names",
     "prefix_lock",
     "remove_tree",
+    "scratch_writes",
     "write_bytes",
 ]
 
@@ -311,8 +314,32 @@ def current_umask() -> int:
     return mask
 
 
+#: False inside :func:`scratch_writes`: nothing is flushed to stable storage
+_DURABLE: contextvars.ContextVar[bool] = contextvars.ContextVar("tensordict_durable", default=True)
+#: files of one folder flushed at once: the file system commits them together
+_FSYNC_THREADS = 8
+
+
+@contextlib.contextmanager
+def scratch_writes() -> Iterator[None]:
+    """Writes made in this block (by this thread) skip ``fsync``: for a scratch folder removed
+    right after, such as the folder an archive is packed from (the archive is flushed itself).
+
+    Examples:
+        >>> with scratch_writes():
+        ...     fsync_path(".")  # (no flush)
+    """
+    token = _DURABLE.set(False)
+    try:
+        yield
+    finally:
+        _DURABLE.reset(token)
+
+
 def fsync_path(path: str) -> None:
-    """Flush a file or folder to stable storage."""
+    """Flush a file or folder to stable storage (nothing inside :func:`scratch_writes`)."""
+    if not _DURABLE.get():
+        return
     flags = os.O_RDONLY | os.O_CLOEXEC | (os.O_DIRECTORY if os.path.isdir(path) else 0)
     fd = os.open(path, flags)
     try:
@@ -323,12 +350,16 @@ def fsync_path(path: str) -> None:
 
 def fsync_tree(root: str) -> None:
     """fsync every regular file and folder under ``root`` (folders after what they hold)."""
-    for dirpath, _dirs, files in os.walk(root, topdown=False):
-        for name in files:
-            path = os.path.join(dirpath, name)
-            if stat.S_ISREG(os.lstat(path).st_mode):
-                fsync_path(path)
-        fsync_path(dirpath)
+    if not _DURABLE.get():
+        return
+    with concurrent.futures.ThreadPoolExecutor(_FSYNC_THREADS) as pool:
+        for dirpath, _dirs, files in os.walk(root, topdown=False):
+            paths = [os.path.join(dirpath, name) for name in files]
+            regular = [p for p in paths if stat.S_ISREG(os.lstat(p).st_mode)]
+            # concurrent fsyncs of one folder's files share the file system's commits (a
+            # folder of 512 leaves: ~2x faster than one after the other)
+            list(pool.map(fsync_path, regular) if len(regular) > 1 else map(fsync_path, regular))
+            fsync_path(dirpath)
 
 
 def free_bytes(path: str) -> int:

@@ -179,7 +179,7 @@ def mappings(key: str) -> Callable[[torch.Tensor], torch.Tensor]:
             "'biased_softplus_<bias>_<min_val>'."
         )
     raise NotImplementedError(
-        f"Unknown mapping {key!r}. Known mappings: {sorted(_MAPPINGS)}, or "
+        f"Unknown mapping {key}. Known mappings: {sorted(_MAPPINGS)}, or "
         "'biased_softplus_<bias>[_<min_val>]'; register others with add_custom_mapping."
     )
 

@@ -289,7 +289,7 @@ class TensorDictStore(BackedTensorDict):
         out = cls(batch_size=batch_size, device=device, **kwargs)
         for key, (shape, dtype) in schema.items():
             path = KEY_SEP.join(key_path(key))
-            zeros = torch.zeros((), dtype=dtype).expand(*out._batch_size, *shape)
+            zeros = torch.zeros((), dtype=dtype).expand((*out._batch_size, *shape))
             out._conn.run(_leaf_commands(out._conn, path, zeros), write=True)
         return out
 

@@ -184,3 +184,16 @@ def test_values_list_follows_sorting_keys() -> None:
     td = TensorDict(a=torch.zeros(2), n={"b": torch.zeros(2), "c": torch.ones(2)}, batch_size=[2])
     assert len(td._values_list(True, True)) == 3
     assert (td._values_list(sorting_keys=[("n", "c")])[0] == 1).all()
+
+
+def test_lerp_with_tensordict_end_and_weight_in_place_and_through_torch() -> None:
+    # TorchRL's VecNorm: loc.lerp_(end=mean, weight=n / count), count a tensordict
+    td = TensorDict({"a": torch.zeros(3), "n": {"b": torch.zeros(2)}}, [])
+    end = td.apply(lambda x: x + 4)
+    weight = TensorDict({"a": torch.full((3,), 0.25), "n": {"b": torch.full((2,), 0.5)}}, [])
+    a = td["a"]
+    assert td.lerp_(end=end, weight=weight) is td and td["a"] is a
+    assert td["a"].tolist() == [1.0] * 3 and td["n", "b"].tolist() == [2.0] * 2
+    out = torch.lerp(td, end, weight)
+    assert out["a"].tolist() == [1.75] * 3 and out["n", "b"].tolist() == [3.0] * 2
+    assert td.lerp_(torch.tensor(5.0), 1.0)["n", "b"].tolist() == [5.0] * 2

@@ -76,6 +76,21 @@ def test_unbind_results_are_views() -> None:
     assert td["a"][0].sum() == 0
 
 
+def test_unbind_pieces_refuse_an_in_place_write_that_needs_grad_as_upstream() -> None:
+    # (torch.unbind's views, as upstream: TorchRL's SerialEnv turns this error into its advice
+    # to set share_individual_td=True; an indexing view made the whole leaf require grad)
+    td = TensorDict({"a": torch.zeros(2, 3), "n": {"b": torch.zeros(2)}}, [2], names=["env"])
+    td.lock_()
+    first = td.unbind(0)[0]
+    assert first.is_locked and first["n"].batch_size == torch.Size([]) and first.names == []
+    with pytest.raises(RuntimeError, match="no_grad mode"):
+        first["a"].copy_(torch.ones(3, requires_grad=True))
+    assert not td["a"].requires_grad
+    with torch.no_grad():
+        first["n", "b"].copy_(torch.ones(()))
+    assert td["n", "b"].tolist() == [1.0, 0.0]
+
+
 def test_unbind_out_of_range_raises_naming_dim() -> None:
     with pytest.raises(BatchSizeError, match="dim 2"):
         make().unbind(2)

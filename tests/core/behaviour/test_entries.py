@@ -236,12 +236,24 @@ def test_update__writes_in_place() -> None:
     assert td["a"] is a and a.sum() == 12 and td["b", "c"].sum() == 0
 
 
-def test_update__missing_key_raises_and_writes_nothing() -> None:
+def test_update__missing_key_with_no_match_raises_and_writes_nothing() -> None:
     td = make()
     before = snapshot(td)
     with pytest.raises(KeyError, match="'zz'"):
-        td.update_({"a": torch.ones(3, 4), "zz": torch.ones(3)})
+        td.update_({"zz": torch.ones(3), "b": {"zz": torch.ones(3)}})
+    with pytest.raises(KeyError, match="'zz'"):
+        td.update_({"a": torch.ones(3, 4), "zz": torch.ones(3)}, keys_to_update=["a", "zz"])
     assert_unchanged(td, before)
+
+
+def test_update__skips_missing_keys_when_another_matches() -> None:
+    # as upstream: TorchRL's collector workers update_ a locked buffer from a richer tensordict
+    td = make().lock_()
+    a = td["a"]
+    td.update_(TensorDict({"a": torch.ones(3, 4), "zz": torch.ones(3)}, [3]))
+    assert td["a"] is a and a.sum() == 12 and "zz" not in td.keys()
+    td.update_({"a": torch.zeros(3, 4), "new": {"c": torch.ones(3)}})
+    assert a.sum() == 0 and "new" not in td.keys()
 
 
 def test_update__wrong_shape_raises_and_writes_nothing() -> None:

@@ -401,3 +401,20 @@ def test_locked_schema_lists_the_own_keys_while_locked_only() -> None:
     assert td._locked_schema is not None and td._locked_schema.keys == ("a", "b", "s")
     td.unlock_()
     assert td._locked_schema is None
+
+
+def test_exclude_in_place_of_absent_keys_leaves_a_locked_td_alone() -> None:
+    # as upstream: TorchRL's collector workers exclude keys a locked buffer may not hold
+    td = TensorDict({"a": torch.zeros(3), "n": {"b": torch.zeros(3)}}, [3]).lock_()
+    assert td.exclude("zz", ("n", "zz"), ("a", "zz"), inplace=True) is td
+    assert set(td.keys(True)) == {"a", "n", ("n", "b")} and td.is_locked
+    with pytest.raises(LockedError, match="exclude 'b'"):
+        td.exclude(("n", "b"), inplace=True)
+    assert ("n", "b") in td.keys(True)
+
+
+def test_exclude_in_place_deletes_where_the_key_lives() -> None:
+    td = TensorDict({"a": torch.zeros(3), "n": {"b": torch.zeros(3), "c": torch.zeros(3)}}, [3])
+    nested = td["n"]
+    assert td.exclude(("n", "b"), "a", inplace=True) is td
+    assert td["n"] is nested and list(nested.keys()) == ["c"] and "a" not in td.keys()

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from tensordict import LazyStackedTensorDict, TensorDict
+from tensordict import LazyStackedTensorDict, NonTensorStack, TensorDict
 from tensordict.errors import BatchSizeError, DTypeCastError, ShapeMismatchError
 
 
@@ -525,3 +525,60 @@ def test_filter_empty_drops_a_tensorclass_left_with_only_non_tensor_fields() -> 
     assert td.apply(lambda t: None, filter_empty=True) is None  # (as upstream)
     kept = td.apply(lambda t: t + 1, filter_empty=True)
     assert kept.get("p").label == "a" and (kept.get("p").x == 1).all()
+
+
+def test_named_and_fast_apply_call_fn_on_non_tensor_leaves_with_is_leaf() -> None:
+    # TorchRL's _skip_tensordict copies every leaf, strings included, through _fast_apply
+    from tensordict.base import _is_leaf_nontensor
+
+    td = TensorDict({"obs": torch.zeros(1), "s": "x", "n": {"t": "y"}}, [])
+    other = TensorDict({"obs": torch.ones(1), "s": "zero", "n": {"t": "z"}}, [])
+    seen: list = []
+
+    def record(name, x, y):
+        seen.append((name, type(x).__name__, y.data if hasattr(y, "data") else None))
+        return x.clone()
+
+    out = td._fast_apply(
+        record, other, default=None, is_leaf=_is_leaf_nontensor, named=True, nested_keys=True
+    )
+    assert ("s", "NonTensorData", "zero") in seen and (("n", "t"), "NonTensorData", "z") in seen
+    assert out["s"] == "x" and out["n", "t"] == "y"
+    names: list = []
+    td.named_apply(lambda n, x: names.append(n) or x, nested_keys=True, is_leaf=_is_leaf_nontensor)
+    assert names == ["obs", "s", ("n", "t")]
+    names.clear()
+    td.named_apply(lambda n, x: names.append(n) or x, nested_keys=True)
+    assert names == ["obs"]
+
+
+def test_apply_to_a_new_batch_size_drops_a_stack_of_different_objects() -> None:
+    # as upstream: TorchRL's batched envs index a step's data with a mask through apply
+    td = TensorDict({"obs": torch.zeros(2, 1), "s": NonTensorStack("a", "b")}, [2])
+    mask = torch.tensor([False, True])
+    out = td.apply(lambda x: x[mask], batch_size=[1])
+    assert out.batch_size == (1,) and set(out.keys()) == {"obs"}
+    same = TensorDict({"obs": torch.zeros(2, 1), "s": NonTensorStack("a", "a")}, [2])
+    assert same.apply(lambda x: x[mask], batch_size=[1])["s"] == "a"
+
+
+def test_apply_builds_a_ragged_batch_of_nested_tensors() -> None:
+    # TorchRL's split_trajectories(as_nested=True): batch_size=[n, -1] over nested leaves
+    td = TensorDict({"a": torch.arange(5.0)}, [5])
+    sizes = [2, 3]
+
+    def nest(x):
+        return torch.nested.nested_tensor(list(x.split(sizes)))
+
+    out = td.apply(nest, batch_size=[2, -1])
+    assert out.batch_size == (2, -1) and out["a"].is_nested
+    assert [t.tolist() for t in out["a"].unbind()] == [[0.0, 1.0], [2.0, 3.0, 4.0]]
+
+
+def test_named_apply_sets_the_result_device() -> None:
+    # TorchRL's DeviceCastTransform: named_apply(..., device=None) leaves the result deviceless
+    td = TensorDict({"a": torch.zeros(1), "n": {"b": torch.zeros(1)}}, [], device="cpu")
+    out = td.named_apply(lambda name, x: x + 1, nested_keys=True, device=None)
+    assert out.device is None and out["n"].device is None and out["a"].tolist() == [1.0]
+    assert td.apply(lambda n, x: x, named=True, device=None).device is None
+    assert td.named_apply(lambda name, x: x).device == torch.device("cpu")

@@ -54,6 +54,19 @@ def test_where_with_a_number_and_with_a_tensordict() -> None:
         td.where(torch.tensor([True]), 0)
 
 
+def test_where_into_out_replaces_its_leaves_as_upstream() -> None:
+    # (TorchRL's partial resets: `node.where(~reset, other=reset_td, out=node)` must not write
+    # into the tensors of the step it recorded before)
+    td = make()
+    recorded_a, recorded_i = td["a"], td["n", "i"]
+    nested = td["n"]
+    assert td.where(MASK, td * 0, out=td) is td
+    assert td["a"].tolist() == [[0, 1], [0, 0], [4, 5]] and td["n", "i"].tolist() == [0, 0, 2]
+    assert recorded_a.tolist() == make()["a"].tolist()
+    assert recorded_i.tolist() == [0, 1, 2]
+    assert td["n"] is nested  # nested tensordicts stay, their leaves are replaced
+
+
 def test_where_on_a_lazy_stack() -> None:
     lz = LazyStackedTensorDict(
         TensorDict({"x": torch.ones(2)}, [2]), TensorDict({"x": torch.ones(2)}, [2])

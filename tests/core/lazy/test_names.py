@@ -179,3 +179,22 @@ def test_to_with_a_batch_size_on_views():
     assert issubclass(ViewArgumentError, TypeError)
     out = source._get_sub_tensordict(0).to(torch.int32, batch_size=[])
     assert out.batch_size == torch.Size([]) and out["x"].dtype == torch.int32
+
+
+def test_structure_copies_of_a_stack_keep_its_stack_dim_name() -> None:
+    # TorchRL's MultiAsyncCollector excludes private keys from a batch named [..., "time"]
+    members = [
+        TensorDict({"x": torch.zeros(1, i + 1), "_p": torch.zeros(1)}, [1]) for i in range(3)
+    ]
+    stack = TensorDict.maybe_dense_stack(members, dim=-1)
+    stack.refine_names(..., "time")
+    for out in (
+        stack.exclude("_p"),
+        stack.select("x"),
+        stack.apply(lambda x: x + 1),
+        stack.empty(),
+        stack.filter_non_tensor_data(),
+        stack.copy(),
+    ):
+        assert out.names == [None, "time"]
+    assert stack.apply(lambda x: x, names=None).names == [None, None]

@@ -345,3 +345,27 @@ def test_shape_ops_and_stacking_into_out_never_stack_heterogeneous_leaves() -> N
     assert td.unsqueeze(0).batch_size == (1, *td.batch_size)
     out = torch.stack([td, td], 0)
     assert torch.stack([td, td], 0, out=out) is out  # (grad mode on: leaves are checked)
+
+
+def test_exclude_in_place_removes_a_key_from_the_members_holding_it() -> None:
+    ls = hetero()
+    first = ls.tensordicts[0]
+    assert ls.exclude("z", inplace=True) is ls
+    assert ls.tensordicts[0] is first and all("z" not in m.keys() for m in ls.tensordicts)
+
+
+def test_del_removes_a_key_from_the_members_holding_it() -> None:
+    # TorchRL's LazyStackedComposite deletes keys only some members hold, or whose shapes differ
+    ls = hetero()
+    ls.del_("z")  # only the second member holds it
+    assert all("z" not in m.keys() for m in ls.tensordicts)
+    ls.del_("y")  # shapes [3, 4] and [3, 5]: not readable stacked, still deletable
+    assert all("y" not in m.keys() for m in ls.tensordicts)
+    with pytest.raises(KeyError, match="not found in any of the stacked"):
+        ls.del_("zz")
+
+
+def test_a_non_key_names_upstreams_sequence_error() -> None:
+    # TorchRL's spec tests match upstream's "key should be a Sequence<NestedKey>"
+    with pytest.raises(RuntimeError, match="key should be a Sequence<NestedKey>"):
+        hetero().get(0)

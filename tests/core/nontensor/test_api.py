@@ -215,3 +215,32 @@ def test_filter_non_tensor_data_clears_tensorclass_non_tensor_fields_as_upstream
     assert filtered.get("p").label is None and torch.equal(filtered.get("p").x, torch.zeros(3))
     assert td.get("p").label == "a"  # (the source keeps it)
     assert set((filtered != filtered.clone()).keys(True, True)) == {("p", "x")}
+
+
+def test_get_reads_the_data_field_and_defaults_elsewhere() -> None:
+    # TorchRL's transforms call .get("data") on what may be a NonTensorData (as upstream)
+    entry = NonTensorData("abc", batch_size=[2])
+    assert entry.get("data") == "abc" and entry.get(("data",)) == "abc"
+    assert entry.get("other") is None and entry.get("other", 7) == 7
+    assert NonTensorStack("a", "b").get("data", 3) == 3
+
+
+@pytest.mark.parametrize("values", [["a", "b"], [1, 2], [torch.zeros(1), torch.ones(1)]])
+def test_dtype_is_none_for_data_and_stacks(values: list) -> None:
+    # TorchRL's NonTensor spec compares a value's dtype with its own (None)
+    assert NonTensorStack(*values).dtype is None
+    assert NonTensorData(values[0]).dtype is None
+    td = TensorDict({"s": NonTensorStack(*values)}, [2])
+    assert td.get("s").dtype is None
+
+
+def test_lazy_stack_of_non_tensor_data_is_a_non_tensor_stack() -> None:
+    # TorchRL's NonTensor spec builds its samples with lazy_stack of NonTensorData
+    from tensordict import LazyStackedTensorDict, lazy_stack
+
+    members = [NonTensorData("a", batch_size=[3]), NonTensorData("b", batch_size=[3])]
+    out = lazy_stack(members)
+    assert isinstance(out, NonTensorStack) and out.batch_size == (2, 3)
+    assert out.tolist() == [["a"] * 3, ["b"] * 3]
+    again = LazyStackedTensorDict.lazy_stack(members, 1)
+    assert isinstance(again, NonTensorStack) and again.batch_size == (3, 2)

@@ -240,3 +240,11 @@ def test_saved_pickles_name_only_public_module_paths(kind: str, protocol: int) -
     assert b"tensordict.core" not in buffer.getvalue()
     again = pickle.loads(data)
     assert type(again).__name__ in {type(obj).__name__, "TensorDict"}  # a view loads dense
+
+
+def test_a_lazy_stack_keeps_its_stack_dim_name_through_pickle() -> None:
+    # TorchRL's multi-process collectors send stacks named [..., "time"] through queues
+    a, b = TensorDict({"x": torch.zeros(3, 2)}, [3]), TensorDict({"x": torch.zeros(3, 4)}, [3])
+    stack = LazyStackedTensorDict(a, b, stack_dim=1)
+    stack.names = [None, "time"]
+    assert pickle.loads(pickle.dumps(stack)).names == [None, "time"]

@@ -365,11 +365,17 @@ class ArithmeticMixin(OpsMixin):
         return self + (end - self) * weight
 
     def lerp_(self: T, end: Any, weight: Any) -> T:
-        """``self += weight * (end - self)`` on every tensor, in place (target-network updates)."""
-        if _is_collection(end):
-            self._apply_leaves(lambda x, y: x.lerp_(y, weight), end, inplace=True)
-        else:
-            self._apply_leaves(lambda x: x.lerp_(torch.as_tensor(end).to(x), weight), inplace=True)
+        """``self += weight * (end - self)`` on every tensor, in place (target-network updates).
+        ``end`` and ``weight`` may be tensordicts (read leaf by leaf), tensors or numbers."""
+        end_td, weight_td = _is_collection(end), _is_collection(weight)
+        others = [o for o, is_td in ((end, end_td), (weight, weight_td)) if is_td]
+
+        def leaf(x: torch.Tensor, *theirs: Any) -> torch.Tensor:
+            e = theirs[0] if end_td else torch.as_tensor(end).to(x)
+            w = theirs[-1] if weight_td else weight
+            return x.lerp_(e, w)
+
+        self._apply_leaves(leaf, *others, inplace=True)
         return self
 
     # ================================================================== comparisons

@@ -382,10 +382,28 @@ class TensorDictBase(
     def exclude(self: T, *keys: NestedKey, inplace: bool = False) -> T:
         """A tensordict without the given keys (sharing the same tensors)."""
         excluded = {key_path(k) for k in keys}
-        out = self._copy_structure(excluded, ())
         if inplace:
-            return self._replace_contents(out)
-        return out
+            for path in excluded:
+                self._exclude_path(path)
+            return self
+        return self._copy_structure(excluded, ())
+
+    def _exclude_path(self, path: tuple[str, ...]) -> None:
+        """Delete ``path`` where it lives, if it is there (as upstream: an absent key leaves a
+        locked tensordict alone; deleting from a locked one raises). Nested tensordicts keep
+        their identity."""
+        if len(path) > 1:
+            child = self._get_str(path[0], None)
+            if getattr(type(child), "_is_tensorclass", False):
+                child = child._tensordict
+            if isinstance(child, TensorDictBase):
+                child._exclude_path(path[1:])
+            return
+        if self._get_str(path[0], None) is None:
+            return
+        if self.is_locked:
+            raise LockedError(locked_message(f"exclude {path[0]!r} in place"))
+        self._del_str(path[0])
 
     def _copy_structure(
         self, excluded: builtins.set[tuple[str, ...]], prefix: tuple[str, ...]
@@ -572,6 +590,16 @@ class TensorDictBase(
     def copy(self: T) -> T:
         """A shallow copy (same as ``clone(recurse=False)``)."""
         return self.clone(recurse=False)
+
+    def __copy__(self: T) -> T:
+        """``copy.copy(td)`` is :meth:`copy`: new tensordicts over the same tensors, unlocked (as
+        upstream; not a pickle round trip)."""
+        return self.copy()
+
+    def __deepcopy__(self: T, memo: dict[int, Any] | None = None) -> T:
+        """``copy.deepcopy(td)`` is :meth:`clone`: copies of the tensors, unlocked (as
+        upstream)."""
+        return self.clone()
 
     def to_dict(self, *, retain_none: bool = True, convert_tensors: bool = False) -> dict[str, Any]:
         """A nested ``dict`` of the entries (non-tensor data as the stored objects)."""

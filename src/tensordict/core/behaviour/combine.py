@@ -297,7 +297,7 @@ def _is_coll(operand: Any) -> bool:
 
 def _where_leaf(c: Any, x: torch.Tensor, y: Any, flip: bool) -> torch.Tensor:
     if isinstance(c, torch.Tensor):
-        c = c.reshape(*c.shape, *([1] * (x.ndim - c.ndim)))
+        c = c.reshape((*c.shape, *([1] * (x.ndim - c.ndim))))
     return torch.where(c, y, x) if flip else torch.where(c, x, y)
 
 
@@ -552,6 +552,7 @@ TORCH_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     torch.any: lambda td, dim=None: td.any(dim),
     torch.flip: lambda td, dims: td.flip(dims),
     torch.masked_select: lambda td, mask: td.masked_select(mask),
+    torch.lerp: lambda td, end, weight: td.lerp(end, weight),
     torch.maximum: lambda td, other: td.maximum(other),
     torch.minimum: lambda td, other: td.minimum(other),
     torch.sum: lambda td, dim=None, keepdim=False, **kw: td.sum(dim, keepdim, **kw),

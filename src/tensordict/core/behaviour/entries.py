@@ -618,8 +618,19 @@ class EntriesMixin(TensorCollection):
         keys_to_update: Sequence[NestedKey] | None = None,
         **kwargs: Any,
     ) -> T:
-        """Write every entry in place (keywords too); every key must exist. Validated before
-        writing."""
+        """Write every entry in place (keywords too). Validated before writing.
+
+        As upstream, the keys the destination lacks are skipped when at least one other key
+        matches an entry of the destination; they raise ``KeyError`` when none does, or when
+        ``keys_to_update`` names them.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(2)}, [2])
+            >>> _ = td.update_({"a": torch.ones(2), "new": torch.ones(2)})  # "new" is skipped
+            >>> td["a"].tolist(), "new" in td.keys()
+            ([1.0, 1.0], False)
+        """
         entries = {k: v for k, v in kwargs.items() if k not in _UPDATE_OPTIONS | {"non_blocking"}}
         if input_dict_or_td is None:
             input_dict_or_td = {}
@@ -633,14 +644,12 @@ class EntriesMixin(TensorCollection):
                 input_dict_or_td = entries
         keys = {unravel_key(k) for k in keys_to_update} if keys_to_update is not None else None
         updates = self._flat_updates(input_dict_or_td, (), keys)
-        staged = []
+        staged, missing = [], []
         for path, value in updates:
             existing = self._get_path(path, None)
             if existing is None:
-                raise TensorDictKeyError(
-                    f"key {unravel_key(path)!r} was not found in {type(self).__name__}: update_ "
-                    "writes existing entries in place. Use update() to add new entries."
-                )
+                missing.append(path)
+                continue
             if isinstance(existing, torch.Tensor):
                 v = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
                 if not broadcasts_to(v.shape, existing.shape):
@@ -650,6 +659,11 @@ class EntriesMixin(TensorCollection):
                         "Give a value of that shape (or one that broadcasts to it)."
                     )
             staged.append((path, existing, value))
+        if missing and (keys is not None or not staged):
+            raise TensorDictKeyError(
+                f"key {unravel_key(missing[0])!r} was not found in {type(self).__name__}: "
+                "update_ writes existing entries in place. Use update() to add new entries."
+            )
         for path, existing, value in staged:
             if isinstance(value, _LazyMerge):
                 value = value.value

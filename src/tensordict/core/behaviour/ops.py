@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from tensordict.core.batch_shape import is_uninitialized
+from tensordict.core.batch_shape import is_uninitialized, leaf_shape
 from tensordict.core.behaviour.locking import warn_lock_in_compile
 from tensordict.core.behaviour.shape import nested_names
 from tensordict.core.collection import TensorCollection
@@ -70,21 +70,30 @@ def _others_of(
 
 
 def _rebatch_non_tensor(
-    path: tuple[str, ...], value: NonTensorData | NonTensorStack, batch_size: torch.Size
-) -> NonTensorData:
-    """Non-tensor data under a batch-size-changing apply/reduction: broadcast to the new size."""
+    value: NonTensorData | NonTensorStack, batch_size: torch.Size
+) -> NonTensorData | None:
+    """Non-tensor data under a batch-size-changing apply/reduction: one object is broadcast to
+    the new size; a stack of different objects has no per-element rule and is dropped (None),
+    as upstream (TorchRL's batched envs index their buffers this way on partial steps)."""
     if isinstance(value, NonTensorStack):
         collapsed = value.maybe_collapse()
         if not isinstance(collapsed, NonTensorData):
-            key = path[0] if len(path) == 1 else path
-            raise BatchSizeError(
-                f"cannot carry the non-tensor stack {key!r} (one python object per element, "
-                f"batch_size={list(value.batch_size)}) over to the new batch_size="
-                f"{list(batch_size)}: there is no per-element rule for python objects. Drop it "
-                "first with td.exclude(key) or td.filter_non_tensor_data()."
-            )
+            return None
         value = collapsed
     return value._with_batch_size(batch_size)
+
+
+def refuse_object_stacks(td: Any, what: str) -> None:
+    """Raise if ``td`` holds a stack of different python objects: ``what`` (a reduction over
+    batch dims) has no per-element rule for them (as upstream, which raises too)."""
+    for key, value in td.items(True, True, is_leaf=leaf_or_non_tensor):
+        if isinstance(value, NonTensorStack) and isinstance(value.maybe_collapse(), NonTensorStack):
+            raise BatchSizeError(
+                f"cannot carry the non-tensor stack {key!r} (one python object per element, "
+                f"batch_size={list(value.batch_size)}) through {what}: there is no per-element "
+                "rule for python objects. Drop it first with td.exclude(key) or "
+                "td.filter_non_tensor_data()."
+            )
 
 
 def _nested_args(
@@ -172,12 +181,18 @@ class OpsMixin(TensorCollection):
                 out[key] = result
             elif isinstance(value, (NonTensorData, NonTensorStack)):
                 if non_tensor_fn is not None:
-                    result = non_tensor_fn(value, *theirs)
+                    if named:
+                        name = prefix + (key,) if nested_keys and prefix else key
+                        result = non_tensor_fn(name, value, *theirs)
+                    else:
+                        result = non_tensor_fn(value, *theirs)
                     if result is not None and not inplace:
                         out[key] = result
                 elif not inplace:
                     if batch_size is not None:
-                        value = _rebatch_non_tensor(prefix + (key,), value, new_bs)
+                        value = _rebatch_non_tensor(value, new_bs)
+                        if value is None:
+                            continue
                     out[key] = value.clone() if keep_non_tensor_copy else value
             elif _is_collection(value):
                 nested_bs, nested_nm = _nested_args(
@@ -214,7 +229,9 @@ class OpsMixin(TensorCollection):
             for key, value in out.items():
                 if is_unbatched(value) or is_uninitialized(value):
                     continue
-                shape = getattr(value, "shape", None)
+                # (a nested tensor's shape: -1 where its components differ, as batch sizes say)
+                shape = leaf_shape(value) if isinstance(value, torch.Tensor) else None
+                shape = getattr(value, "shape", None) if shape is None else shape
                 if shape is not None and tuple(shape[:n]) != tuple(new_bs):
                     raise BatchSizeError(
                         f"apply produced {key!r} of shape {list(shape)}, which does not start "
@@ -275,6 +292,7 @@ class OpsMixin(TensorCollection):
                 *others,
                 nested_keys=kwargs.pop("nested_keys", False),
                 batch_size=batch_size,
+                device=device,
                 names=names,
                 inplace=inplace,
                 default=default,
@@ -315,23 +333,35 @@ class OpsMixin(TensorCollection):
         *others: Any,
         nested_keys: bool = False,
         batch_size: Sequence[int] | None = None,
+        device: Any = _KEEP,
         names: Any = _KEEP,
         inplace: bool = False,
         default: Any = _MISSING,
         filter_empty: bool | None = None,
         **kwargs: Any,
     ) -> Any:
-        """Like :meth:`apply`, with the key first (the full tuple if ``nested_keys``)."""
+        """Like :meth:`apply`, with the key first (the full tuple if ``nested_keys``).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(1)}, [], device="cpu")
+            >>> td.named_apply(lambda name, x: x + len(name), device=None).device is None
+            True
+        """
+        is_leaf = kwargs.pop("is_leaf", None)
+        on_non_tensor = is_leaf is not None and not inplace and bool(is_leaf(NonTensorData))
         result = self._apply_leaves(
             fn,
             *others,
             batch_size=batch_size,
+            device=device,
             names=names,
             inplace=inplace,
             default=default,
             filter_empty=filter_empty,
             named=True,
             nested_keys=nested_keys,
+            non_tensor_fn=fn if on_non_tensor else None,
         )
         return self._finish_apply(result, inplace, filter_empty, kwargs)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from tensordict.core.behaviour.ops import OpsMixin
+from tensordict.core.behaviour.ops import OpsMixin, refuse_object_stacks
 from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.unbatched import is_unbatched
 from tensordict.errors import BatchSizeError
@@ -52,6 +52,8 @@ class ReductionsMixin(OpsMixin):
         reduce: bool | None,
         **kw: Any,
     ) -> Any:
+        if not reduce and not isinstance(dim, str):
+            refuse_object_stacks(self, name)
         if dim is None or dim is _MISSING:
             if reduce:
                 leaves = [
@@ -385,6 +387,7 @@ class ReductionsMixin(OpsMixin):
             return self._reduce("quantile", fn, dim, keepdim, reduce)
         if reduce:
             return self._reduce("quantile", fn, dim, keepdim, reduce)
+        refuse_object_stacks(self, "quantile")
         d = self._reduce_dims(dim)[0]
         bs = list(self.batch_size)
         bs[d : d + 1] = [1] if keepdim else []

@@ -173,7 +173,7 @@ class ShapeMixin(TensorCollection):
                 f"cannot reshape batch_size={list(self.batch_size)} to {sizes}: {err}"
             ) from None
         names = self._names_or_none() if new_bs == self.batch_size else None
-        return self._transform(lambda t: t.reshape(*new_bs, *t.shape[bd:]), new_bs, names)
+        return self._transform(lambda t: t.reshape((*new_bs, *t.shape[bd:])), new_bs, names)
 
     def _inplace_result(self, result: Any, inplace: bool, what: str) -> Any:
         """``result``, or with ``inplace`` this tensordict made to hold it (nested tensordicts
@@ -223,7 +223,7 @@ class ShapeMixin(TensorCollection):
             return _legacy_view(self, "view", size=new_bs)
         names = self._names_or_none() if new_bs == self.batch_size else None
         try:
-            out = self._transform(lambda t: t.view(*new_bs, *t.shape[bd:]), new_bs, names)
+            out = self._transform(lambda t: t.view((*new_bs, *t.shape[bd:])), new_bs, names)
         except RuntimeError as err:
             raise BatchSizeError(
                 f"Cannot call `view` with {sizes} on this tensordict of batch_size="
@@ -347,7 +347,7 @@ class ShapeMixin(TensorCollection):
         names = self._names_or_none()
         new_names = [*[None] * (len(new_bs) - bd), *names] if names else None
         return self._transform(
-            _as_stack(lambda t: t.expand(*new_bs, *t.shape[bd:])), new_bs, new_names
+            _as_stack(lambda t: t.expand((*new_bs, *t.shape[bd:]))), new_bs, new_names
         )
 
     def expand_as(self, other: Any) -> Any:
@@ -423,7 +423,7 @@ class ShapeMixin(TensorCollection):
 
         def leaf_fn(t: torch.Tensor) -> torch.Tensor:
             extra = t.shape[n:]  # (as upstream: the index spreads over the dims it lacks)
-            idx = index.reshape(*index.shape, *([1] * len(extra))).expand(*index.shape, *extra)
+            idx = index.reshape((*index.shape, *([1] * len(extra)))).expand((*index.shape, *extra))
             return torch.gather(t, d, idx)
 
         names = self._names_or_none() if n == bd else None
@@ -626,7 +626,7 @@ class ShapeMixin(TensorCollection):
             return self
         new_bs = torch.Size([1] * (n - len(bs)) + list(bs))
         bd = len(bs)
-        return self._transform(lambda t: t.reshape(*new_bs, *t.shape[bd:]), new_bs)
+        return self._transform(lambda t: t.reshape((*new_bs, *t.shape[bd:])), new_bs)
 
     def atleast_1d(self) -> Any:
         """At least one batch dim (leading ones added, as upstream)."""

@@ -180,7 +180,8 @@ class TensorMethodsMixin(TensorCollection):
 
         ``other`` is a tensordict with the same keys, a tensor or a number. With ``pad``, an
         entry only one side has is met by ``pad`` on the other side. ``out`` receives the
-        result (its missing entries are created).
+        result: its entries are replaced by the result's (tensors it held are left as they
+        were, as upstream), its missing entries are created.
 
         Raises:
             KeyMismatchError: the keys differ and no ``pad`` is given (a ``KeyError``).
@@ -219,8 +220,8 @@ class TensorMethodsMixin(TensorCollection):
             result = keep_lock_of(self, result)
         else:  # non-tensor entries only ``other`` holds come along, as upstream
             _add_missing_non_tensor(result, other)
-        if out is not None:
-            return out.update(result, inplace=True)  # type: ignore[no-any-return]
+        if out is not None:  # (as upstream: out's leaves are replaced, not written into)
+            return out.update(result)  # type: ignore[no-any-return]
         return result  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ along a batch dim

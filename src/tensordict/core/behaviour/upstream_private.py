@@ -73,6 +73,8 @@ class UpstreamPrivateMixin(TensorCollection):
             kwargs["out"] = out
         if propagate_lock:
             kwargs["propagate_lock"] = True
+        if unused.get("is_leaf") is not None:  # (non-tensor leaves reach fn too, as upstream)
+            kwargs["is_leaf"] = unused["is_leaf"]
         if named:
             return self.named_apply(  # type: ignore[attr-defined]
                 fn,

@@ -17,6 +17,7 @@ import torch
 from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.behaviour.combine import stack
 from tensordict.core.behaviour.entries import inplace_value, locked_message
+from tensordict.core.behaviour.ops import _KEEP
 from tensordict.core.behaviour.ragged import LazyRaggedMixin
 from tensordict.core.behaviour.setitem import stage_setitem
 from tensordict.core.behaviour.shape import normalize_dim
@@ -33,6 +34,7 @@ from tensordict.core.lazy.index import (
     first_member,
     stage_writes,
 )
+from tensordict.core.lazy.keys import LazyStackKeysMixin
 from tensordict.core.lazy.members import (
     STACKING,
     LazyMembersMixin,
@@ -73,7 +75,12 @@ class _ShapeOnly:
 
 
 class LazyStackedTensorDict(
-    LazyMembersMixin, LazyStackNamesMixin, LazyShapeMixin, LazyRaggedMixin, TensorDictBase
+    LazyMembersMixin,
+    LazyStackKeysMixin,
+    LazyStackNamesMixin,
+    LazyShapeMixin,
+    LazyRaggedMixin,
+    TensorDictBase,
 ):
     """A lazy stack of tensordicts along ``stack_dim``.
 
@@ -150,6 +157,8 @@ class LazyStackedTensorDict(
         members = list(input)
         if members and getattr(type(members[0]), "_is_tensorclass", False):
             return type(members[0]).lazy_stack(members, dim)  # the tensorclass around the stack
+        if members and all(isinstance(m, (NonTensorData, NonTensorStack)) for m in members):
+            return NonTensorStack(*members, stack_dim=dim)  # (as upstream)
         return cls(*members, stack_dim=dim, strict_shape=kwargs.get("strict_shape", False))
 
     @classmethod
@@ -288,6 +297,12 @@ class LazyStackedTensorDict(
         if getattr(type(v0), "_is_tensorclass", False):  # kept lazy, as the members are
             return type(v0).lazy_stack(values, self.stack_dim)
         return torch.stack(values, self.stack_dim)
+
+    def _restack(self, members: Sequence[Any]) -> LazyStackedTensorDict:
+        """A stack of ``members`` along this stack's dim, which keeps its name (as upstream)."""
+        out = LazyStackedTensorDict(*members, stack_dim=self.stack_dim)
+        out._stack_name = getattr(self, "_stack_name", None)
+        return out
 
     def _nested_stack(self, values: list[Any]) -> LazyStackedTensorDict:
         """The lazy stack of the members' nested tensordicts, locked (and held) like this one."""
@@ -500,11 +515,7 @@ class LazyStackedTensorDict(
         return self.to_tensordict()
 
     def clone(self, recurse: bool = True, **kwargs: Any) -> Any:
-        out = LazyStackedTensorDict(
-            *[m.clone(recurse) for m in self.tensordicts], stack_dim=self.stack_dim
-        )
-        out._stack_name = getattr(self, "_stack_name", None)  # (the members keep their names)
-        return out
+        return self._restack([m.clone(recurse) for m in self.tensordicts])
 
     def _apply_leaves(self, fn: Any, *others: Any, **kwargs: Any) -> Any:
         batch_size = kwargs.get("batch_size")
@@ -522,18 +533,18 @@ class LazyStackedTensorDict(
         ]
         if kwargs.get("inplace"):
             return self
+        if kwargs.get("batch_size") is None and kwargs.get("names", _KEEP) is _KEEP:
+            return self._restack(results)  # (same batch dims: the stack dim keeps its name)
         return LazyStackedTensorDict(*results, stack_dim=self.stack_dim)
 
     def empty(self, recurse: bool = False, **kwargs: Any) -> Any:
         if kwargs:
             return super().empty(recurse, **kwargs)
-        return LazyStackedTensorDict(
-            *[m.empty(recurse) for m in self.tensordicts], stack_dim=self.stack_dim
-        )
+        return self._restack([m.empty(recurse) for m in self.tensordicts])
 
     def _copy_structure(self, excluded: set[tuple[str, ...]], prefix: tuple[str, ...]) -> Any:
         members = [m._copy_structure(excluded, prefix) for m in self.tensordicts]
-        return LazyStackedTensorDict(*members, stack_dim=self.stack_dim)
+        return self._restack(members)
 
     def select(
         self, *keys: Any, inplace: bool = False, strict: bool = True, as_tensordict: bool = False
@@ -543,11 +554,11 @@ class LazyStackedTensorDict(
             for member in self.tensordicts:
                 member.select(*keys, inplace=True, strict=strict)
             return self
-        return LazyStackedTensorDict(*members, stack_dim=self.stack_dim)
+        return self._restack(members)
 
     def filter_non_tensor_data(self) -> Any:
         members = [m.filter_non_tensor_data() for m in self.tensordicts]
-        return LazyStackedTensorDict(*members, stack_dim=self.stack_dim)
+        return self._restack(members)
 
     def _reduce_features(
         self, name: str, fn: Any, dim: str, keepdim: bool, reduce: bool, **kw: Any
@@ -558,7 +569,7 @@ class LazyStackedTensorDict(
         parts = [m._reduce_features(name, fn, dim, keepdim, reduce, **kw) for m in self.tensordicts]
         if reduce:
             return torch.stack(parts, self.stack_dim)
-        return LazyStackedTensorDict(*parts, stack_dim=self.stack_dim)
+        return self._restack(parts)
 
     def _feature_walk(self, leaf: Any) -> Any:
         return LazyStackedTensorDict(

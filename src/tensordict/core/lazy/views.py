@@ -333,6 +333,9 @@ class _ViewBase(TensorDictBase):
                     self._source._del_str(key)
         return (*parts[:-1], self)
 
+    def _exclude_path(self, path: tuple[str, ...]) -> None:
+        self._replace_contents(self)
+
     def _replace_contents(self, other: Any) -> Any:
         raise LazyViewError(
             f"Cannot call exclude inplace on a lazy tensordict ({type(self).__name__}) (nor "
@@ -594,12 +597,12 @@ class _ViewedTensorDict(_CustomOpTensorDict):
 
     def _forward(self, t: torch.Tensor) -> torch.Tensor:
         size = self.custom_op_kwargs["size"]
-        return t.view(*size, *t.shape[self._bd :])
+        return t.view((*size, *t.shape[self._bd :]))
 
     def _backward(self, t: torch.Tensor) -> torch.Tensor:
         size = self.inv_op_kwargs["size"]
         n = len(self.custom_op_kwargs["size"])
-        return t.view(*size, *t.shape[n:])
+        return t.view((*size, *t.shape[n:]))
 
     def _undoes(self, op: str, kwargs: dict[str, Any]) -> bool:
         return op == "view" and torch.Size(kwargs["size"]) == torch.Size(self.inv_op_kwargs["size"])

@@ -228,6 +228,22 @@ class _NonTensorBase:
         """An empty items view (see :meth:`keys`)."""
         return make_shell(self.batch_size, None).items(*args, **kwargs)
 
+    def get(self, key: Any, default: Any = None) -> Any:
+        """``default`` (None when not given): a non-tensor entry holds no entries. A
+        :class:`NonTensorData` answers its object for ``"data"`` (upstream's tensorclass field).
+
+        Examples:
+            >>> from tensordict import NonTensorData
+            >>> NonTensorData("abc").get("data"), NonTensorData("abc").get("other", 0)
+            ('abc', 0)
+        """
+        return default
+
+    @property
+    def dtype(self) -> None:
+        """None: python objects have no torch dtype (as upstream, for a stack too)."""
+        return None
+
     # -- new_* (python objects are not zeros or ones: each element repeats the first one) ------
     def new_zeros(self, *size: Any, empty_lazy: bool = False, **kwargs: Any) -> Any:
         """This entry's first value at every element of batch size ``size`` (as upstream's

@@ -148,6 +148,11 @@ class NonTensorData(_NonTensorBase):
         shape = leaf_fn(torch.empty(self.batch_size, device="meta")).shape
         return self._with_batch_size(shape)
 
+    def get(self, key: Any, default: Any = None) -> Any:
+        if key in ("data", ("data",)):
+            return self.data
+        return default
+
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, str) or (isinstance(index, tuple) and index and index[0] == "data"):
             if index in ("data", ("data",)):

@@ -252,6 +252,7 @@ def reduce_lazy(td: Any) -> tuple[Any, ...]:
         "tensordicts": list(td.tensordicts),
         "_hook_out": None,
         "_hook_in": None,
+        "_td_dim_name": getattr(td, "_stack_name", None),  # (the stack dim's name)
     }
     return (make_td, (type(td), state))
 
@@ -304,6 +305,8 @@ def _dense_from_state(cls: Any, state: dict[str, Any]) -> Any:
 def _lazy_from_state(cls: Any, state: dict[str, Any]) -> Any:
     members = list(state.get("tensordicts") or ())
     out = cls(*members, stack_dim=state.get("stack_dim", 0))
+    if state.get("_td_dim_name") is not None:
+        out._stack_name = state["_td_dim_name"]
     if state.get("_is_locked"):
         out._set_locked(True)
     return out
