@@ -144,6 +144,30 @@ def test_the_reaper_survives_a_worker_closed_under_it(monkeypatch):
         later.process.exitcode  # reaped, then closed by the reaper  # noqa: B018
 
 
+def test_wait_idle_waits_until_the_processes_taken_off_are_closed():
+    """The thread takes reaped workers off its list, then closes their processes outside its
+    lock: wait_idle() answered True in between, and a caller found a process not closed yet
+    (a flaky check in the test below). Forced here: the close blocks until released."""
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowClose(_Worker):
+        def close_process(self) -> None:
+            entered.set()
+            release.wait(10.0)
+            super().close_process()
+
+    own = reaper.Reaper()
+    worker = SlowClose(mp.get_context("fork").Process(target=int))
+    worker.process.start()
+    own.adopt([worker], grace=5.0)
+    assert entered.wait(10.0)  # reaped and off the list, its process being closed
+    assert not own.wait_idle(0.05)
+    release.set()
+    assert own.wait_idle(10.0)
+    with pytest.raises(ValueError, match="closed"):
+        worker.process.exitcode  # noqa: B018
+
+
 def test_a_worker_handed_over_as_the_thread_goes_idle_is_reaped():
     """The thread going idle races adopt(): forced here, workers are handed over after the thread
     decided it had nothing left to do and before it ended. A thread that still counted as

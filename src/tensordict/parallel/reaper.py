@@ -41,6 +41,8 @@ class Reaper:
         self._cond = threading.Condition()
         self._pending: list[tuple[Any, float]] = []
         self._thread: threading.Thread | None = None
+        #: workers taken off _pending whose process the thread is closing (not reaped until done)
+        self._closing = 0
 
     def adopt(self, workers: list[Any], grace: float) -> None:
         """Reap ``workers`` (``engine._Worker``) as they exit; kill those alive after ``grace``."""
@@ -76,11 +78,15 @@ class Reaper:
             with self._cond:  # close() may have taken some meanwhile: those are its to close
                 ours = [w for w in done if any(w is p for p, _ in self._pending)]
                 self._pending = [item for item in self._pending if item[0] not in done]
-            for w in ours:
-                w.close_process()
-            if ours:
-                with self._cond:
-                    self._cond.notify_all()
+                self._closing += len(ours)
+            try:
+                for w in ours:
+                    w.close_process()
+            finally:
+                if ours:
+                    with self._cond:
+                        self._closing -= len(ours)
+                        self._cond.notify_all()
 
     @staticmethod
     def _poll(items: list[tuple[Any, float]]) -> list[Any]:
@@ -105,10 +111,10 @@ class Reaper:
     def wait_idle(self, timeout: float) -> bool:
         """Wait until every worker handed over has been reaped; False if some remain."""
         deadline = time.monotonic() + timeout
-        with self._cond:
-            while self._pending and time.monotonic() < deadline:
+        with self._cond:  # (reaped: off the list and its process closed)
+            while (self._pending or self._closing) and time.monotonic() < deadline:
                 self._cond.wait(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
-            return not self._pending
+            return not (self._pending or self._closing)
 
     def close(self, abort: bool = True, grace: float = 0.5) -> None:
         """Reap every pending worker now: wait ``grace`` seconds, then kill what is left."""
