@@ -328,3 +328,13 @@ def test_metadata_whose_leaf_overflows_its_byte_range_is_refused() -> None:
     meta["leaves"]["a"][1] = [5]  # 5 elements in the 4 elements' bytes [start, end)
     with pytest.raises(RuntimeError):
         rebuild(meta, tdc._consolidated["storage"])
+
+
+def test_a_one_element_leaf_at_any_stride_consolidates_into_a_file(tmp_path) -> None:
+    # a single element counts as contiguous whatever its stride (here 3, a slice of a stack's
+    # leaf): the file writer viewed it as bytes, which needs stride 1
+    odd = torch.arange(6)[::3][:1]
+    assert odd.stride() == (3,) and odd.is_contiguous()
+    td = TensorDict({"a": odd, "b": torch.ones(1)}, [1])
+    out = td.consolidate(filename=tmp_path / "one.mmap")
+    assert out.is_consolidated() and (out == td).all()

@@ -266,8 +266,11 @@ def _write_file(path: Path, plan: _Plan, payload: bytes, num_threads: int) -> to
 
         def write(i: int) -> None:
             part = plan.parts[i].detach().cpu().resolve_conj().resolve_neg().contiguous()
-            if part.numel():
-                _pwrite_all(fd, part.reshape(-1).view(torch.uint8).numpy().data, plan.starts[i])
+            flat = part.reshape(-1)
+            if flat.numel() == 1:  # (one element is "contiguous" at any stride; view needs 1)
+                flat = flat.as_strided((1,), (1,))
+            if flat.numel():
+                _pwrite_all(fd, flat.view(torch.uint8).numpy().data, plan.starts[i])
 
         if num_threads > 1 and len(plan.parts) > 1:
             with concurrent.futures.ThreadPoolExecutor(num_threads) as pool:
