@@ -36,7 +36,6 @@ import itertools
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -250,6 +249,10 @@ def _package_path(python: Path | str) -> str | None:
 
 
 def _measure_in(python: Path | str, repeat: int) -> dict[str, dict[str, float]]:
+    # (here: this file also runs as a script under upstream's interpreter, which has no
+    # benchmarks package on its path)
+    from benchmarks.timing import run_json
+
     script = str(Path(__file__).resolve())
     with tempfile.TemporaryDirectory(prefix="td-bench-inductor-") as cache:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -264,10 +267,7 @@ def _measure_in(python: Path | str, repeat: int) -> dict[str, dict[str, float]]:
             "OMP_NUM_THREADS": "1",
         }
         cmd = [str(python), script, "--measure", "--repeat", str(repeat)]
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{cmd} failed:\n{done.stderr[-3000:]}")
-    result: dict[str, dict[str, float]] = json.loads(done.stdout.strip().splitlines()[-1])
+        result: dict[str, dict[str, float]] = run_json(cmd, env)
     return result
 
 

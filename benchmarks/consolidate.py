@@ -30,7 +30,6 @@ import json
 import os
 import pickle
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -94,16 +93,17 @@ def _measure_size(size: int, repeat: int) -> dict[str, float]:
 
 
 def _measure_in(python: Path | str, repeat: int) -> dict[str, dict[str, float]]:
+    # (here: this file also runs as a script under upstream's interpreter, which has no
+    # benchmarks package on its path)
+    from benchmarks.timing import run_json
+
     script = str(Path(__file__).resolve())
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     if str(python) != sys.executable:  # upstream's interpreter: never this tree's package
         env.pop("PYTHONPATH", None)
     env.setdefault("GLIBC_TUNABLES", FIXED_MMAP_THRESHOLD)  # (see the module's doc)
     cmd = [str(python), script, "--measure", "--repeat", str(repeat)]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{cmd} failed:\n{done.stderr[-2000:]}")
-    result: dict[str, dict[str, float]] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, dict[str, float]] = run_json(cmd, env)
     return result
 
 

@@ -20,14 +20,13 @@ import json
 import os
 import pickle
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from benchmarks.timing import per_call_us
+from benchmarks.timing import per_call_us, run_json
 from tensordict import TensorDict, tensorclass
 
 UPSTREAM_PYTHON = Path(
@@ -119,10 +118,7 @@ def _measure_in(python: Path | str, repeat: int) -> dict[str, dict[str, float]]:
         else os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(root)) if p)
     )
     cmd = [str(python), "-m", "benchmarks.core_ops", "--measure", "--repeat", str(repeat)]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, cwd=root)
-    if done.returncode != 0:
-        raise RuntimeError(f"{cmd} failed:\n{done.stderr[-2000:]}")
-    result: dict[str, dict[str, float]] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, dict[str, float]] = run_json(cmd, env, cwd=root)
     return result
 
 

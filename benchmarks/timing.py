@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+
+def run_json(cmd: list[str], env: dict[str, str], cwd: Path | None = None) -> Any:
+    """Run ``cmd`` (a measuring process, often under another interpreter) and return the JSON
+    its last line of output holds; raise with the end of its standard error if it failed."""
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, cwd=cwd)
+    if done.returncode != 0:
+        raise RuntimeError(f"{cmd} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def per_call_us(
