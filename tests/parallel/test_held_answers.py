@@ -94,8 +94,9 @@ def same(a, b) -> bool:
         return isinstance(b, torch.Tensor) and torch.equal(a, b)
     if set(a.keys()) != set(b.keys()) or a.batch_size != b.batch_size:
         return False
+    keys = list(a.keys())  # (iterating a tensordict walks its batch dimension)
     return all(
-        torch.equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k] for k in a
+        torch.equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k] for k in keys
     )
 
 
