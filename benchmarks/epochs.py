@@ -28,7 +28,11 @@ chunks. Contenders, in turn ``repeat`` times, each sample the mean of ``epochs``
   done: the limit of two persistent processes on the machine of the run;
 - ``persistent limit + send``: the same, each result also sent back as it comes (pickled,
   one length-prefixed message per result through the pipe) and unpickled here: what
-  returning every result costs without an engine.
+  returning every result costs without an engine;
+- ``persistent limit + shm x4``: the same, each result copied into a slot of a ring the process
+  shares with this one, a 4-byte count through the pipe every 4 results (one wake-up of this
+  process per 4), each result copied out here into a new ``TensorDict``: the floor of returning
+  the results at all (:class:`ShmBatchEpochs`).
 
 Each sample also records the CPU time per chunk of this process (``time.process_time``) and of
 the workers (``/proc/PID/schedstat``): figures the load of a shared machine moves much less
@@ -367,18 +371,19 @@ class ShmBatchEpochs(ShmEpochs):
 _COUNT = struct.Struct("<I")
 _END = 0xFFFFFFFF
 
-#: bare variants that return the results through shared memory (``--only steady`` with
-#: ``STEADY_VARIANTS=1`` in the environment adds them): what the result path could cost at best
+#: a bare variant not in the suite's run (a wake-up of this process per result), for probes
 STEADY_VARIANTS: dict[str, type[Steady]] = {
     "persistent limit + shm": ShmEpochs,
-    "persistent limit + shm x4": ShmBatchEpochs,
 }
+
+SHM_X4 = "persistent limit + shm x4"
 
 STEADY_CONTENDERS: dict[str, type[Steady]] = {
     "loop": LoopEpochs,
     "WorkerPool": PoolEpochs,
     "persistent limit": BareEpochs,
     "persistent limit + send": SendingEpochs,
+    "persistent limit + shm x4": ShmBatchEpochs,
 }
 
 
@@ -453,10 +458,10 @@ def _steady_rows(
     rows = []
     for contender, runs in samples.items():
         ratios = {}
-        for ref in ("loop", "persistent limit", "persistent limit + send"):
+        for ref in ("loop", "persistent limit", "persistent limit + send", SHM_X4):
             if contender != ref and (ref == "loop" or contender == "WorkerPool"):
                 ratios[ref] = pair_ratios(seconds[ref], seconds[contender])
-        if contender == "persistent limit + send":
+        if contender in ("persistent limit + send", SHM_X4):
             ratios["persistent limit"] = pair_ratios(
                 seconds["persistent limit"], seconds[contender]
             )
