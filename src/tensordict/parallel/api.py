@@ -28,12 +28,13 @@ from tensordict.parallel.arguments import (
     check_generator,
     user_stacklevel,
 )
-from tensordict.parallel.engine import OwnPool, drive, start_method_context, usable_cpus
+from tensordict.parallel.engine import OwnPool, drive
 from tensordict.parallel.lifeline import check_can_start_workers
 from tensordict.parallel.out import check_out, check_slice, write_results
 from tensordict.parallel.persistent import WorkerPool
 from tensordict.parallel.plan import ChunkPlan, take
 from tensordict.parallel.readahead import ReadAhead
+from tensordict.parallel.startup import start_method_context, usable_cpus
 
 __all__ = ["MAX_WORKERS_PER_CPU", "map", "map_iter"]
 
@@ -334,11 +335,11 @@ def map_iter(
     apart: tiny chunks then keep the workers busy on a loaded machine; ``256 * num_workers`` while
     they are under 4 KiB, when workers send them several per message; ``12 * num_workers`` while
     chunks take milliseconds and results are at most 1 MiB, sent up to 8 per message; one slow
-    result shrinks the window back). An exception in ``fn`` is re-raised here with the worker's traceback, at
-    its place in the order (the results before it are yielded first). A dead worker raises
-    :class:`~tensordict.errors.WorkerDiedError` at once, naming the first chunk it had not
-    delivered (results not yet yielded are dropped), and
-    closing the iterator stops the workers at once. Workers never outlive this process: they are
+    result shrinks the window back). An exception in ``fn`` is re-raised here with the worker's
+    traceback, at its place in the order (the results before it are yielded first). A dead
+    worker raises :class:`~tensordict.errors.WorkerDiedError` at once, naming the first chunk it
+    had not delivered (results not yet yielded are dropped), and closing the iterator stops the
+    workers at once. Workers never outlive this process: they are
     stopped at interpreter exit, and killed if it is (see ``parallel.lifeline``).
 
     Args:

@@ -41,7 +41,6 @@ queue, semaphore or named shared memory is created, so nothing else can leak.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing as mp
 import os
 import pickle
 import selectors
@@ -461,14 +460,14 @@ class OwnPool(Backend):
         streak = 0
         k, end = ks.start, ks.stop
         # chunks one at a time, every worker started: chunk k goes to worker k % N when it has
-        # room, so that a persistent worker meets the same chunks in every epoch and the pages
-        # of a memory-mapped source it mapped in the last one (each fault maps 16 pages, ~4 us:
-        # 16 MiB met anew cost ~1 ms)
+        # room and is not far busier than the others (a slow worker gets no more than its
+        # share), so that a persistent worker meets the same chunks in every epoch: the pages of
+        # a memory-mapped source it mapped in the last one (16 MiB met anew: ~1 ms of faults)
         order = list(self.workers.values()) if run == 1 else []
         if len(order) < self.num_workers:
             order = []
         while k < end:
-            if order and self._has_room(order[k % len(order)], depth):
+            if order and self._preferred(order[k % len(order)], depth):
                 worker, streak = order[k % len(order)], 0
             elif worker is None or streak >= run or not self._has_room(worker, depth):
                 worker, streak = self._least_busy(depth), 0
@@ -554,6 +553,14 @@ class OwnPool(Backend):
         if self.holding:
             return HOLD_DEPTH
         return 1 if self.large_results else self.depth
+
+    def _preferred(self, w: _Worker, depth: int) -> bool:
+        """Whether a chunk may go to its own worker ``w``: room, and at most half a queue more
+        than the least busy worker."""
+        if not self._has_room(w, depth):
+            return False
+        load = len(w.assigned) + w.stale - max(1, depth // 2)
+        return all(load <= len(o.assigned) + o.stale for o in self.workers.values())
 
     @staticmethod
     def _has_room(w: _Worker, depth: int) -> bool:
@@ -795,23 +802,3 @@ class OwnPool(Backend):
             w.chan.close()
             w.close_process()
         self.selector.close()
-
-
-def start_method_context(method: str | None) -> Any:
-    """The multiprocessing context of ``method`` (None: the default start method)."""
-    if method is None:
-        method = mp.get_start_method(allow_none=False)
-    if method not in mp.get_all_start_methods():
-        raise ValueError(
-            f"mp_start_method={method!r} is not available here; choose one of "
-            f"{mp.get_all_start_methods()}."
-        )
-    return mp.get_context(method)
-
-
-def usable_cpus() -> int:
-    """The number of CPUs this process may run on (CPU affinity respected)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1

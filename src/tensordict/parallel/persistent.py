@@ -26,8 +26,9 @@ import torch
 
 from tensordict.errors import PoolBusyError, PoolClosedError
 from tensordict.parallel.arguments import capped_workers, check_count, check_generator
-from tensordict.parallel.engine import Backend, Event, OwnPool, start_method_context, usable_cpus
+from tensordict.parallel.engine import Backend, Event, OwnPool
 from tensordict.parallel.lifeline import check_can_start_workers
+from tensordict.parallel.startup import start_method_context, usable_cpus
 
 __all__ = ["WorkerPool"]
 
