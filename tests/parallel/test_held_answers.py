@@ -8,6 +8,7 @@ the task messages that allowed holding and the answers that came several per rea
 
 from __future__ import annotations
 
+import collections
 import socket
 
 import pytest
@@ -161,3 +162,46 @@ def test_a_worker_pool_holds_answers_across_calls_and_after_a_break(always_held)
         got = [float(r["y"][0]) for r in td.map_iter(helpers.big_result, chunksize=1, pool=pool)]
         assert got == [float(k) for k in range(N)]
     assert always_held["hold_tasks"] > 0 and max(always_held["per_read"]) > 1
+
+
+# ---------------------------------------------------------------------- chunk k to worker k % N
+class _FakeChannel:
+    pending = False
+    sock = None
+
+    def __init__(self) -> None:
+        self.sent: list = []
+
+    def send(self, msg, plain=False, block=True) -> None:
+        self.sent.append(msg)
+
+
+class _FakeWorker:
+    def __init__(self, wid: int, busy: int) -> None:
+        self.id, self.quota, self.stale = wid, None, 0
+        self.assigned = collections.deque(range(-busy, 0))  # chunks of before
+        self.coalescing, self.job_gen, self.watching_writes = False, 0, False
+        self.chan = _FakeChannel()
+
+
+def assign(busy: list[int], chunks: range, depth: int) -> list[list[int]]:
+    """Which chunks a pool whose workers already hold ``busy`` chunks hands to each."""
+    import multiprocessing
+
+    pool = engine.OwnPool(multiprocessing.get_context("fork"), len(busy), None, 0, 1, None, depth)
+    try:
+        pool.workers = {i: _FakeWorker(i, b) for i, b in enumerate(busy)}
+        pool.submit(chunks, lambda k: None)
+        return [[k for batch in w.chan.sent for k, _ in batch] for w in pool.workers.values()]
+    finally:
+        pool.workers = {}
+        pool.close(abort=False)
+
+
+def test_chunk_k_goes_to_worker_k_mod_n_while_it_is_not_far_busier():
+    # worker 1 holds a chunk already: chunk 1 is still its own (the least busy rule would give
+    # it to worker 0, which then held as many)
+    assert assign([0, 1], range(2), depth=2) == [[0], [1]]
+    # worker 1 holds 3 of 4, more than half a queue beyond worker 0: chunk 1 goes to worker 0
+    assert assign([0, 3], range(1, 3), depth=4) == [[1, 2], []]
+    assert assign([0, 2], range(1, 3), depth=4) == [[2], [1]]
