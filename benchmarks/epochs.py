@@ -41,6 +41,7 @@ than wall times. Target: WorkerPool >= 0.95x the persistent limit on both worklo
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import selectors
@@ -312,7 +313,8 @@ class ShmEpochs(BareEpochs):
                         for i, s in enumerate(starts[wid::WORKERS]):
                             result = self.fn(self.td[s : s + self.chunksize])
                             at = i * self.slot
-                            ring[at : at + self.nbytes] = result["y"].numpy().view(np.uint8)
+                            leaf = result["y"].reshape(-1).numpy().view(np.uint8)
+                            ring[at : at + self.nbytes] = leaf
                             if (i + 1) % self.batch == 0:
                                 os.write(done_w, _COUNT.pack(i + 1))
                                 sent = i + 1
@@ -343,6 +345,8 @@ class ShmEpochs(BareEpochs):
                 for key, _ in selector.select():
                     fd = key.fd
                     data = os.read(fd, 4096)
+                    if not data:  # the process died (its error went to stderr)
+                        raise RuntimeError("a persistent benchmark process exited mid-epoch")
                     for (count,) in _COUNT.iter_unpack(data):
                         if count == _END:
                             selector.unregister(fd)
@@ -351,7 +355,7 @@ class ShmEpochs(BareEpochs):
                         for i in range(got[fd], count):
                             out = torch.empty(self.leaf_shape, dtype=self.leaf_dtype)
                             at = i * self.slot
-                            out.numpy().view(np.uint8)[:] = ring[at : at + self.nbytes]
+                            out.view(-1).numpy().view(np.uint8)[:] = ring[at : at + self.nbytes]
                             TensorDict({"y": out}, batch_size=self.leaf_shape[:1])
                             received += 1
                         got[fd] = count
@@ -361,7 +365,8 @@ class ShmEpochs(BareEpochs):
     def close(self) -> None:
         super().close()
         for ring in self.rings:
-            ring.close()
+            with contextlib.suppress(BufferError):  # still viewed (an error's traceback): GC'd
+                ring.close()
 
 
 class ShmBatchEpochs(ShmEpochs):
