@@ -302,3 +302,38 @@ def test_feature_reductions_of_a_ragged_lazy_stack_go_member_by_member() -> None
     per_leaf = td.sum(dim="feature")
     assert isinstance(per_leaf, LazyStackedTensorDict)
     assert per_leaf["a"].tolist() == [[3, 5], [3, 5]]
+
+
+def _two_members_stack(dim: int) -> LazyStackedTensorDict:
+    a = TensorDict({"x": torch.zeros(3), "n": {"z": torch.zeros(3)}}, [3])
+    b = TensorDict({"x": torch.zeros(3), "n": {"z": torch.zeros(3)}, "y": torch.zeros(3, 2)}, [3])
+    return LazyStackedTensorDict(a, b, stack_dim=dim)
+
+
+@pytest.mark.parametrize(
+    ("dim", "batch_size", "members"),
+    [(0, [2, 3], (3,)), (0, [2], ()), (0, [2, 3, 4], (3, 4)), (1, [3, 2], (3,))],
+)
+def test_empty_with_a_batch_size_that_keeps_the_stack_dims_stays_a_lazy_stack(
+    dim: int, batch_size: list[int], members: tuple[int, ...]
+) -> None:
+    # TorchRL's step_mdp reads .stack_dim of what td.empty(batch_size=td.batch_size) returns
+    out = _two_members_stack(dim).empty(batch_size=batch_size, recurse=True)
+    assert isinstance(out, LazyStackedTensorDict) and out.stack_dim == dim
+    assert out.batch_size == torch.Size(batch_size)
+    assert [tuple(m.batch_size) for m in out.tensordicts] == [members, members]
+    assert list(out.keys(True)) == ["n"]
+
+
+@pytest.mark.parametrize(("dim", "batch_size"), [(0, [3]), (0, []), (1, [4, 2]), (1, [3])])
+def test_empty_with_a_batch_size_that_changes_the_stack_dims_is_dense(
+    dim: int, batch_size: list[int]
+) -> None:
+    out = _two_members_stack(dim).empty(batch_size=batch_size)
+    assert type(out) is TensorDict and out.batch_size == torch.Size(batch_size)
+
+
+def test_empty_passes_device_and_names_to_the_members() -> None:
+    out = _two_members_stack(0).empty(device="cpu", names=["s", "t"])
+    assert isinstance(out, LazyStackedTensorDict) and out.device == torch.device("cpu")
+    assert out.names == ["s", "t"] and out.tensordicts[0].names == ["t"]

@@ -513,7 +513,15 @@ class TensorDictBase(
         """A tensordict of the same batch size and device with no entries (unlocked).
 
         With ``recurse=True`` the nested tensordicts are kept (empty), and so are the non-tensor
-        entries, as upstream (only tensors are left out).
+        entries, as upstream (only tensors are left out). A new ``batch_size`` keeps the names
+        of the dims that remain (by position); ``names`` renames the result (and, with
+        ``recurse=True``, the leading dims of the nested tensordicts, as the names setter does).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(3, 4)}, [3, 4], names=["p", "q"])
+            >>> td.empty(batch_size=[3]).names, td.empty(names=["x", "y"]).names
+            (['p'], ['x', 'y'])
         """
         source: dict[str, Any] = {}
         if recurse:
@@ -523,9 +531,15 @@ class TensorDictBase(
                 elif is_non_tensor(value):
                     source[key] = value
         bs = self.batch_size if batch_size is None else as_size(batch_size)
-        out = self._new_dense(source, bs, self._names_or_none() if batch_size is None else None)
+        kept = self._names_or_none()
+        if kept is not None and batch_size is not None:  # the names of the dims that remain
+            kept = [*kept[: len(bs)], *[None] * (len(bs) - len(kept))]
+            kept = kept if any(n is not None for n in kept) else None
+        out = self._new_dense(source, bs, kept)
         if device is not _MISSING:
             out._device = torch.device(device) if device is not None else None
+        if names is not None:
+            out.names = list(names)
         return out  # type: ignore[no-any-return]
 
     def clone(self: T, recurse: bool = True, **kwargs: Any) -> T:
