@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tensordict import LazyStackedTensorDict, TensorDict
+from tensordict import LazyStackedTensorDict, NonTensorData, TensorDict
 from tensordict.errors import (
     DeviceMismatchError,
     LockedError,
@@ -337,3 +337,28 @@ def test_empty_passes_device_and_names_to_the_members() -> None:
     out = _two_members_stack(0).empty(device="cpu", names=["s", "t"])
     assert isinstance(out, LazyStackedTensorDict) and out.device == torch.device("cpu")
     assert out.names == ["s", "t"] and out.tensordicts[0].names == ["t"]
+
+
+def _holding_a_ragged_stack() -> TensorDict:
+    a = TensorDict({"v": torch.zeros(2), "w": torch.zeros(1), "s": NonTensorData("a")}, [])
+    b = TensorDict({"v": torch.zeros(3), "w": torch.zeros(1), "s": NonTensorData("b")}, [])
+    return TensorDict({"lazy": LazyStackedTensorDict(a, b), "x": torch.zeros(2)}, [2])
+
+
+def test_select_into_a_nested_stack_whose_members_differ_in_shape() -> None:
+    # TorchRL's batched envs select ("lazy", "vector") keys of heterogeneous agents
+    td = _holding_a_ragged_stack()
+    out = td.select(("lazy", "v"), ("lazy", "w"), "x", ("lazy", "gone"), strict=False)
+    assert list(out.keys()) == ["lazy", "x"]
+    lazy = out.get("lazy")
+    assert isinstance(lazy, LazyStackedTensorDict) and sorted(lazy.keys()) == ["v", "w"]
+    assert lazy.tensordicts[1]["v"].shape == (3,)
+    with pytest.raises(KeyError):
+        td.select(("lazy", "gone"))
+
+
+def test_share_memory_of_a_tensordict_holding_a_ragged_stack() -> None:
+    td = _holding_a_ragged_stack().share_memory_()
+    assert td.is_locked and td.get("lazy")._is_shared
+    member = td.get("lazy").tensordicts[1]
+    assert member["v"].is_shared() and member.get("s").is_shared()

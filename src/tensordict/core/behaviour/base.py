@@ -348,7 +348,21 @@ class TensorDictBase(
         """
         paths = [key_path(k) for k in keys]
         out = self.empty()
+        # paths into a nested lazy stack: the stack selects them, member by member
+        in_stacks: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
         for path in paths:
+            split = self._nested_stack_depth(path)
+            if split:
+                in_stacks.setdefault(path[:split], []).append(path[split:])
+        for path in paths:
+            prefix = next((p for p in in_stacks if path[: len(p)] == p), None)
+            if prefix is not None:
+                parent = out._selected_parent(self, prefix)
+                if parent._get_str(prefix[-1], None) is None:  # (first path into that stack)
+                    stack = self._get_path(prefix, _MISSING)
+                    chosen = stack.select(*in_stacks[prefix], strict=strict)
+                    parent._set_str(prefix[-1], chosen, validated=True)
+                continue
             value = self._get_path(path, _MISSING)
             if value is _MISSING:
                 if strict:
@@ -360,6 +374,21 @@ class TensorDictBase(
         if inplace:
             return self._replace_contents(out)
         return out
+
+    def _nested_stack_depth(self, path: tuple[str, ...]) -> int:
+        """How many parts of ``path`` lead to a nested lazy stack it goes into (0: none), so
+        ``select`` asks the stack for the rest (its members may hold leaves of different
+        shapes, which a read of the stacked leaf refuses; upstream selects there too)."""
+        node: Any = self
+        for depth, part in enumerate(path[:-1], 1):
+            node = node._get_str(part, None) if isinstance(node, TensorDictBase) else None
+            if getattr(type(node), "_is_tensorclass", False):
+                node = node._tensordict
+            if isinstance(node, factory.LazyStackedTensorDict):
+                return depth
+            if node is None:
+                return 0
+        return 0
 
     def _selected_parent(self, source: TensorDictBase, path: tuple[str, ...]) -> Any:
         """The tensordict of a selection (``self``) that holds ``path``'s last part; the nested
