@@ -341,8 +341,8 @@ def test_a_one_element_leaf_at_any_stride_consolidates_into_a_file(tmp_path) -> 
 
 
 def test_every_kind_of_leaf_is_copied_exactly_whichever_way_it_is_copied(tmp_path) -> None:
-    # plain contiguous CPU leaves are copied in runs (one torch.cat each); the others one by
-    # one: a conjugate or negative view must be resolved, a transposed one gathered
+    # small plain contiguous CPU leaves are copied in runs (one torch.cat each); the others one
+    # by one: a conjugate or negative view must be resolved, a transposed one gathered
     from tensordict import MemoryMappedTensor
     from tensordict.core.behaviour.consolidate import Layout
 
@@ -350,6 +350,7 @@ def test_every_kind_of_leaf_is_copied_exactly_whichever_way_it_is_copied(tmp_pat
     leaves = {
         "plain": torch.arange(5, dtype=torch.int16),  # 10 bytes: 6 of padding after it
         "param": torch.nn.Parameter(torch.arange(3.0)),
+        "large": torch.arange(20_000.0),  # (over CAT_BYTES: copied on its own)
         "memmap": MemoryMappedTensor.from_tensor(torch.arange(3.0), filename=tmp_path / "m"),
         "conj": c.conj(),
         "neg": torch._neg_view(torch.arange(3.0)),

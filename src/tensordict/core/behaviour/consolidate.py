@@ -207,31 +207,28 @@ def _copy_part(storage: torch.Tensor, plan: _Plan, i: int, views: dict[Any, Any]
 
 
 def _flat_bytes(part: torch.Tensor) -> torch.Tensor | None:
-    """``part``'s bytes (1-d ``uint8``, no copy) if it is plain contiguous CPU memory, else None."""
+    """``part``'s bytes (1-d ``uint8``, no copy) if it is small plain contiguous CPU memory,
+    else None."""
     t = part.detach()
-    if (
-        type(t) is not torch.Tensor
-        or t.layout is not torch.strided
-        or t.device.type != "cpu"
-        or t.is_quantized
-        or t.is_conj()
-        or t.is_neg()
-        or not t.is_contiguous()
-    ):
+    plain = type(t) is torch.Tensor and t.layout is torch.strided and t.device.type == "cpu"
+    if not plain or _nbytes(t) > CAT_BYTES or t.is_quantized or t.is_conj() or t.is_neg():
         return None
-    return t.reshape(-1).view(torch.uint8)
+    return t.reshape(-1).view(torch.uint8) if t.is_contiguous() else None
 
 
 #: the padding between two tensors (fewer than ``_ALIGN`` bytes), as :func:`_copy_run` cats it
 _ZEROS = torch.zeros(_ALIGN, dtype=torch.uint8)
+#: tensors of at most this many bytes are copied in runs (larger ones: ``copy_`` is as fast)
+CAT_BYTES = 1 << 16
 
 
 def _copy_run(storage: torch.Tensor, plan: _Plan, lo: int, hi: int, views: Any) -> int:
     """Copy the tensors ``lo`` to ``hi - 1`` of ``plan`` (and the padding after each) into
     ``storage``; the byte where tensor ``hi`` goes.
 
-    On the CPU, consecutive plain contiguous tensors go in one ``torch.cat(..., out=)``: a
-    ``memcpy`` each, where ``copy_`` takes ~1.4x the time (float leaves) and a Python call each.
+    On the CPU, consecutive small plain contiguous tensors go in one ``torch.cat(..., out=)``
+    (one call for the run, not a Python call and ``copy_`` each: 1,000 leaves of 64 bytes 12%
+    faster, 50 of 16 KiB 8%; 640 KiB leaves into a fresh storage were 10% slower: not catted).
     """
     stop = plan.starts[lo] if lo < len(plan.parts) else plan.size
     if storage.device.type != "cpu" or torch.compiler.is_compiling():
