@@ -273,7 +273,7 @@ CLIENT_IMPORTS = _pairs(
     tensordict.nn.params: TensorDictParams
     tensordict.nn.common: TensorDictModule TensorDictModuleWrapper
     tensordict.nn.probabilistic: interaction_type set_interaction_type
-    tensordict.nn.utils: _set_dispatch_td_nn_modules set_skip_existing mappings
+    tensordict.nn.utils: _set_dispatch_td_nn_modules set_skip_existing mappings Buffer
     tensordict.nn.distributions: Delta NormalParamExtractor
     tensordict.persistent: PersistentTensorDict _has_h5
     tensordict.store: TensorDictStore

@@ -116,6 +116,20 @@ def test_module_conversion_keeps_parameter_identity():
     assert module.params["i"].dtype == torch.int64
 
 
+def test_module_conversion_keeps_buffer_identity():
+    # TorchRL's LossModule test_module_cast compares the leaves' identities before/after .to()
+    td = TensorDict({"w": nn.Parameter(torch.zeros(3)), "buf": torch.ones(3)}, [])
+    td["n", "q"] = torch.ones(2).expand(2, 2)  # an expanded buffer too
+    module = nn.Module()
+    module.params = TensorDictParams(td, no_convert=True)
+    before = dict(module.params.items(True, True))
+    module.to(torch.float64)
+    after = dict(module.params.items(True, True))
+    assert all(after[k] is before[k] for k in before)
+    assert all(v.dtype == torch.float64 for v in after.values())
+    assert {id(b) for b in module.buffers()} == {id(before["buf"]), id(before["n", "q"])}
+
+
 def test_optimizer_step_updates_the_tensordict():
     params = make_params()
     optim = torch.optim.SGD(params.parameters(), lr=1.0)

@@ -114,3 +114,25 @@ def test_non_tensor_data_and_its_subclasses_count_as_tensorclasses() -> None:
     assert is_tensorclass(Sub(data=1, batch_size=[]))
     assert is_tensor_collection(Sub) and is_non_tensor(Sub(data=1, batch_size=[]))
     assert not is_tensorclass(NonTensorStack)
+
+
+class _Wrapped(TensorClass["nocast"]):
+    """Overrides tensorclass methods and reaches the generated ones with ``super()``
+    (TorchRL's ``VideoClipRef.__getitem__`` does)."""
+
+    x: torch.Tensor
+
+    def __getitem__(self, index: object) -> object:
+        return ("item", super().__getitem__(index))
+
+    def to(self, *args: object, **kwargs: object) -> object:
+        return ("to", super().to(*args, **kwargs))
+
+
+def test_a_subclass_override_reaches_the_tensorclass_method_with_super() -> None:
+    v = _Wrapped(x=torch.arange(4.0), batch_size=[4])
+    tag, part = v[1:3]
+    assert tag == "item" and type(part) is _Wrapped and part.x.tolist() == [1.0, 2.0]
+    tag, moved = v.to("cpu")
+    assert tag == "to" and type(moved) is _Wrapped
+    assert "__getitem__" in vars(TensorClass) and "to" in vars(TensorClass)

@@ -572,7 +572,8 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
 
     # ================================================================== nn.Module side
     def _apply(self, fn: Callable[..., Any], recurse: bool = True) -> TensorDictParams:
-        """What ``module.to()`` / ``.double()`` call: parameters keep their identity."""
+        """What ``module.to()`` / ``.double()`` call: parameters and buffers keep their
+        identity (their ``.data`` is swapped, as upstream), where torch allows the swap."""
         td = self._param_td
         with torch.no_grad():
             for key, value in list(
@@ -585,7 +586,11 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
                     value.data = applied
                     if value.grad is not None:
                         value.grad = fn(value.grad)
-                elif applied is not value:
+                elif applied is value:
+                    continue
+                elif torch._has_compatible_shallow_copy_type(value, applied):
+                    value.data = applied
+                else:
                     parent = td._parent_for_write(_as_path(key), create=False)
                     parent._set_str(_as_path(key)[-1], applied, validated=True)
         return self

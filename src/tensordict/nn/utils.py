@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 from torch.compiler import is_compiling
+from torch.nn.parameter import Buffer  # noqa: F401  (upstream's import path; TorchRL imports it)
 from torch.utils._contextlib import _DecoratorContextManager
 
 from tensordict.core.keys import NestedKey, unravel_key_list

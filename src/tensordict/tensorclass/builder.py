@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, overload
 
 from tensordict.core.dense import TensorDict
@@ -133,6 +133,29 @@ API_NAMES = frozenset(
     + list(_REST.properties)
     + list(_REST.constructors)
 )
+
+
+def api_members(qualname: str) -> Iterator[tuple[str, Any]]:
+    """The methods and properties a tensorclass gets (all but ``__init__``), by name: the
+    written ones, the forwarded ones and the rest of the TensorDict API as the inner tensordict
+    has it (``qualname``: the class's, for the forwarders' ``__qualname__``)."""
+    yield from WRITTEN.items()
+    for kind, names in forwarding.FORWARDED.items():
+        for name in names:
+            method = forwarding.forwarder(name, kind)
+            method.__qualname__ = f"{qualname}.{name}"
+            yield name, method
+    for name, settable in forwarding.PROPERTIES.items():
+        yield name, forwarding.property_forwarder(name, settable)
+    rest = forwarding.rest_of_api(frozenset(WRITTEN))
+    for name in rest.methods:
+        method = forwarding.forwarder(name, forwarding.Kind.WRAP)
+        method.__qualname__ = f"{qualname}.{name}"
+        yield name, method
+    for name, settable in rest.properties.items():
+        yield name, forwarding.property_forwarder(name, settable)
+    for name in rest.constructors:
+        yield name, forwarding.constructor(name)
 
 
 class ClassBuilder:
@@ -256,24 +279,8 @@ class ClassBuilder:
         else:
             init = construct.make_init(spec, access.set_field)
         cls.__init__ = _mark(init)  # type: ignore[misc]
-        for name, method in WRITTEN.items():
-            self._add(spec, name, method)
-        for kind, names in forwarding.FORWARDED.items():
-            for name in names:
-                method = forwarding.forwarder(name, kind)
-                method.__qualname__ = f"{cls.__qualname__}.{name}"
-                self._add(spec, name, method)
-        for name, settable in forwarding.PROPERTIES.items():
-            self._add(spec, name, forwarding.property_forwarder(name, settable))
-        rest = forwarding.rest_of_api(frozenset(WRITTEN))
-        for name in rest.methods:  # the rest of the TensorDict API, as the inner tensordict has it
-            method = forwarding.forwarder(name, forwarding.Kind.WRAP)
-            method.__qualname__ = f"{cls.__qualname__}.{name}"
-            self._add(spec, name, method)
-        for name, settable in rest.properties.items():
-            self._add(spec, name, forwarding.property_forwarder(name, settable))
-        for name in rest.constructors:
-            self._add(spec, name, forwarding.constructor(name))
+        for name, value in api_members(cls.__qualname__):
+            self._add(spec, name, value)
 
     # -------------------------------------------------------------------- finish
     def _finish(self, spec: ClassSpec) -> type:

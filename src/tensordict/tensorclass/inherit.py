@@ -16,7 +16,7 @@ import torch
 from tensordict.core.collection import publish_as
 from tensordict.errors import TensorclassDefinitionError
 from tensordict.tensorclass.access import setattr_
-from tensordict.tensorclass.builder import ClassBuilder
+from tensordict.tensorclass.builder import ClassBuilder, api_members
 
 if sys.version_info >= (3, 11):
     from typing import dataclass_transform
@@ -132,5 +132,16 @@ class TensorClass(_TypedTensorClass):
             tensor_only=merged.get("tensor_only", False),
         ).build()
 
+
+def _give_base_api(base: type) -> None:
+    """Put the tensorclass API on ``base`` itself (where it defines no name of its own), so a
+    subclass method that overrides one reaches it with ``super()`` (``super().__getitem__(i)``),
+    as upstream. Each built subclass still gets its own copies (they are marked generated)."""
+    for name, value in api_members(base.__qualname__):
+        if name not in base.__dict__:
+            setattr(base, name, value)
+
+
+_give_base_api(TensorClass)
 
 __test__ = publish_as("tensordict.tensorclass", TensorClass)  # upstream's path; examples

@@ -135,3 +135,15 @@ def test_lazy_stack_of_members_naming_dims_differently_has_no_names_as_upstream(
     assert stack.unsqueeze(0).batch_size == (1, 2, 2, 3)  # (other operations still work)
     stack.names = ["s", "a", "b"]  # renaming them all makes them agree
     assert stack.names == ["s", "a", "b"] and unnamed.names == ["a", "b"]
+
+
+def test_empty_keeps_the_names_of_the_remaining_dims_and_applies_new_ones() -> None:
+    td = TensorDict({"a": torch.zeros(3, 4), "n": {"b": torch.zeros(3, 4, 2)}}, [3, 4])
+    td.names = ["p", "q"]
+    assert td.empty(batch_size=[3]).names == ["p"]
+    assert td.empty(batch_size=[5, 6]).names == ["p", "q"]
+    assert td.empty(batch_size=[3, 4, 5]).names == ["p", "q", None]
+    out = td.empty(recurse=True, names=["x", "y"])
+    assert out.names == ["x", "y"] and out.get("n").names == ["x", "y"]
+    with pytest.raises(ValueError, match="unique"):
+        td.empty(names=["x", "x"])

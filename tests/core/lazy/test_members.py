@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tensordict import LazyStackedTensorDict, TensorDict
+from tensordict import LazyStackedTensorDict, NonTensorData, TensorDict
 from tensordict.errors import (
     DeviceMismatchError,
     LockedError,
@@ -302,3 +302,63 @@ def test_feature_reductions_of_a_ragged_lazy_stack_go_member_by_member() -> None
     per_leaf = td.sum(dim="feature")
     assert isinstance(per_leaf, LazyStackedTensorDict)
     assert per_leaf["a"].tolist() == [[3, 5], [3, 5]]
+
+
+def _two_members_stack(dim: int) -> LazyStackedTensorDict:
+    a = TensorDict({"x": torch.zeros(3), "n": {"z": torch.zeros(3)}}, [3])
+    b = TensorDict({"x": torch.zeros(3), "n": {"z": torch.zeros(3)}, "y": torch.zeros(3, 2)}, [3])
+    return LazyStackedTensorDict(a, b, stack_dim=dim)
+
+
+@pytest.mark.parametrize(
+    ("dim", "batch_size", "members"),
+    [(0, [2, 3], (3,)), (0, [2], ()), (0, [2, 3, 4], (3, 4)), (1, [3, 2], (3,))],
+)
+def test_empty_with_a_batch_size_that_keeps_the_stack_dims_stays_a_lazy_stack(
+    dim: int, batch_size: list[int], members: tuple[int, ...]
+) -> None:
+    # TorchRL's step_mdp reads .stack_dim of what td.empty(batch_size=td.batch_size) returns
+    out = _two_members_stack(dim).empty(batch_size=batch_size, recurse=True)
+    assert isinstance(out, LazyStackedTensorDict) and out.stack_dim == dim
+    assert out.batch_size == torch.Size(batch_size)
+    assert [tuple(m.batch_size) for m in out.tensordicts] == [members, members]
+    assert list(out.keys(True)) == ["n"]
+
+
+@pytest.mark.parametrize(("dim", "batch_size"), [(0, [3]), (0, []), (1, [4, 2]), (1, [3])])
+def test_empty_with_a_batch_size_that_changes_the_stack_dims_is_dense(
+    dim: int, batch_size: list[int]
+) -> None:
+    out = _two_members_stack(dim).empty(batch_size=batch_size)
+    assert type(out) is TensorDict and out.batch_size == torch.Size(batch_size)
+
+
+def test_empty_passes_device_and_names_to_the_members() -> None:
+    out = _two_members_stack(0).empty(device="cpu", names=["s", "t"])
+    assert isinstance(out, LazyStackedTensorDict) and out.device == torch.device("cpu")
+    assert out.names == ["s", "t"] and out.tensordicts[0].names == ["t"]
+
+
+def _holding_a_ragged_stack() -> TensorDict:
+    a = TensorDict({"v": torch.zeros(2), "w": torch.zeros(1), "s": NonTensorData("a")}, [])
+    b = TensorDict({"v": torch.zeros(3), "w": torch.zeros(1), "s": NonTensorData("b")}, [])
+    return TensorDict({"lazy": LazyStackedTensorDict(a, b), "x": torch.zeros(2)}, [2])
+
+
+def test_select_into_a_nested_stack_whose_members_differ_in_shape() -> None:
+    # TorchRL's batched envs select ("lazy", "vector") keys of heterogeneous agents
+    td = _holding_a_ragged_stack()
+    out = td.select(("lazy", "v"), ("lazy", "w"), "x", ("lazy", "gone"), strict=False)
+    assert list(out.keys()) == ["lazy", "x"]
+    lazy = out.get("lazy")
+    assert isinstance(lazy, LazyStackedTensorDict) and sorted(lazy.keys()) == ["v", "w"]
+    assert lazy.tensordicts[1]["v"].shape == (3,)
+    with pytest.raises(KeyError):
+        td.select(("lazy", "gone"))
+
+
+def test_share_memory_of_a_tensordict_holding_a_ragged_stack() -> None:
+    td = _holding_a_ragged_stack().share_memory_()
+    assert td.is_locked and td.get("lazy")._is_shared
+    member = td.get("lazy").tensordicts[1]
+    assert member["v"].is_shared() and member.get("s").is_shared()

@@ -348,7 +348,21 @@ class TensorDictBase(
         """
         paths = [key_path(k) for k in keys]
         out = self.empty()
+        # paths into a nested lazy stack: the stack selects them, member by member
+        in_stacks: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
         for path in paths:
+            split = self._nested_stack_depth(path)
+            if split:
+                in_stacks.setdefault(path[:split], []).append(path[split:])
+        for path in paths:
+            prefix = next((p for p in in_stacks if path[: len(p)] == p), None)
+            if prefix is not None:
+                parent = out._selected_parent(self, prefix)
+                if parent._get_str(prefix[-1], None) is None:  # (first path into that stack)
+                    stack = self._get_path(prefix, _MISSING)
+                    chosen = stack.select(*in_stacks[prefix], strict=strict)
+                    parent._set_str(prefix[-1], chosen, validated=True)
+                continue
             value = self._get_path(path, _MISSING)
             if value is _MISSING:
                 if strict:
@@ -360,6 +374,21 @@ class TensorDictBase(
         if inplace:
             return self._replace_contents(out)
         return out
+
+    def _nested_stack_depth(self, path: tuple[str, ...]) -> int:
+        """How many parts of ``path`` lead to a nested lazy stack it goes into (0: none), so
+        ``select`` asks the stack for the rest (its members may hold leaves of different
+        shapes, which a read of the stacked leaf refuses; upstream selects there too)."""
+        node: Any = self
+        for depth, part in enumerate(path[:-1], 1):
+            node = node._get_str(part, None) if isinstance(node, TensorDictBase) else None
+            if getattr(type(node), "_is_tensorclass", False):
+                node = node._tensordict
+            if isinstance(node, factory.LazyStackedTensorDict):
+                return depth
+            if node is None:
+                return 0
+        return 0
 
     def _selected_parent(self, source: TensorDictBase, path: tuple[str, ...]) -> Any:
         """The tensordict of a selection (``self``) that holds ``path``'s last part; the nested
@@ -513,7 +542,15 @@ class TensorDictBase(
         """A tensordict of the same batch size and device with no entries (unlocked).
 
         With ``recurse=True`` the nested tensordicts are kept (empty), and so are the non-tensor
-        entries, as upstream (only tensors are left out).
+        entries, as upstream (only tensors are left out). A new ``batch_size`` keeps the names
+        of the dims that remain (by position); ``names`` renames the result (and, with
+        ``recurse=True``, the leading dims of the nested tensordicts, as the names setter does).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict({"a": torch.zeros(3, 4)}, [3, 4], names=["p", "q"])
+            >>> td.empty(batch_size=[3]).names, td.empty(names=["x", "y"]).names
+            (['p'], ['x', 'y'])
         """
         source: dict[str, Any] = {}
         if recurse:
@@ -523,9 +560,15 @@ class TensorDictBase(
                 elif is_non_tensor(value):
                     source[key] = value
         bs = self.batch_size if batch_size is None else as_size(batch_size)
-        out = self._new_dense(source, bs, self._names_or_none() if batch_size is None else None)
+        kept = self._names_or_none()
+        if kept is not None and batch_size is not None:  # the names of the dims that remain
+            kept = [*kept[: len(bs)], *[None] * (len(bs) - len(kept))]
+            kept = kept if any(n is not None for n in kept) else None
+        out = self._new_dense(source, bs, kept)
         if device is not _MISSING:
             out._device = torch.device(device) if device is not None else None
+        if names is not None:
+            out.names = list(names)
         return out  # type: ignore[no-any-return]
 
     def clone(self: T, recurse: bool = True, **kwargs: Any) -> T:

@@ -8,12 +8,33 @@ import contextlib
 from typing import Any, TypeVar
 
 from tensordict.core.collection import TensorCollection
-from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.core.nontensor.data import is_non_tensor
 
 __all__ = ["StorageMixin", "in_shared_memory", "keep_storage_flags"]
 
 T = TypeVar("T", bound="StorageMixin")
+
+
+def _share_entries(node: Any) -> None:
+    """Share the non-tensor entries under ``node`` (which marks them shared and locks them, as
+    upstream) and mark its nested tensordicts shared. A lazy stack is walked member by member:
+    its members may hold leaves of different shapes, which a read of the stacked leaf refuses."""
+    members = getattr(node, "tensordicts", None)
+    if members is not None and not is_non_tensor(node):
+        for member in members:
+            if isinstance(member, StorageMixin):
+                member._is_shared = True
+            _share_entries(member)
+        return
+    for _, value in node._own_items():
+        if is_non_tensor(value):
+            value.share_memory_()
+            continue
+        if isinstance(value, StorageMixin):
+            value._is_shared = True
+        inner = value._tensordict if getattr(type(value), "_is_tensorclass", False) else value
+        if isinstance(inner, TensorCollection):
+            _share_entries(inner)
 
 
 class StorageMixin(TensorCollection):
@@ -28,14 +49,8 @@ class StorageMixin(TensorCollection):
         td: Any = self
         for value in td._tensor_leaves():
             value.share_memory_()
-        for key in td.keys(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor):
-            entry = td._get_path(key if isinstance(key, tuple) else (key,), None)
-            if is_non_tensor(entry):
-                entry.share_memory_()  # marks it shared and locks it, as upstream
+        _share_entries(td)
         self._is_shared = True
-        for value in td.values(include_nested=True):
-            if isinstance(value, StorageMixin):
-                value._is_shared = True
         return td.lock_()  # type: ignore[no-any-return]
 
     @property

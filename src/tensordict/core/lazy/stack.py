@@ -538,9 +538,26 @@ class LazyStackedTensorDict(
         return LazyStackedTensorDict(*results, stack_dim=self.stack_dim)
 
     def empty(self, recurse: bool = False, **kwargs: Any) -> Any:
-        if kwargs:
+        """An empty stack of the members' empty tensordicts (as upstream), unless
+        ``batch_size`` changes the dims up to the stack dim: then a :class:`TensorDict`.
+
+        ``batch_size``, ``device`` and ``names`` go to the members without the stack dim
+        (``names[stack_dim]`` names the stack dim).
+        """
+        bs = kwargs.get("batch_size")
+        end = self.stack_dim + 1
+        if bs is not None and torch.Size(bs)[:end] != self.batch_size[:end]:
             return super().empty(recurse, **kwargs)
-        return self._restack([m.empty(recurse) for m in self.tensordicts])
+        member_kw = dict(kwargs)
+        if bs is not None:
+            member_kw["batch_size"] = [b for i, b in enumerate(bs) if i != self.stack_dim]
+        names = kwargs.get("names")
+        if names is not None:
+            member_kw["names"] = [n for i, n in enumerate(names) if i != self.stack_dim]
+        out = self._restack([m.empty(recurse, **member_kw) for m in self.tensordicts])
+        if names is not None:
+            out._stack_name = names[self.stack_dim] if len(names) > self.stack_dim else None
+        return out
 
     def _copy_structure(self, excluded: set[tuple[str, ...]], prefix: tuple[str, ...]) -> Any:
         members = [m._copy_structure(excluded, prefix) for m in self.tensordicts]
