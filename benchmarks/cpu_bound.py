@@ -51,7 +51,7 @@ from benchmarks.workloads import (
     transform_chunk,
 )
 from tensordict import TensorDict
-from tensordict.parallel.engine import usable_cpus
+from tensordict.parallel.startup import usable_cpus
 
 WORKERS = 2
 TARGET = "target >= 0.95x bare processes"

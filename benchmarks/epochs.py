@@ -28,7 +28,11 @@ chunks. Contenders, in turn ``repeat`` times, each sample the mean of ``epochs``
   done: the limit of two persistent processes on the machine of the run;
 - ``persistent limit + send``: the same, each result also sent back as it comes (pickled,
   one length-prefixed message per result through the pipe) and unpickled here: what
-  returning every result costs without an engine.
+  returning every result costs without an engine;
+- ``persistent limit + shm x4``: the same, each result copied into a slot of a ring the process
+  shares with this one, a 4-byte count through the pipe every 4 results (one wake-up of this
+  process per 4), each result copied out here into a new ``TensorDict``: the floor of returning
+  the results at all (:class:`ShmBatchEpochs`).
 
 Each sample also records the CPU time per chunk of this process (``time.process_time``) and of
 the workers (``/proc/PID/schedstat``): figures the load of a shared machine moves much less
@@ -37,11 +41,16 @@ than wall times. Target: WorkerPool >= 0.95x the persistent limit on both worklo
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import os
+import selectors
+import struct
 import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
@@ -264,11 +273,122 @@ class SendingEpochs(BareEpochs):
     send = True
 
 
+class ShmEpochs(BareEpochs):
+    """A bare variant that returns every result through shared memory: each process copies a
+    result's bytes into its own slot of a ring it shares with this process (one slot per chunk
+    of an epoch, so none is overwritten before it is read) and writes a 4-byte count to its pipe
+    every :attr:`batch` results (and at the end of the epoch); this process copies each result
+    out of its slot into a new tensor and wraps it in a ``TensorDict``. ``batch = 1``: a
+    notification, so a wake-up of this process, per result; more: one per ``batch`` results."""
+
+    batch = 1
+
+    def start(self) -> None:
+        probe = self.fn(self.td[: self.chunksize])
+        leaf = probe["y"]
+        self.leaf_shape, self.leaf_dtype = tuple(leaf.shape), leaf.dtype
+        self.slot = -(-leaf.numel() * leaf.element_size() // 4096) * 4096
+        self.nbytes = leaf.numel() * leaf.element_size()
+        per_worker = -(-self.chunks // WORKERS)
+        self.rings = [mmap.mmap(-1, per_worker * self.slot) for _ in range(WORKERS)]
+        n = self.td.batch_size[0]
+        starts = list(range(0, n, self.chunksize))
+        self.children = []
+        for wid in range(WORKERS):
+            go_r, go_w = os.pipe()
+            done_r, done_w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - runs in the child
+                code = 1
+                try:
+                    for _, other_go, other_done in self.children:
+                        os.close(other_go)
+                        os.close(other_done)
+                    os.close(go_w)
+                    os.close(done_r)
+                    torch.set_num_threads(1)
+                    ring = np.frombuffer(self.rings[wid], dtype=np.uint8)
+                    while os.read(go_r, 1):
+                        sent = 0
+                        for i, s in enumerate(starts[wid::WORKERS]):
+                            result = self.fn(self.td[s : s + self.chunksize])
+                            at = i * self.slot
+                            leaf = result["y"].reshape(-1).numpy().view(np.uint8)
+                            ring[at : at + self.nbytes] = leaf
+                            if (i + 1) % self.batch == 0:
+                                os.write(done_w, _COUNT.pack(i + 1))
+                                sent = i + 1
+                        count = len(starts[wid::WORKERS])
+                        if sent != count:
+                            os.write(done_w, _COUNT.pack(count))
+                        os.write(done_w, _COUNT.pack(_END))
+                    code = 0
+                finally:
+                    os._exit(code)
+            os.close(go_r)
+            os.close(done_w)
+            self.children.append((pid, go_w, done_r))
+
+    def epoch(self) -> None:
+        for _, go, _ in self.children:
+            os.write(go, b"g")
+        rings = {
+            done: np.frombuffer(self.rings[i], dtype=np.uint8)
+            for i, (_, _, done) in enumerate(self.children)
+        }
+        got = dict.fromkeys(rings, 0)
+        received = 0
+        with selectors.DefaultSelector() as selector:
+            for done in rings:
+                selector.register(done, selectors.EVENT_READ)
+            while selector.get_map():
+                for key, _ in selector.select():
+                    fd = key.fd
+                    data = os.read(fd, 4096)
+                    if not data:  # the process died (its error went to stderr)
+                        raise RuntimeError("a persistent benchmark process exited mid-epoch")
+                    for (count,) in _COUNT.iter_unpack(data):
+                        if count == _END:
+                            selector.unregister(fd)
+                            continue
+                        ring = rings[fd]
+                        for i in range(got[fd], count):
+                            out = torch.empty(self.leaf_shape, dtype=self.leaf_dtype)
+                            at = i * self.slot
+                            out.view(-1).numpy().view(np.uint8)[:] = ring[at : at + self.nbytes]
+                            TensorDict({"y": out}, batch_size=self.leaf_shape[:1])
+                            received += 1
+                        got[fd] = count
+        if received != self.chunks:
+            raise RuntimeError(f"the persistent processes returned {received} results")
+
+    def close(self) -> None:
+        super().close()
+        for ring in self.rings:
+            with contextlib.suppress(BufferError):  # still viewed (an error's traceback): GC'd
+                ring.close()
+
+
+class ShmBatchEpochs(ShmEpochs):
+    batch = 4
+
+
+_COUNT = struct.Struct("<I")
+_END = 0xFFFFFFFF
+
+#: a bare variant not in the suite's run (a wake-up of this process per result), for probes
+STEADY_VARIANTS: dict[str, type[Steady]] = {
+    "persistent limit + shm": ShmEpochs,
+}
+
+SHM_X4 = "persistent limit + shm x4"
+
 STEADY_CONTENDERS: dict[str, type[Steady]] = {
     "loop": LoopEpochs,
     "WorkerPool": PoolEpochs,
     "persistent limit": BareEpochs,
     "persistent limit + send": SendingEpochs,
+    "persistent limit + shm x4": ShmBatchEpochs,
 }
 
 
@@ -343,10 +463,10 @@ def _steady_rows(
     rows = []
     for contender, runs in samples.items():
         ratios = {}
-        for ref in ("loop", "persistent limit", "persistent limit + send"):
+        for ref in ("loop", "persistent limit", "persistent limit + send", SHM_X4):
             if contender != ref and (ref == "loop" or contender == "WorkerPool"):
                 ratios[ref] = pair_ratios(seconds[ref], seconds[contender])
-        if contender == "persistent limit + send":
+        if contender in ("persistent limit + send", SHM_X4):
             ratios["persistent limit"] = pair_ratios(
                 seconds["persistent limit"], seconds[contender]
             )

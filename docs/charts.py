@@ -59,6 +59,7 @@ LIMIT_COLOURS = {
     "persistent limit": "#2ca02c",
     "bare processes + send": "#2ca02c",
     "persistent limit + send": "#98df8a",
+    "persistent limit + shm x4": "#c7e9c0",
     "bare processes": "#98df8a",
 }
 HATCHED = {name for name in LIMIT_COLOURS if "limit" in name or name.startswith("bare")}

@@ -350,8 +350,15 @@ def test_steady_epochs_rows_compare_the_pool_with_both_persistent_limits(
         "WorkerPool",
         "persistent limit",
         "persistent limit + send",
+        "persistent limit + shm x4",
     ]
     pool = rows[1]
-    assert set(pool["ratios"]) == {"loop", "persistent limit", "persistent limit + send"}
+    assert set(pool["ratios"]) == {
+        "loop",
+        "persistent limit",
+        "persistent limit + send",
+        "persistent limit + shm x4",
+    }
+    assert set(rows[4]["ratios"]) == {"loop", "persistent limit"}
     assert pool["cpu_workers_us_per_chunk"]["median"] > 0
     assert rows[0]["cpu_workers_us_per_chunk"]["median"] == 0  # the loop has no workers

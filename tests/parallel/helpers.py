@@ -374,3 +374,48 @@ def reads_randomly(data):
             elif current and line.startswith("VmFlags:"):
                 flags.update(line.split()[1:])
     return data.empty().set("rr", torch.full(data.batch_size, "rr" in flags))
+
+
+HELD_FAIL_AT = 150
+
+
+def held_mixed(data):
+    """Results of every kind over consecutive chunks, decided by x: flat tensordicts small and
+    large (through a shared-memory segment), None, a bare tensor, a non-tensor leaf, another
+    layout."""
+    x = int(data["x"].reshape(-1)[0])
+    if x % 7 == 3:
+        return None
+    if x % 5 == 1:
+        return TensorDict({"z": torch.full((*data.batch_size, 2), x, dtype=torch.int16)}, [])
+    if x % 11 == 4:
+        return torch.full((3,), float(x))
+    if x % 13 == 2:
+        return TensorDict({"tag": NonTensorData(f"chunk {x}"), "y": data["x"] + 1}, [])
+    if x % 3 == 0:
+        return TensorDict({"big": torch.full((40_000,), float(x))}, [])  # 160 KiB: a segment
+    return data.empty().set("y", data["x"] + 1)
+
+
+def big_result(data):
+    """A 128 KiB result (through a shared-memory segment) filled with the chunk's x."""
+    x = float(data["x"].reshape(-1)[0])
+    return TensorDict({"y": torch.full((32_768,), x)}, [])
+
+
+def raise_at_held_fail(data):
+    if int(data["x"].reshape(-1)[0]) == HELD_FAIL_AT:
+        raise ValueError(f"bad chunk {HELD_FAIL_AT}")
+    return big_result(data)
+
+
+def sigkill_at_held_fail(data):
+    if int(data["x"].reshape(-1)[0]) == HELD_FAIL_AT:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return big_result(data)
+
+
+def lambda_at_held_fail(data):
+    if int(data["x"].reshape(-1)[0]) == HELD_FAIL_AT:
+        return return_lambda(data)
+    return big_result(data)

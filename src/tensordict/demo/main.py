@@ -28,7 +28,7 @@ from tensordict import TensorDict
 from tensordict.demo import dataset, report, stages
 from tensordict.demo.jobs import mean_std
 from tensordict.parallel import WorkerPool
-from tensordict.parallel.engine import usable_cpus
+from tensordict.parallel.startup import usable_cpus
 from tensordict.sizes import format_bytes, parse_size
 
 __all__ = ["Settings", "default_cache_dir", "main", "parse_args", "run"]

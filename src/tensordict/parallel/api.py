@@ -29,12 +29,13 @@ from tensordict.parallel.arguments import (
     check_generator,
     user_stacklevel,
 )
-from tensordict.parallel.engine import OwnPool, drive, start_method_context, usable_cpus
+from tensordict.parallel.engine import OwnPool, drive
 from tensordict.parallel.lifeline import check_can_start_workers
 from tensordict.parallel.out import check_out, check_slice, write_results
 from tensordict.parallel.persistent import WorkerPool
 from tensordict.parallel.plan import ChunkPlan, take
 from tensordict.parallel.readahead import ReadAhead
+from tensordict.parallel.startup import start_method_context, usable_cpus
 
 __all__ = ["MAX_WORKERS_PER_CPU", "map", "map_iter"]
 
@@ -333,12 +334,13 @@ def map_iter(
     ``shuffle=True``. At most ``2 * num_workers`` chunks are sent and not yet consumed (up to
     ``16 * num_workers`` while the results are small, under 64 KiB, and consumed less than 0.2 ms
     apart: tiny chunks then keep the workers busy on a loaded machine; ``256 * num_workers`` while
-    they are under 4 KiB, when workers send them several per message; one slow result shrinks
-    the window back). An exception in ``fn`` is re-raised here with the worker's traceback, at
-    its place in the order (the results before it are yielded first). A dead worker raises
-    :class:`~tensordict.errors.WorkerDiedError` at once, naming the first chunk it had not
-    delivered (results not yet yielded are dropped), and
-    closing the iterator stops the workers at once. Workers never outlive this process: they are
+    they are under 4 KiB, when workers send them several per message; ``12 * num_workers`` while
+    chunks take milliseconds and results are at most 1 MiB, sent up to 8 per message; one slow
+    result shrinks the window back). An exception in ``fn`` is re-raised here with the worker's
+    traceback, at its place in the order (the results before it are yielded first). A dead
+    worker raises :class:`~tensordict.errors.WorkerDiedError` at once, naming the first chunk it
+    had not delivered (results not yet yielded are dropped), and closing the iterator stops the
+    workers at once. Workers never outlive this process: they are
     stopped at interpreter exit, and killed if it is (see ``parallel.lifeline``).
 
     Args:

@@ -259,6 +259,32 @@ class Channel:
         self._outbox.append([memoryview(data), seg])
         self.flush()
 
+    def encode(self, obj: Any) -> tuple[bytes, _Segment | None]:
+        """One message's bytes (large buffers copied into a segment now), to send later with
+        :meth:`send_encoded`: the object itself need not be kept."""
+        return self._encode(obj, False)
+
+    def send_encoded(self, messages: list[tuple[bytes, _Segment | None]]) -> None:
+        """Send messages made by :meth:`encode`, in order, in one system call (blocking): the
+        descriptors of new segments travel with the first byte, in the order the receiver reads
+        them."""
+        if not messages:
+            return
+        data = b"".join([m[0] for m in messages])
+        segs = [m[1] for m in messages if m[1] is not None]
+        while not self.flush():  # bytes queued by a non-blocking send go first
+            select.select([], [self.sock], [])
+        view = memoryview(data)
+        if segs:
+            fds = array.array("i", [seg.fd for seg in segs])
+            sent = self.sock.sendmsg([view], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+            for seg in segs:
+                seg.delivered()
+        else:
+            sent = self.sock.send(view)
+        while sent < len(view):
+            sent += self.sock.send(view[sent:])
+
     def send_plain(self, obj: Any, *, block: bool = True) -> None:
         """Send an object that holds no tensors (task lists)."""
         self.send(obj, plain=True, block=block)

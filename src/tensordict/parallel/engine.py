@@ -6,13 +6,15 @@ Data flow (pool created by the call)::
     plan: chunk k -> index (slice | int | perm)   start: ignore SIGINT, close inherited parent ends,
     window: <= 2N chunks sent and not yet yielded        set threads, seed (base + id), set info
       (16N while results are small and fast,
-       256N while they travel several per message)
+       256N while they travel several per message,
+       12N while chunks of ms hold their answers)
        send [(k, index)] --- socketpair (Channel) -->  chunk = source[index] (source inherited
          or ("tiny", run of chunks)                     by fork, or mapped once from its files)
        select(channels + process sentinels) <------    ("ok", k, fn(chunk)) small inline,
                                                         large buffers through one memfd;
                                                         tiny chunks: several results at once
-                                                        (``coalesce``)
+                                                        (``coalesce``); chunks of ms: up to 8
+                                                        answers per message (``HeldAnswers``)
        reorder (unless shuffle) -> yield result k      ("err", k, exception, traceback text)
 
 A worker's sentinel becomes readable the moment it dies: its channel is drained (results it sent
@@ -39,7 +41,6 @@ queue, semaphore or named shared memory is created, so nothing else can leak.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing as mp
 import os
 import pickle
 import selectors
@@ -52,7 +53,7 @@ from typing import Any
 
 from tensordict.errors import WorkerDiedError
 from tensordict.parallel.channel import SPIN_SECONDS, Channel
-from tensordict.parallel.coalesce import BATCH_TAG, MAX_HELD
+from tensordict.parallel.coalesce import BATCH_TAG, HOLD_TAG, MAX_HELD
 from tensordict.parallel.lifeline import Lifeline, close_at_exit, sigint_held
 from tensordict.parallel.reaper import reap_later
 from tensordict.parallel.shm import STOCK
@@ -91,6 +92,18 @@ LARGE_RESULT_BYTES = 4 << 20
 WARM_PER_WORKER = 4
 #: tiny chunks are handed to a worker in runs this long, its results come back as many at once
 TINY_RUN = MAX_HELD
+#: results that come less than this far apart (moving average, all workers) and hold at most
+#: HOLD_BYTES may be held by their worker to travel several per message (``HeldAnswers``): a
+#: wake-up of the parent per result costs ~0.1-0.2 ms of a core the workers need
+HOLD_PACE_SECONDS = 5e-3
+HOLD_BYTES = 1 << 20
+#: chunks queued per worker while results are held (at most HOLD_DEPTH x HOLD_BYTES each)
+HOLD_DEPTH = 12
+#: results are held only while the parent mostly finds none ready when it waits (a moving
+#: average with this decay, above HOLD_STARVED: ~7 waits in a row from the start): a slow
+#: consumer, who finds results ready, keeps the window at 2 chunks per worker
+HOLD_DECAY = 0.9
+HOLD_STARVED = 0.5
 
 Event = tuple[Any, ...]
 
@@ -105,6 +118,13 @@ class Backend:
     #: set by :func:`drive` before each :meth:`submit`: the chunks not sent yet (a backend that
     #: hands out runs of chunks shortens them near the end, so that the workers finish together)
     left: int = 0
+    #: set by :func:`drive`: the moving average of the seconds between results
+    pace: float = 1.0
+
+    def hold_depth(self) -> int:
+        """Chunks per worker the backend queues now while chunks are not tiny (2: no deeper; more
+        while its workers hold results to send several at once)."""
+        return 2
 
     def tiny_depth(self) -> int:
         """Chunks per worker the backend queues now while chunks are tiny (2: no deeper)."""
@@ -169,14 +189,21 @@ def drive(
     last = 0.0
     while yielded < count:
         tiny = backend.tiny = pace <= TINY_CHUNK_SECONDS
+        backend.pace = pace
         limit, batch = window, shallow_batch
         if tiny:
             depth = backend.tiny_depth()
             if depth > 2:
                 limit = window * depth // 2
                 batch = max(1, min(max(backend.num_workers * 4, TINY_RUN), limit // 2))
+        else:
+            depth = backend.hold_depth()
+            if depth > 2:  # results held by the workers: refill a few chunks at a time
+                limit = window * depth // 2
+                batch = max(1, limit // 4)
+        batched = tiny or limit > window
         room = min(limit - in_flight, stop_at - next_k)
-        if room > 0 and (not tiny or room >= batch or next_k + room == stop_at or not in_flight):
+        if room > 0 and (not batched or room >= batch or next_k + room == stop_at or not in_flight):
             backend.left = stop_at - next_k
             taken = backend.submit(range(next_k, next_k + room), payload)
             next_k += taken
@@ -185,7 +212,7 @@ def drive(
         # result for large chunks, once a whole batch fits (or all that is left) for tiny ones.
         if next_k >= stop_at:
             refill_at = -1  # nothing left to send
-        elif tiny:
+        elif batched:
             refill_at = max(limit - batch, limit - (stop_at - next_k))
         else:
             refill_at = limit - 1
@@ -357,6 +384,11 @@ class OwnPool(Backend):
         self.small_results = False
         #: the last results came several per message (``coalesce``): deeper still
         self.batched_results = False
+        #: the last result held at most HOLD_BYTES: workers may hold such results (``holding``)
+        self.holdable_results = False
+        #: moving average of whether :meth:`wait` found nothing ready (1) or a result (0): the
+        #: workers, not the consumer, set the pace
+        self.starved = 0.0
         self.closed = False
         #: persistent pools: the current call's number, and its job message
         self.gen = 0
@@ -419,6 +451,7 @@ class OwnPool(Backend):
         # tiny chunks go to a worker in runs of consecutive chunks, whose results it may send
         # home together (see ``coalesce``)
         tiny = self.tiny and self.small_results
+        hold = not tiny and self.holding
         run = TINY_RUN if tiny else 1
         if tiny and self.left > 0:  # near the end, runs share what is left between the workers
             run = min(run, -(-self.left // self.num_workers))
@@ -426,13 +459,22 @@ class OwnPool(Backend):
         worker: _Worker | None = None
         streak = 0
         k, end = ks.start, ks.stop
+        # chunks one at a time, every worker started: chunk k goes to worker k % N when it has
+        # room and is not far busier than the others (a slow worker gets no more than its
+        # share), so that a persistent worker meets the same chunks in every epoch: the pages of
+        # a memory-mapped source it mapped in the last one (16 MiB met anew: ~1 ms of faults)
+        order = list(self.workers.values()) if run == 1 else []
+        if len(order) < self.num_workers:
+            order = []
         while k < end:
-            if worker is None or streak >= run or not self._has_room(worker, depth):
+            if order and self._preferred(order[k % len(order)], depth):
+                worker, streak = order[k % len(order)], 0
+            elif worker is None or streak >= run or not self._has_room(worker, depth):
                 worker, streak = self._least_busy(depth), 0
                 if (worker is None or worker.assigned) and len(self.workers) < self.num_workers:
                     # start (or replace, after max_tasks_per_child) a worker; send what is
                     # assigned first, so that the workers already running get going
-                    self._send(batches, tiny)
+                    self._send(batches, tiny, hold)
                     worker = self._start_worker()
             if worker is None:
                 break
@@ -445,10 +487,12 @@ class OwnPool(Backend):
             batches.setdefault(worker.id, []).extend([(i, payload(i)) for i in chunks])
             k += n
             streak += n
-        self._send(batches, tiny)
+        self._send(batches, tiny, hold)
         return k - ks.start
 
-    def _send(self, batches: dict[int, list[tuple[int, Any]]], tiny: bool = False) -> None:
+    def _send(
+        self, batches: dict[int, list[tuple[int, Any]]], tiny: bool = False, hold: bool = False
+    ) -> None:
         for wid, batch in batches.items():
             worker = self.workers[wid]
             if self.job_msg is not None and worker.job_gen != self.gen:
@@ -462,6 +506,9 @@ class OwnPool(Backend):
                 first, last = batch[0][0], batch[-1][0]
                 consecutive = last - first == len(batch) - 1
                 msg = ("tiny", range(first, last + 1) if plain and consecutive else batch)
+            elif hold:  # the worker may hold the answers to send several at once
+                worker.coalescing = True
+                msg = (HOLD_TAG, batch)
             # never blocks: a worker busy sending its own result cannot deadlock with us; a worker
             # that died meanwhile is reported through its sentinel
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
@@ -480,6 +527,20 @@ class OwnPool(Backend):
             self.selector.modify(worker.chan.sock, wanted, key.data)
             worker.watching_writes = pending
 
+    @property
+    def holding(self) -> bool:
+        """Whether workers may hold answers now (``HeldAnswers``): chunks that are not tiny but
+        come less than HOLD_PACE_SECONDS apart, with results of at most HOLD_BYTES."""
+        return (
+            self.starved >= HOLD_STARVED
+            and self.holdable_results
+            and not self.tiny
+            and self.pace <= HOLD_PACE_SECONDS
+        )
+
+    def hold_depth(self) -> int:
+        return HOLD_DEPTH if self.holding else 2
+
     def tiny_depth(self) -> int:
         if self.batched_results:
             return TINY_BATCH_DEPTH
@@ -489,7 +550,17 @@ class OwnPool(Backend):
         """Chunks a worker may hold now."""
         if self.tiny and self.small_results:
             return self.tiny_depth()
+        if self.holding:
+            return HOLD_DEPTH
         return 1 if self.large_results else self.depth
+
+    def _preferred(self, w: _Worker, depth: int) -> bool:
+        """Whether a chunk may go to its own worker ``w``: room, and at most half a queue more
+        than the least busy worker."""
+        if not self._has_room(w, depth):
+            return False
+        load = len(w.assigned) + w.stale - max(1, depth // 2)
+        return all(load <= len(o.assigned) + o.stale for o in self.workers.values())
 
     @staticmethod
     def _has_room(w: _Worker, depth: int) -> bool:
@@ -512,6 +583,10 @@ class OwnPool(Backend):
         # come further apart are rarely caught: spinning takes the core the workers need.
         spin = self.tiny and not self.batched_results
         events: list[Event] = self._spin() if spin else []
+        if not events:
+            for key, mask in self.selector.select(0):
+                self._handle(key, mask, events)
+            self.starved = HOLD_DECAY * self.starved + (0.0 if events else 1.0 - HOLD_DECAY)
         while not events:
             for key, mask in self.selector.select():
                 self._handle(key, mask, events)
@@ -559,8 +634,10 @@ class OwnPool(Backend):
                 worker.stale -= 1
                 events.append(("freed", worker.id))  # the worker has room again: submit
                 continue
-            self.large_results = worker.chan.last_oob_bytes >= LARGE_RESULT_BYTES
-            self.small_results = worker.chan.last_oob_bytes == 0
+            oob = worker.chan.last_oob_bytes
+            self.large_results = oob >= LARGE_RESULT_BYTES
+            self.small_results = oob == 0
+            self.holdable_results = oob <= HOLD_BYTES and msg[0] == "ok"
             self.batched_results = False
             k = msg[1]
             worker.assigned.remove(k)
@@ -623,8 +700,8 @@ class OwnPool(Backend):
             what = f"died while processing chunk {k}"
             if worker.coalescing:
                 what = (
-                    f"died before delivering chunk {k} (tiny chunks: a worker sends several "
-                    "results at once, so it may have finished that chunk)"
+                    f"died before delivering chunk {k} (a worker sends several results at "
+                    "once, so it may have finished that chunk)"
                 )
             raise WorkerDiedError(
                 f"worker {worker.id} (pid {pid}) {what}: it exited "
@@ -665,6 +742,8 @@ class OwnPool(Backend):
         self.job_msg = ("job", pickle.dumps(job, protocol=5))
         self.where_ran.clear()
         self.large_results = self.small_results = self.batched_results = False
+        self.holdable_results = False
+        self.starved = 0.0
         # notice deaths (and drop stale answers) now, not when a chunk is sent to a dead worker
         events: list[Event] = []
         for key, mask in self.selector.select(0):
@@ -723,23 +802,3 @@ class OwnPool(Backend):
             w.chan.close()
             w.close_process()
         self.selector.close()
-
-
-def start_method_context(method: str | None) -> Any:
-    """The multiprocessing context of ``method`` (None: the default start method)."""
-    if method is None:
-        method = mp.get_start_method(allow_none=False)
-    if method not in mp.get_all_start_methods():
-        raise ValueError(
-            f"mp_start_method={method!r} is not available here; choose one of "
-            f"{mp.get_all_start_methods()}."
-        )
-    return mp.get_context(method)
-
-
-def usable_cpus() -> int:
-    """The number of CPUs this process may run on (CPU affinity respected)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1

@@ -26,8 +26,9 @@ import torch
 
 from tensordict.errors import PoolBusyError, PoolClosedError
 from tensordict.parallel.arguments import capped_workers, check_count, check_generator
-from tensordict.parallel.engine import Backend, Event, OwnPool, start_method_context, usable_cpus
+from tensordict.parallel.engine import Backend, Event, OwnPool
 from tensordict.parallel.lifeline import check_can_start_workers
+from tensordict.parallel.startup import start_method_context, usable_cpus
 
 __all__ = ["WorkerPool"]
 
@@ -39,7 +40,8 @@ class WorkerPool:
     Workers start on the first call (one at a time, so the first chunk is not delayed) and run
     until :meth:`close` (or the end of a ``with`` block, or interpreter exit; they also die with
     this process however it dies). A call keeps every guarantee of the pool ``map_iter`` creates:
-    at most ``2 * num_workers`` chunks in flight (``16 *`` or ``256 *`` for tiny chunks), results
+    at most ``2 * num_workers`` chunks in flight (``16 *`` or ``256 *`` for tiny chunks, ``12 *``
+    for chunks of milliseconds with results of at most 1 MiB), results
     in order, an error in ``fn`` re-raised at its place with the worker's traceback, and
     :class:`~tensordict.errors.WorkerDiedError` the moment a worker dies holding a chunk. Ending
     a call early (``break``, an error, a dead worker) leaves the pool usable: the next call
@@ -193,8 +195,19 @@ class _Call(Backend):
     def tiny(self, value: bool) -> None:
         self.pool.tiny = value
 
+    @property  # type: ignore[override]
+    def pace(self) -> float:
+        return self.pool.pace
+
+    @pace.setter
+    def pace(self, value: float) -> None:
+        self.pool.pace = value
+
     def tiny_depth(self) -> int:
         return self.pool.tiny_depth()
+
+    def hold_depth(self) -> int:
+        return self.pool.hold_depth()
 
     def submit(self, ks: range, payload: Callable[[int], Any]) -> int:
         self._check_open()

@@ -99,7 +99,7 @@ class SegmentPool:
     def _collect_freed(self) -> None:
         # Results are mostly freed in the order they were sent: looking at the oldest few busy
         # segments finds the free ones without scanning everything a consumer still holds.
-        freed = [s for s in itertools.islice(self._busy.values(), _SCAN) if s.array[0] == _FREE]
+        freed = [s for s in itertools.islice(self._busy.values(), _SCAN) if s.view[0] == _FREE]
         for seg in freed:
             del self._busy[seg.id]
             self._free.append(seg)
@@ -119,7 +119,7 @@ class SegmentPool:
             if best.fresh:  # inherited: its pages exist, this process has not mapped them yet
                 map_pages(best.array)
                 best.fresh = False
-        best.array[0] = _BUSY
+        best.view[0] = _BUSY
         self._busy[best.id] = best
         return best
 

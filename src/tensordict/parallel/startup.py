@@ -46,6 +46,8 @@ __all__ = [
     "missing_main_hidden",
     "report_if_bootstrapping",
     "start_error",
+    "start_method_context",
+    "usable_cpus",
     "worker_name",
 ]
 
@@ -190,3 +192,23 @@ def start_error(
         chunk=None,
         pid=pid,
     )
+
+
+def start_method_context(method: str | None) -> Any:
+    """The multiprocessing context of ``method`` (None: the default start method)."""
+    if method is None:
+        method = mp.get_start_method(allow_none=False)
+    if method not in mp.get_all_start_methods():
+        raise ValueError(
+            f"mp_start_method={method!r} is not available here; choose one of "
+            f"{mp.get_all_start_methods()}."
+        )
+    return mp.get_context(method)
+
+
+def usable_cpus() -> int:
+    """The number of CPUs this process may run on (CPU affinity respected)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1

@@ -21,6 +21,7 @@ import signal
 import socket
 import time
 import traceback
+from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -30,7 +31,7 @@ import torch
 from tensordict.core.collection import TensorCollection
 from tensordict.errors import ChunkError, NotPicklableError, ResultTypeError
 from tensordict.parallel.channel import IDLE_SECONDS
-from tensordict.parallel.coalesce import FULL, Coalescer
+from tensordict.parallel.coalesce import FULL, HOLD_TAG, Coalescer, HeldAnswers
 from tensordict.parallel.lifeline import Lifeline
 from tensordict.parallel.out import write_result
 from tensordict.parallel.plan import take, take_run
@@ -374,38 +375,84 @@ def worker_main(
         chan.close()
         return
     held = Coalescer()
+    answers = HeldAnswers()
+    inbox: deque[Any] = deque()  # a message read ahead by ``_run_held``
     done = 0
     try:
         chan.send(STARTED, plain=True)
         while max_tasks is None or done < max_tasks:
             # results held back are sent before the worker waits: the parent needs them
-            tasks = chan.recv_nowait() if held else None
+            if inbox:
+                tasks = inbox.popleft()
+            else:
+                tasks = chan.recv_nowait() if held or answers else None
             if tasks is None:
-                if held:
-                    chan.send(held.take(), plain=True)
+                _flush(chan, held, answers)
                 started = time.perf_counter()
                 tasks = chan.recv(on_idle=trim, idle_seconds=trim.patience)
                 trim.waited(time.perf_counter() - started)
             if tasks.__class__ is tuple:
                 if tasks[0] == "job":  # a new call of a persistent pool
-                    if held:
-                        chan.send(held.take(), plain=True)
+                    _flush(chan, held, answers)
                     current = _next_job(tasks[1], base_seed)
+                elif tasks[0] == HOLD_TAG:  # results that may wait for the next ones
+                    _flush(chan, held, None)
+                    done += _run_held(chan, current, tasks[1], answers, inbox)
                 else:  # ("tiny", chunks): a run of tiny chunks, whose results may be held
+                    answers.send(chan)
                     done += _run_tiny(chan, current, tasks[1], held)
                 continue
-            if held:
-                chan.send(held.take(), plain=True)
+            _flush(chan, held, answers)
             for k, payload in tasks:
                 _send_answer(chan, k, _answer(current, k, payload))
                 done += 1
             del tasks, payload  # do not keep the last chunk alive while waiting for work
-        if held:  # max_tasks_per_child reached
-            chan.send(held.take(), plain=True)
+        _flush(chan, held, answers)  # max_tasks_per_child reached
     except (ChannelClosed, BrokenPipeError, ConnectionResetError):
         pass
     finally:
         chan.close()
+
+
+def _flush(chan: Any, held: Coalescer, answers: HeldAnswers | None) -> None:
+    """Send every result held back (tiny ones, then encoded answers): at most one kind is."""
+    if held:
+        chan.send(held.take(), plain=True)
+    if answers:
+        answers.send(chan)
+
+
+def _run_held(
+    chan: Any, run: Any, tasks: list[tuple[int, Any]], answers: HeldAnswers, inbox: deque[Any]
+) -> int:
+    """Run chunks whose answers may wait to travel with the next ones (``HeldAnswers``): each
+    result is encoded (copied) as its chunk ends, and the answers go when enough are held, or
+    before the worker starts its last chunk in hand (so that the parent, knowing, sends more
+    while it runs), or before another message; returns the chunks run."""
+    clock = time.perf_counter
+    last = len(tasks) - 1
+    for i, (k, payload) in enumerate(tasks):
+        if i == last and answers and not inbox:
+            ahead = chan.recv_nowait()
+            if ahead is None:
+                answers.send(chan)
+            else:  # more work in hand: the answers may wait
+                inbox.append(ahead)
+        answer = _answer(run, k, payload)
+        if answer[0] == "ok":
+            try:
+                encoded = chan.encode(answer)
+            except (BrokenPipeError, ConnectionResetError):
+                raise
+            except Exception:  # does not pickle: sent (as its error) on its own, below
+                pass
+            else:
+                if answers.add(encoded, clock()):
+                    answers.send(chan)
+                continue
+        answers.send(chan)
+        _send_answer(chan, k, answer)
+    return len(tasks)
 
 
 def _run_tiny(chan: Any, run: Any, tasks: Any, held: Coalescer) -> int:

@@ -1,0 +1,207 @@
+"""Chunks of milliseconds: workers hold answers back and send several per message.
+
+The unit tests drive :class:`~tensordict.parallel.coalesce.HeldAnswers` over a socket pair.
+The map_iter tests force the mode from the first result (thresholds changed in the parent, where
+they are read), so they do not depend on the speed of the machine; they count, in the parent,
+the task messages that allowed holding and the answers that came several per read.
+"""
+
+from __future__ import annotations
+
+import collections
+import socket
+
+import pytest
+import torch
+
+from tensordict import TensorDict
+from tensordict.errors import NotPicklableError, WorkerDiedError
+from tensordict.parallel import WorkerPool, coalesce, engine
+from tensordict.parallel.channel import Channel
+from tensordict.parallel.coalesce import HOLD_MAX, HeldAnswers
+from tests.parallel import helpers
+
+N = 300
+
+
+def big(x: float) -> TensorDict:
+    return TensorDict({"y": torch.full((32_768,), x)}, [])
+
+
+def test_held_answers_arrive_in_order_with_their_segments_in_one_read():
+    a, b = socket.socketpair()
+    sender, receiver = Channel(a), Channel(b)
+    held = HeldAnswers()
+    sent = [("ok", k, big(float(k)) if k % 2 else torch.arange(k)) for k in range(HOLD_MAX)]
+    flags = [held.add(sender.encode(msg), 0.0) for msg in sent]
+    assert flags == [False] * (HOLD_MAX - 1) + [True]  # full: send now
+    sent[1][2]["y"].zero_()  # encoded when held: later changes to the result do not travel
+    held.send(sender)
+    assert len(held) == 0
+    assert receiver.fill()
+    got = list(receiver.messages())
+    assert [m[1] for m in got] == list(range(HOLD_MAX))
+    for k, (_, _, value) in enumerate(got):
+        want = big(float(k))["y"] if k % 2 else torch.arange(k)
+        assert torch.equal(value["y"] if k % 2 else value, want)
+    sender.close()
+    receiver.close()
+
+
+def test_an_old_answer_asks_for_a_send():
+    held = HeldAnswers()
+    assert held.add((b"", None), 5.0) is False
+    assert held.add((b"", None), 5.0 + 2 * coalesce.HOLD_AGE_SECONDS) is True
+
+
+@pytest.fixture
+def always_held(monkeypatch):
+    """Held answers from the first result on; counts what the parent sends and receives."""
+    monkeypatch.setattr(engine, "HOLD_STARVED", 0.0)
+    monkeypatch.setattr(engine, "HOLD_PACE_SECONDS", 10.0)
+    monkeypatch.setattr(engine, "TINY_CHUNK_SECONDS", -1.0)  # never tiny
+    seen = {"hold_tasks": 0, "per_read": []}
+    send, collect = engine.OwnPool._send, engine.OwnPool._collect
+
+    def counting_send(self, batches, tiny=False, hold=False):
+        seen["hold_tasks"] += bool(hold and batches)
+        send(self, batches, tiny, hold)
+
+    def counting_collect(self, worker, events):
+        before = len(events)
+        collect(self, worker, events)
+        seen["per_read"].append(len(events) - before)
+
+    monkeypatch.setattr(engine.OwnPool, "_send", counting_send)
+    monkeypatch.setattr(engine.OwnPool, "_collect", counting_collect)
+    return seen
+
+
+def source(n: int = N) -> TensorDict:
+    return TensorDict({"x": torch.arange(float(n))}, [n])
+
+
+def run(fn, td=None, method="fork", **kw):
+    kw.setdefault("num_workers", 2)
+    kw.setdefault("chunksize", 1)
+    td = source() if td is None else td
+    return td.map_iter(fn, mp_start_method=method, generator=torch.Generator(), **kw)
+
+
+def same(a, b) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if set(a.keys()) != set(b.keys()) or a.batch_size != b.batch_size:
+        return False
+    keys = list(a.keys())  # (iterating a tensordict walks its batch dimension)
+    return all(
+        torch.equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k] for k in keys
+    )
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_results_of_every_kind_come_back_in_order_several_per_message(always_held, method):
+    td = source()
+    want = [helpers.held_mixed(td[k : k + 1]) for k in range(N)]
+    got = list(run(helpers.held_mixed, td=td, method=method))
+    assert len(got) == N
+    assert all(same(w, g) for w, g in zip(want, got))
+    assert always_held["hold_tasks"] > 0
+    assert max(always_held["per_read"]) > 1  # answers did travel together
+
+
+def test_results_the_caller_keeps_are_never_overwritten(always_held):
+    kept = list(run(helpers.big_result))  # 128 KiB each, through reused segments
+    assert [float(r["y"][0]) for r in kept] == [float(k) for k in range(N)]
+    assert all(bool((r["y"] == r["y"][0]).all()) for r in kept)
+    assert max(always_held["per_read"]) > 1
+
+
+def test_an_error_is_raised_at_its_place_after_every_result_before_it(always_held):
+    got = []
+    with pytest.raises(ValueError, match="bad chunk") as info:
+        for r in run(helpers.raise_at_held_fail):
+            got.append(float(r["y"][0]))
+    assert got == [float(k) for k in range(helpers.HELD_FAIL_AT)]
+    assert any(f"chunk {helpers.HELD_FAIL_AT}" in note for note in info.value.__notes__)
+
+
+def test_a_result_that_does_not_pickle_raises_at_its_place(always_held):
+    got = 0
+    with pytest.raises(NotPicklableError, match=f"chunk {helpers.HELD_FAIL_AT}"):
+        for _ in run(helpers.lambda_at_held_fail):
+            got += 1
+    assert got == helpers.HELD_FAIL_AT
+
+
+def test_a_worker_killed_with_answers_held_names_the_first_chunk_it_did_not_deliver(
+    always_held,
+):
+    got = []
+    with pytest.raises(WorkerDiedError, match="before delivering") as info:
+        for r in run(helpers.sigkill_at_held_fail):
+            got.append(float(r["y"][0]))
+    err = info.value
+    assert got == [float(k) for k in range(len(got))]
+    assert len(got) <= err.chunk <= helpers.HELD_FAIL_AT
+    assert err.exitcode == -9
+
+
+def test_a_worker_pool_holds_answers_across_calls_and_after_a_break(always_held):
+    td = source()
+    with WorkerPool(2, generator=torch.Generator(), mp_start_method="fork") as pool:
+        for _ in range(2):
+            got = [
+                float(r["y"][0]) for r in td.map_iter(helpers.big_result, chunksize=1, pool=pool)
+            ]
+            assert got == [float(k) for k in range(N)]
+        for _ in td.map_iter(helpers.big_result, chunksize=1, pool=pool):
+            break  # the chunks in flight finish in the background, their answers are dropped
+        got = [float(r["y"][0]) for r in td.map_iter(helpers.big_result, chunksize=1, pool=pool)]
+        assert got == [float(k) for k in range(N)]
+    assert always_held["hold_tasks"] > 0 and max(always_held["per_read"]) > 1
+
+
+# ---------------------------------------------------------------------- chunk k to worker k % N
+class _FakeChannel:
+    pending = False
+    sock = None
+
+    def __init__(self) -> None:
+        self.sent: list = []
+
+    def send(self, msg, plain=False, block=True) -> None:
+        self.sent.append(msg)
+
+
+class _FakeWorker:
+    def __init__(self, wid: int, busy: int) -> None:
+        self.id, self.quota, self.stale = wid, None, 0
+        self.assigned = collections.deque(range(-busy, 0))  # chunks of before
+        self.coalescing, self.job_gen, self.watching_writes = False, 0, False
+        self.chan = _FakeChannel()
+
+
+def assign(busy: list[int], chunks: range, depth: int) -> list[list[int]]:
+    """Which chunks a pool whose workers already hold ``busy`` chunks hands to each."""
+    import multiprocessing
+
+    pool = engine.OwnPool(multiprocessing.get_context("fork"), len(busy), None, 0, 1, None, depth)
+    try:
+        pool.workers = {i: _FakeWorker(i, b) for i, b in enumerate(busy)}
+        pool.submit(chunks, lambda k: None)
+        return [[k for batch in w.chan.sent for k, _ in batch] for w in pool.workers.values()]
+    finally:
+        pool.workers = {}
+        pool.close(abort=False)
+
+
+def test_chunk_k_goes_to_worker_k_mod_n_while_it_is_not_far_busier():
+    # worker 1 holds a chunk already: chunk 1 is still its own (the least busy rule would give
+    # it to worker 0, which then held as many)
+    assert assign([0, 1], range(2), depth=2) == [[0], [1]]
+    # worker 1 holds 3 of 4, more than half a queue beyond worker 0: chunk 1 goes to worker 0
+    assert assign([0, 3], range(1, 3), depth=4) == [[1, 2], []]
+    assert assign([0, 2], range(1, 3), depth=4) == [[2], [1]]
