@@ -63,9 +63,9 @@ def _read_all(arrays: list[np.ndarray]) -> float:
 def _forget_mappings() -> None:
     # The per-process mapping cache still holds the files this process just wrote; empty it so
     # that opening pays what a fresh process (a worker) pays, as numpy does.
-    from tensordict.memmap import tensor
+    from tensordict.memmap import mapping
 
-    tensor._cache.clear()
+    mapping._cache.clear()
 
 
 def _one_round(td: TensorDict, root: str) -> dict[str, float]:

@@ -14,7 +14,7 @@ import torch
 from tensordict import LazyStackedTensorDict, TensorDict
 from tensordict.errors import IncompleteMemmapError, MappingLimitError, MemmapFormatError
 from tensordict.memmap import format as fmt
-from tensordict.memmap import tensor as mmt
+from tensordict.memmap import mapping
 from tests.stress import FULL
 
 from . import writers
@@ -213,7 +213,7 @@ def test_bad_member_count_is_named(tmp_path: Path, count) -> None:
 
 # ====================================================================== item 11: map count
 def test_more_leaves_than_the_map_limit_is_refused_before_writing(tmp_path: Path, monkeypatch):
-    monkeypatch.setattr(mmt, "map_limit", lambda: mmt.maps_in_use() + 50)
+    monkeypatch.setattr(mapping, "map_limit", lambda: mapping.maps_in_use() + 50)
     td = TensorDict({f"k{i}": torch.zeros(2) for i in range(60)}, [2])
     with pytest.raises(MappingLimitError, match=r"vm\.max_map_count") as info:
         td.memmap(tmp_path / "p")
@@ -227,7 +227,7 @@ def test_more_leaves_than_the_kernel_maps_is_refused_before_writing(tmp_path: Pa
     # "cannot allocate memory"; planning them takes seconds, so make stress only
     if not FULL:
         pytest.skip("builds ~65,000 leaves: make stress only (the test above lowers the limit)")
-    n = mmt.map_limit() - mmt.maps_in_use() + 10
+    n = mapping.map_limit() - mapping.maps_in_use() + 10
     td = TensorDict({f"k{i}": torch.zeros(1) for i in range(n)}, [1])
     with pytest.raises(MappingLimitError, match=r"vm\.max_map_count") as info:
         td.memmap(tmp_path / "p")
@@ -237,7 +237,7 @@ def test_more_leaves_than_the_kernel_maps_is_refused_before_writing(tmp_path: Pa
 
 def test_loading_past_the_map_limit_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:
     TensorDict({f"k{i}": torch.zeros(2) for i in range(8)}, [2]).memmap(tmp_path / "p")
-    mmt._cache.clear()
+    mapping._cache.clear()
     real = torch.from_file
     calls = [0]
 
@@ -255,6 +255,6 @@ def test_loading_past_the_map_limit_is_a_clear_error(tmp_path: Path, monkeypatch
 
 
 def test_zero_sized_leaves_do_not_count_against_the_map_limit(tmp_path: Path, monkeypatch):
-    monkeypatch.setattr(mmt, "map_limit", lambda: mmt.maps_in_use() + 5)
+    monkeypatch.setattr(mapping, "map_limit", lambda: mapping.maps_in_use() + 5)
     td = TensorDict({f"k{i}": torch.zeros(2, 0) for i in range(60)}, [2])
     assert len(td.memmap(tmp_path / "p").keys()) == 60

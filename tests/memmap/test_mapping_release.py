@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from tensordict import MemoryMappedTensor, TensorDict
-from tensordict.memmap import tensor as mmt
+from tensordict.memmap import mapping
 
 from .fsutil import private_tmpfs
 
@@ -78,5 +78,7 @@ def test_cache_entries_of_released_mappings_are_dropped(tmp_path: Path) -> None:
     for i in range(10):
         MemoryMappedTensor.from_tensor(torch.zeros(4), filename=tmp_path / f"f{i}")
     gc.collect()
-    live = [k for k, (_, ref) in mmt._cache.items() if str(tmp_path) in k[0] and ref() is not None]
+    live = [
+        k for k, (_, ref) in mapping._cache.items() if str(tmp_path) in k[0] and ref() is not None
+    ]
     assert live == []

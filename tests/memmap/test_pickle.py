@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tensordict import LazyStackedTensorDict, MemoryMappedTensor, TensorDict
-from tensordict.memmap import tensor as mmt
+from tensordict.memmap import mapping
 
 from . import helpers
 
@@ -146,7 +146,7 @@ def test_worker_maps_a_file_once_for_all_chunks(small: TensorDict, method: str) 
 
 
 def test_unpickled_chunks_share_one_mapping_in_process(small: TensorDict) -> None:
-    mmt._cache.clear()
+    mapping._cache.clear()
     a, b = (pickle.loads(pickle.dumps(c)) for c in small.chunk(2))
     assert a["x"].untyped_storage().data_ptr() == b["x"].untyped_storage().data_ptr()
 
@@ -162,9 +162,9 @@ def test_mapping_cache_sees_a_file_replaced_by_another_process(tmp_path: Path) -
 
 
 def test_mapping_cache_is_bounded(tmp_path: Path) -> None:
-    for i in range(mmt._CACHE_SIZE + 8):
+    for i in range(mapping._CACHE_SIZE + 8):
         MemoryMappedTensor.from_tensor(torch.zeros(1), filename=tmp_path / f"f{i}")
-    assert len(mmt._cache) <= mmt._CACHE_SIZE
+    assert len(mapping._cache) <= mapping._CACHE_SIZE
 
 
 # ====================================================================== anonymous shared memory

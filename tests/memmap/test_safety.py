@@ -26,8 +26,7 @@ from tensordict.errors import (
     RawKeyPathError,
     UnsafeKeyError,
 )
-from tensordict.memmap import io
-from tensordict.memmap import tensor as mmt
+from tensordict.memmap import io, mapping
 
 from . import helpers, writers
 from .helpers import td_meta, write_array, write_json
@@ -115,7 +114,7 @@ def test_data_file_too_short_is_named(tmp_path: Path, size: int) -> None:
 def test_unpickling_a_view_of_a_deleted_file_names_it(tmp_path: Path) -> None:
     td = make().memmap(tmp_path)
     payload = pickle.dumps(td["e"][1:])
-    mmt._cache.clear()
+    mapping._cache.clear()
     os.unlink(tmp_path / "e.memmap")
     with pytest.raises(IncompleteMemmapError, match=r"e\.memmap"):
         pickle.loads(payload)
@@ -427,7 +426,7 @@ def test_read_only_directory_loads_read_only(read_only_save: Path) -> None:
 
 def test_shared_mapping_refused_falls_back_to_a_private_one(tmp_path: Path, monkeypatch):
     make().memmap(tmp_path)
-    mmt._cache.clear()
+    mapping._cache.clear()
     real = torch.from_file
     modes: list[bool] = []
 
@@ -441,7 +440,7 @@ def test_shared_mapping_refused_falls_back_to_a_private_one(tmp_path: Path, monk
     td = TensorDict.load_memmap(tmp_path)
     assert isinstance(td["a"], MemoryMappedTensor) and td["a"].sum().item() == 66.0
     assert modes.count(False) == 4
-    mmt._cache.clear()
+    mapping._cache.clear()
 
 
 def test_meta_json_written_is_valid_json_everywhere(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ import numpy as np
 
 from tensordict.errors import IncompleteMemmapError, MemmapFormatError
 from tensordict.memmap import format as fmt
-from tensordict.memmap.tensor import dtype_from_str
+from tensordict.memmap.mapping import dtype_from_str
 
 __all__ = ["EntryInfo", "describe"]
 

@@ -43,7 +43,7 @@ from tensordict.errors import (
 )
 from tensordict.memmap import archive as tdz
 from tensordict.memmap import format as fmt
-from tensordict.memmap import tensor as mmt
+from tensordict.memmap import mapping
 from tensordict.memmap import transaction as tx
 from tensordict.memmap.executor import shared_executor
 from tensordict.memmap.files import preallocate
@@ -145,7 +145,7 @@ def _check_target(root: str, real: str, existsok: bool) -> None:
 
 def _check_map_limit(plan: Plan) -> None:
     new = sum(1 for leaf in plan.leaves if leaf.nbytes)
-    limit, in_use = mmt.map_limit(), mmt.maps_in_use()
+    limit, in_use = mapping.map_limit(), mapping.maps_in_use()
     room = limit - in_use - _MAP_MARGIN
     if new and new > room:
         raise MappingLimitError(

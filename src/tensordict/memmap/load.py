@@ -40,8 +40,9 @@ from tensordict.errors import (
 from tensordict.memmap import archive as tdz
 from tensordict.memmap import format as fmt
 from tensordict.memmap import transaction as tx
+from tensordict.memmap.mapping import dtype_from_str
 from tensordict.memmap.nested import loaded_nested, nested_numel
-from tensordict.memmap.tensor import MemoryMappedTensor, dtype_from_str
+from tensordict.memmap.tensor import MemoryMappedTensor
 
 __all__ = ["load_memmap", "load_memmap_into"]
 

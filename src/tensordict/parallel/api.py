@@ -20,7 +20,8 @@ from tensordict.core.behaviour.storage import in_shared_memory
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import leaf_or_non_tensor
 from tensordict.errors import BatchSizeError, NotPicklableError
-from tensordict.memmap.tensor import MemoryMappedTensor, maps_current_file
+from tensordict.memmap.mapping import maps_current_file
+from tensordict.memmap.tensor import MemoryMappedTensor
 from tensordict.parallel.arguments import (
     MAX_WORKERS_PER_CPU,
     capped_workers,

@@ -338,3 +338,40 @@ def test_a_one_element_leaf_at_any_stride_consolidates_into_a_file(tmp_path) -> 
     td = TensorDict({"a": odd, "b": torch.ones(1)}, [1])
     out = td.consolidate(filename=tmp_path / "one.mmap")
     assert out.is_consolidated() and (out == td).all()
+
+
+def test_every_kind_of_leaf_is_copied_exactly_whichever_way_it_is_copied(tmp_path) -> None:
+    # small plain contiguous CPU leaves are copied in runs (one torch.cat each); the others one
+    # by one: a conjugate or negative view must be resolved, a transposed one gathered
+    from tensordict import MemoryMappedTensor
+    from tensordict.core.behaviour.consolidate import Layout
+
+    c = torch.arange(3.0).to(torch.complex64) * (1 + 2j)
+    leaves = {
+        "plain": torch.arange(5, dtype=torch.int16),  # 10 bytes: 6 of padding after it
+        "param": torch.nn.Parameter(torch.arange(3.0)),
+        "large": torch.arange(20_000.0),  # (over CAT_BYTES: copied on its own)
+        "memmap": MemoryMappedTensor.from_tensor(torch.arange(3.0), filename=tmp_path / "m"),
+        "conj": c.conj(),
+        "neg": torch._neg_view(torch.arange(3.0)),
+        "transposed": torch.arange(6.0).reshape(2, 3).t(),
+        "flags": torch.tensor([True, False, True]),
+        "grad": torch.ones(2, requires_grad=True),
+        "scalar": torch.tensor(7, dtype=torch.int8),
+    }
+    td = TensorDict(leaves, batch_size=[])
+    expected = {k: v.detach().resolve_conj().resolve_neg().clone() for k, v in leaves.items()}
+    layout = Layout(td)
+    storage = torch.full((layout.size,), 255, dtype=torch.uint8)  # (garbage in the padding)
+    for until in (1, 40, layout.size):  # in pieces, as a transfer fills it
+        layout.fill(storage, until)
+    pieces = layout.finish(storage)
+    whole = td.consolidate()
+    threaded = td.consolidate(num_threads=3)
+    assert torch.equal(storage, whole._consolidated["storage"])
+    assert torch.equal(storage, threaded._consolidated["storage"])
+    for got in (pieces, whole, threaded):
+        for key, value in expected.items():
+            assert got[key].dtype == value.dtype and torch.equal(got[key], value), key
+    plain = leaves["plain"].numel() * 2
+    assert storage[plain:8].eq(0).all(), "the padding bytes are zeros"
