@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from tensordict.core.behaviour.base import is_tensor_collection
-from tensordict.core.behaviour.combine import stack
+from tensordict.core.behaviour.combine import stack_or_lazy
 from tensordict.core.collection import publish_as
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, leaf_or_non_tensor, unravel_key
@@ -113,7 +113,7 @@ def maybe_dense_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None, **
     if all(isinstance(m, torch.Tensor) for m in members):
         return torch.stack(members, dim, out=out)
     if out is not None:
-        return stack(members, dim, out=out)
+        return stack_or_lazy(members, dim, out=out)
     return best_intention_stack(members, dim)  # dense where the members agree, lazy elsewhere
 
 
@@ -143,7 +143,7 @@ def dense_stack_tds(td_list: Sequence[Any] | LazyStackedTensorDict, dim: int | N
     dim = 0 if dim is None else dim
     first = members[0]
     if not isinstance(first, LazyStackedTensorDict):
-        return stack(members, dim)
+        return stack_or_lazy(members, dim)
     # members are lazy stacks: stack their own members first, then stack the results densely
     inner = first.stack_dim
     if any(
@@ -152,7 +152,7 @@ def dense_stack_tds(td_list: Sequence[Any] | LazyStackedTensorDict, dim: int | N
         or len(m.tensordicts) != len(first.tensordicts)
         for m in members
     ):
-        return stack([m.to_tensordict() for m in members], dim)
+        return stack_or_lazy([m.to_tensordict() for m in members], dim)
     new_dim = dim if dim >= 0 else dim + first.batch_dims + 1
     inner_dim = inner + 1 if new_dim <= inner else inner
     inner_stack_dim = new_dim if new_dim <= inner else new_dim - 1
@@ -160,7 +160,7 @@ def dense_stack_tds(td_list: Sequence[Any] | LazyStackedTensorDict, dim: int | N
         dense_stack_tds([m.tensordicts[i] for m in members], inner_stack_dim)
         for i in range(len(first.tensordicts))
     ]
-    return stack(columns, inner_dim)
+    return stack_or_lazy(columns, inner_dim)
 
 
 def make_tensordict(

@@ -15,7 +15,7 @@ from typing import Any
 import numpy.random  # noqa: F401  (imported here so that forked workers inherit it: ~10 ms each)
 import torch
 
-from tensordict.core.behaviour.combine import stack
+from tensordict.core.behaviour.combine import stack_or_lazy
 from tensordict.core.behaviour.storage import in_shared_memory
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import leaf_or_non_tensor
@@ -499,6 +499,6 @@ def map(
         return None
     if opts.plan.unbind:
         if isinstance(results[0], TensorCollection):
-            return stack(results, opts.dim)  # dense, or lazy when the results differ
+            return stack_or_lazy(results, opts.dim)  # dense, or lazy when the results differ
         return torch.stack(results, opts.dim)  # tensors and tensorclasses
     return torch.cat(results, opts.dim)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from tensordict.core.behaviour.combine import stack
+from tensordict.core.behaviour.combine import stack_or_lazy
 from tensordict.core.dense import TensorDict
 from tensordict.core.indexing import plan_index
 from tensordict.core.keys import leaf_or_non_tensor
@@ -274,7 +274,7 @@ class LazyStackedTensorDictStore(BackedTensorDict):
         return self.to_tensordict().get(key)  # type: ignore[no-any-return]
 
     def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
-        return stack(self._read_members(list(range(self._count))), self._stack_dim)
+        return stack_or_lazy(self._read_members(list(range(self._count))), self._stack_dim)
 
     def _index(self, index: Any) -> Any:
         if isinstance(index, int) and self._stack_dim == 0:
@@ -289,7 +289,7 @@ class LazyStackedTensorDictStore(BackedTensorDict):
         members = self._read_members([int(i) for i in picked.reshape(-1)])
         if picked.ndim == 0:
             return members[0][rest] if rest else members[0]
-        out = stack(members, 0)
+        out = stack_or_lazy(members, 0)
         return out[(slice(None),) + tuple(rest)] if rest else out
 
     def _stage_setitem_index(self, index: Any, value: Any) -> list[Callable[[], None]]:

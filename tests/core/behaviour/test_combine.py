@@ -7,8 +7,10 @@ from typing import Any
 import pytest
 import torch
 
+import tensordict
+import tensordict._torch_func
 from tensordict import LazyStackedTensorDict, NonTensorData, TensorDict, tensorclass
-from tensordict.errors import BatchSizeError, ShapeMismatchError
+from tensordict.errors import BatchSizeError, KeyMismatchError, ShapeMismatchError
 
 
 def make(offset: float = 0.0) -> TensorDict:
@@ -133,13 +135,97 @@ def test_stack_dim_out_of_range_raises() -> None:
         torch.stack([make(), make()], 3)
 
 
-def test_stack_with_different_keys_gives_lazy_stack() -> None:
-    out = torch.stack([make(), make().exclude("a")])
-    assert isinstance(out, LazyStackedTensorDict)
+# torch.stack refuses members that differ, as upstream (TorchRL's rollout reads these messages:
+# it matches their first words to explain which env output is at fault)
+KEYS_DIFFER = "The sets of keys in the tensordicts to stack are exclusive"
+SHAPES_DIFFER = "The shapes of the tensors to stack is incompatible"
 
 
-def test_stack_with_different_leaf_shapes_gives_lazy_stack() -> None:
-    out = torch.stack([TensorDict({"a": torch.zeros(3)}), TensorDict({"a": torch.zeros(4)})])
+@pytest.mark.parametrize(
+    "stack_fn",
+    [torch.stack, TensorDict.stack, tensordict.stack, tensordict._torch_func._stack],
+    ids=["torch.stack", "TensorDict.stack", "tensordict.stack", "_torch_func._stack"],
+)
+def test_stack_of_members_with_different_keys_raises_naming_them(stack_fn: Any) -> None:
+    with pytest.raises(KeyMismatchError, match=f"^{KEYS_DIFFER}") as info:
+        stack_fn([make(), make().exclude("a")], 0)
+    assert isinstance(info.value, RuntimeError)  # what upstream raises
+    assert "Member 1 lacks ['a']" in str(info.value)
+    assert "maybe_dense_stack" in str(info.value)
+
+
+def test_stack_of_members_whose_nested_keys_differ_raises() -> None:
+    other = make()
+    other["b", "d"] = torch.zeros(4, 3)
+    with pytest.raises(KeyMismatchError, match=f"^{KEYS_DIFFER}") as info:
+        torch.stack([make(), other], 1)
+    assert "has ['d']" in str(info.value)
+
+
+def test_stack_of_an_empty_nested_tensordict_and_none_raises() -> None:
+    with pytest.raises(KeyMismatchError, match=f"^{KEYS_DIFFER}"):
+        torch.stack([TensorDict(a=torch.zeros(1), s=TensorDict()), TensorDict(a=torch.zeros(1))])
+
+
+@pytest.mark.parametrize(
+    ("second", "shapes"),
+    [
+        (torch.zeros(4), "torch.Size([4]) vs torch.Size([3])"),
+        (TensorDict(x=torch.zeros(3)), "torch.Size([]) vs torch.Size([3])"),
+        (NonTensorData("s"), "torch.Size([]) vs torch.Size([3])"),
+    ],
+    ids=["tensor", "tensordict", "non-tensor"],
+)
+def test_stack_of_entries_of_different_shapes_raises_naming_the_key(
+    second: Any, shapes: str
+) -> None:
+    members = [TensorDict(n=TensorDict(a=torch.zeros(3))), TensorDict(n=TensorDict(a=second))]
+    with pytest.raises(ShapeMismatchError, match=f"^{SHAPES_DIFFER}") as info:
+        torch.stack(members)
+    assert f"{shapes} for key a" in str(info.value)
+
+
+def test_stack_of_lazy_stacks_stacks_member_by_member_and_refuses_members_that_differ() -> None:
+    a, c = make(), make().exclude("a")
+    mixed = LazyStackedTensorDict.lazy_stack([a, c])
+    out = torch.stack([mixed, mixed.clone()])
+    assert isinstance(out, LazyStackedTensorDict) and out.batch_size == torch.Size([2, 2, 4, 3])
+    swapped = LazyStackedTensorDict.lazy_stack([c, a])  # same common keys, members differ
+    with pytest.raises(KeyMismatchError, match=f"^{KEYS_DIFFER}"):
+        torch.stack([mixed, swapped])
+
+
+def test_stack_of_a_lazy_stack_and_a_dense_member_with_its_common_keys_is_dense() -> None:
+    mixed = LazyStackedTensorDict.lazy_stack([make(), make().exclude("a")])
+    dense = mixed.to_tensordict()
+    assert set(dense.keys()) == {"b", "n"}
+    out = torch.stack([mixed, dense])
+    assert isinstance(out, TensorDict) and out.batch_size == torch.Size([2, 2, 4, 3])
+
+
+def test_stack_of_tensorclasses_whose_fields_are_set_differently_raises() -> None:
+    @tensorclass
+    class Pair:
+        x: torch.Tensor
+        y: Any = None
+
+    with pytest.raises(KeyMismatchError, match=f"^{KEYS_DIFFER}"):
+        torch.stack([Pair(x=torch.zeros(2)), Pair(x=torch.zeros(2), y=torch.ones(2))])
+
+
+def test_lazy_stack_maybe_dense_stack_and_the_lenient_flag_stack_members_that_differ() -> None:
+    members = [make(), make().exclude("a")]
+    assert isinstance(LazyStackedTensorDict.lazy_stack(members), LazyStackedTensorDict)
+    assert isinstance(LazyStackedTensorDict.maybe_dense_stack(members), LazyStackedTensorDict)
+    lenient = tensordict._torch_func._stack(members, 0, maybe_dense_stack=True)
+    assert isinstance(lenient, LazyStackedTensorDict) and "a" in lenient.tensordicts[0]
+    shapes = [TensorDict({"a": torch.zeros(3)}), TensorDict({"a": torch.zeros(4)})]
+    assert isinstance(LazyStackedTensorDict.maybe_dense_stack(shapes), LazyStackedTensorDict)
+
+
+def test_stack_in_legacy_lazy_mode_stacks_members_that_differ_lazily() -> None:
+    with pytest.warns(DeprecationWarning), tensordict.set_lazy_legacy(True):
+        out = torch.stack([make(), make().exclude("a")])
     assert isinstance(out, LazyStackedTensorDict)
 
 

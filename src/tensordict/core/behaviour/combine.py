@@ -1,7 +1,8 @@
 """stack / cat / split / chunk / unbind, and the one ``__torch_function__`` dispatch table.
 
-``torch.stack(tds)`` gives a dense tensordict when every member has the same keys and leaf shapes,
-and a :class:`~tensordict.LazyStackedTensorDict` otherwise. ``split``/``chunk``/``unbind`` are
+``torch.stack(tds)`` gives a dense tensordict when every member has the same keys and leaf shapes
+and refuses members that differ, as upstream; the internal :func:`stack` gives a
+:class:`~tensordict.LazyStackedTensorDict` for those. ``split``/``chunk``/``unbind`` are
 slices of the source (views).
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
@@ -24,9 +25,17 @@ from tensordict.core.nontensor.combine import cat_non_tensor, stack_non_tensor
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.core.options import lazy_legacy
 from tensordict.core.unbatched import is_unbatched, stack_unbatched
-from tensordict.errors import BatchSizeError, DimIndexError, ShapeMismatchError
+from tensordict.errors import BatchSizeError, DimIndexError, KeyMismatchError, ShapeMismatchError
 
-__all__ = ["TORCH_FUNCTIONS", "CombineMixin", "cat", "run_higher_order_op", "stack", "where"]
+__all__ = [
+    "TORCH_FUNCTIONS",
+    "CombineMixin",
+    "cat",
+    "run_higher_order_op",
+    "stack",
+    "stack_or_lazy",
+    "where",
+]
 
 _MISSING: Any = object()
 
@@ -75,13 +84,14 @@ def _plain_same_shape(values: list[Any], shape: torch.Size) -> bool:
     return True
 
 
-def _dense_stack_source(tds: Sequence[Any], dim: int) -> dict[str, Any] | None:
-    """The stacked entries, or None when the members differ in keys or leaf shapes."""
+def _dense_stack_source(tds: Sequence[Any], dim: int, strict: bool) -> dict[str, Any] | None:
+    """The stacked entries, or None when the members differ in keys or leaf shapes (``strict``:
+    raise what ``torch.stack`` raises for them instead)."""
     first = tds[0]
     keys = first._own_keys()
     n = len(keys)
     if any(len(td._own_keys()) != n for td in tds[1:]):
-        return None
+        return _mismatch(strict, _refuse_keys, tds)
     source: dict[str, Any] = {}
     for key in keys:
         values = [td._get_str(key, _MISSING) for td in tds]
@@ -90,25 +100,29 @@ def _dense_stack_source(tds: Sequence[Any], dim: int) -> dict[str, Any] | None:
             source[key] = torch.stack(values, dim)  # the common case, checked without generators
             continue
         if any(v is _MISSING for v in values):
-            return None
+            return _mismatch(strict, _refuse_keys, tds)
         if is_unbatched(v0):
             bs = v0.batch_size
             source[key] = stack_unbatched(values, torch.Size([*bs[:dim], len(tds), *bs[dim:]]))
         elif isinstance(v0, torch.Tensor):
             shape = v0.shape
             if any(not isinstance(v, torch.Tensor) or v.shape != shape for v in values[1:]):
-                return None
+                return _mismatch(strict, _refuse_shapes, key, values)
             source[key] = torch.stack(values, dim)
         elif isinstance(v0, (NonTensorData, NonTensorStack)):
             if not all(isinstance(v, (NonTensorData, NonTensorStack)) for v in values):
-                return None
+                return _mismatch(strict, _refuse_shapes, key, values)
             source[key] = stack_non_tensor(values, dim)
         elif isinstance(v0, TensorCollection):
-            if any(type(v) is not type(v0) or v.batch_size != v0.batch_size for v in values[1:]):
-                return None
-            nested = stack(values, dim)
+            bs0 = v0.batch_size
+            if any(not isinstance(v, TensorCollection) or v.batch_size != bs0 for v in values):
+                return _mismatch(strict, _refuse_shapes, key, values)
+            if not strict and any(type(v) is not type(v0) for v in values[1:]):
+                return None  # (strict: a lazy stack beside a dense one is stacked key by key)
+            nested = stack_or_lazy(values, dim, strict=strict)
             if (
-                type(nested).__name__ == "LazyStackedTensorDict"
+                not strict
+                and type(nested).__name__ == "LazyStackedTensorDict"
                 and type(v0).__name__ != type(nested).__name__
             ):
                 return None
@@ -118,25 +132,74 @@ def _dense_stack_source(tds: Sequence[Any], dim: int) -> dict[str, Any] | None:
     return source
 
 
-def stack(
+def _mismatch(strict: bool, refuse: Callable[..., NoReturn], *args: Any) -> dict[str, Any] | None:
+    """Members that cannot be stacked densely: no dense source (a lazy stack), or ``refuse``
+    them (``strict``)."""
+    if strict:
+        refuse(*args)
+    return None
+
+
+#: upstream's first words for members whose keys differ (TorchRL's rollout matches them)
+_KEYS_DIFFER = "The sets of keys in the tensordicts to stack are exclusive."
+#: ... and for entries whose shapes differ
+_SHAPES_DIFFER = "The shapes of the tensors to stack is incompatible:"
+
+
+def _refuse_keys(tds: Sequence[Any]) -> NoReturn:
+    ref = set(tds[0]._own_keys())
+    i, other = next((i, k) for i, td in enumerate(tds) if (k := set(td._own_keys())) != ref)
+    differ = [
+        f"{what} {sorted(keys)}"
+        for what, keys in (("has", other - ref), ("lacks", ref - other))
+        if keys
+    ]
+    raise KeyMismatchError(
+        f"{_KEYS_DIFFER} Consider using `LazyStackedTensorDict.maybe_dense_stack` instead. "
+        f"Member {i} {' and '.join(differ)} compared with member 0 (at this level of nesting): "
+        "torch.stack needs the same keys in every member; LazyStackedTensorDict.lazy_stack / "
+        "maybe_dense_stack stack them as they are."
+    )
+
+
+def _refuse_shapes(key: str, values: list[Any]) -> NoReturn:
+    def shape(v: Any) -> Any:
+        return getattr(v, "shape", type(v).__name__)
+
+    s0, t0 = shape(values[0]), type(values[0])
+    i, v = next((i, v) for i, v in enumerate(values) if shape(v) != s0 or type(v) is not t0)
+    kinds = "" if shape(v) != s0 else f" ({t0.__name__} vs {type(v).__name__})"
+    raise ShapeMismatchError(
+        f"{_SHAPES_DIFFER} {shape(v)} vs {s0} for key {key}{kinds}. Member {i} holds the entry "
+        "with another shape (or kind) than member 0: torch.stack needs the same shapes; "
+        "LazyStackedTensorDict.lazy_stack / maybe_dense_stack stack them as they are."
+    )
+
+
+def stack_or_lazy(
     tds: Sequence[Any],
     dim: int = 0,
     *,
     out: Any = None,
     maybe_dense_stack: bool = True,
     contiguous: bool = False,
+    strict: bool = False,
     **kwargs: Any,
 ) -> Any:
-    """Stack tensordicts along a new batch dimension.
+    """Stack tensordicts along a new batch dimension, dense where they agree (the internal
+    stack; ``torch.stack`` is :func:`stack`, which refuses members that differ).
 
     Identical keys and leaf shapes give a dense :class:`~tensordict.TensorDict`; otherwise a
-    :class:`~tensordict.LazyStackedTensorDict`.
+    :class:`~tensordict.LazyStackedTensorDict`, unless ``strict``: then members whose (nested)
+    keys or leaf shapes differ are refused, as upstream's ``torch.stack`` refuses them.
 
     In upstream's legacy lazy mode (``set_lazy_legacy(True)``) the result is always lazy;
     ``contiguous=True`` makes it dense where it would be lazy.
 
     Raises:
-        ShapeMismatchError: the members have different batch sizes.
+        ShapeMismatchError: the members have different batch sizes (``strict``: or entries of
+            different shapes).
+        KeyMismatchError: ``strict`` and the members' keys differ.
 
     Examples:
         >>> import torch
@@ -166,15 +229,15 @@ def stack(
                 out[(slice(None),) * d + (i,)] = td
         return out
     if contiguous:
-        result = stack(tds, d)
+        result = stack_or_lazy(tds, d, strict=strict)
         return result.contiguous() if hasattr(result, "stack_dim") else result
     if lazy_legacy():
         return factory.LazyStackedTensorDict(*tds, stack_dim=d)
     if any(hasattr(td, "stack_dim") for td in tds):
-        lazy = factory.stack_lazy(tds, d)
+        lazy = factory.stack_lazy(tds, d, strict)
         if lazy is not None:  # lazy stacks of as many members: stacked member by member
             return lazy
-    source = _dense_stack_source(tds, d) if maybe_dense_stack else None
+    source = _dense_stack_source(tds, d, strict) if maybe_dense_stack or strict else None
     if source is None:
         return factory.LazyStackedTensorDict(*tds, stack_dim=d)
     new_bs = torch.Size([*bs[:d], len(tds), *bs[d:]])
@@ -184,6 +247,51 @@ def stack(
     result = tds[0]._new_dense(source, new_bs, names)
     result._device = _common_device(tds)
     return result
+
+
+def stack(
+    tds: Sequence[Any],
+    dim: int = 0,
+    *,
+    out: Any = None,
+    maybe_dense_stack: bool | None = None,
+    **kwargs: Any,
+) -> Any:
+    """``torch.stack`` / ``TensorDict.stack`` / ``tensordict.stack``: stack tensordicts that
+    agree along a new batch dimension, as upstream does.
+
+    The members must have the same (nested) keys and, entry by entry, the same shapes: the
+    result is a dense :class:`~tensordict.TensorDict`. Lazy stacks with the same stack dim and
+    member count are stacked member by member (the result stays lazy). Members that differ are
+    refused, as upstream refuses them: :meth:`~tensordict.LazyStackedTensorDict.lazy_stack` keeps
+    them apart and :meth:`~tensordict.LazyStackedTensorDict.maybe_dense_stack` stacks densely what
+    agrees (as
+    ``maybe_dense_stack=True`` does here). ``out=`` and upstream's legacy lazy mode stack as
+    they always did.
+
+    Raises:
+        KeyMismatchError: the members' keys differ (a ``RuntimeError`` and a ``KeyError``; the
+            message starts as upstream's).
+        ShapeMismatchError: the members' batch sizes, or the shapes of an entry, differ (a
+            ``RuntimeError``).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> a = TensorDict(obs=torch.zeros(3), reward=torch.ones(1))
+        >>> b = TensorDict(obs=torch.ones(3))
+        >>> try:
+        ...     torch.stack([a, b])
+        ... except RuntimeError as err:
+        ...     print(str(err).split(".")[0])
+        The sets of keys in the tensordicts to stack are exclusive
+        >>> type(torch.stack([b, b.clone()])).__name__
+        'TensorDict'
+        >>> type(TensorDict.maybe_dense_stack([a, b])).__name__
+        'LazyStackedTensorDict'
+    """
+    strict = not maybe_dense_stack
+    return stack_or_lazy(tds, dim, out=out, strict=strict, **kwargs)
 
 
 def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
@@ -391,8 +499,9 @@ class CombineMixin(TensorCollection):
 
     @classmethod
     def stack(cls, input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs: Any) -> Any:
-        """Stack tensordicts (see :func:`tensordict.core.behaviour.combine.stack`)."""
-        return stack(input, dim, out=out)
+        """Stack tensordicts that agree (see :func:`tensordict.stack`: members whose keys or entry
+        shapes differ are refused, as upstream)."""
+        return stack(input, dim, out=out, **kwargs)
 
     @classmethod
     def cat(cls, input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:

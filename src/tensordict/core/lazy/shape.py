@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from tensordict.core.behaviour.combine import cat, stack
+from tensordict.core.behaviour.combine import cat, stack_or_lazy
 from tensordict.core.behaviour.shape import _unsqueezed, _written_back, normalize_dim
 from tensordict.core.collection import TensorCollection as TensorDictBaseLike
 from tensordict.core.keys import leaf_or_non_tensor
@@ -314,15 +314,17 @@ def is_lazy(td: Any) -> bool:
     return hasattr(td, "stack_dim") and hasattr(td, "tensordicts")
 
 
-def stack_lazy(tds: Sequence[Any], dim: int) -> Any:
+def stack_lazy(tds: Sequence[Any], dim: int, strict: bool = False) -> Any:
     """``torch.stack`` of lazy stacks sharing a stack dim and a member count: a lazy stack whose
-    members stack the matching members (None when the inputs do not qualify)."""
+    members stack the matching members (None when the inputs do not qualify). ``strict``: the
+    matching members must agree as ``torch.stack`` demands (see :func:`stack`)."""
     sd = tds[0].stack_dim
     n = len(tds[0].tensordicts)
     if not all(is_lazy(td) and td.stack_dim == sd and len(td.tensordicts) == n for td in tds):
         return None
     member_dim = dim if dim <= sd else dim - 1
-    members = [stack([td.tensordicts[k] for td in tds], member_dim) for k in range(n)]
+    columns = [[td.tensordicts[k] for td in tds] for k in range(n)]
+    members = [stack_or_lazy(column, member_dim, strict=strict) for column in columns]
     return _new_stack(members, sd + 1 if dim <= sd else sd, None)
 
 
@@ -344,7 +346,7 @@ def maybe_dense_stack(tds: Sequence[Any], dim: int = 0) -> Any:
     """
     tds = list(tds)
     if getattr(type(tds[0]), "_is_tensorclass", False) or not tds:
-        return stack(tds, dim)
+        return stack_or_lazy(tds, dim)
     bs = tds[0].batch_size
     d = normalize_dim(dim, len(bs), bs, "stack", extra=1)
     if all(is_lazy(td) for td in tds):
@@ -353,7 +355,7 @@ def maybe_dense_stack(tds: Sequence[Any], dim: int = 0) -> Any:
     if any(set(td._own_keys()) != set(keys) for td in tds[1:]) or any(
         td.batch_size != bs for td in tds[1:]
     ):
-        return _new_stack(tds, d, None) if _all_same_bs(tds) else stack(tds, d)
+        return _new_stack(tds, d, None) if _all_same_bs(tds) else stack_or_lazy(tds, d)
     source: dict[str, Any] = {}
     for key in keys:
         values = [td._get_str(key, None) for td in tds]
@@ -362,7 +364,7 @@ def maybe_dense_stack(tds: Sequence[Any], dim: int = 0) -> Any:
         ):
             source[key] = maybe_dense_stack(values, d)
             continue
-        out = stack([td.select(key) for td in tds], d)
+        out = stack_or_lazy([td.select(key) for td in tds], d)
         if is_lazy(out):
             return _new_stack(tds, d, None)
         source[key] = out._get_str(key, None)

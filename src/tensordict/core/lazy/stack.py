@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from tensordict.core.behaviour.base import TensorDictBase
-from tensordict.core.behaviour.combine import stack
+from tensordict.core.behaviour.combine import stack_or_lazy
 from tensordict.core.behaviour.entries import inplace_value, locked_message
 from tensordict.core.behaviour.ops import _KEEP
 from tensordict.core.behaviour.ragged import LazyRaggedMixin
@@ -153,7 +153,7 @@ class LazyStackedTensorDict(
     ) -> Any:
         """Stack without copying (with ``out=``: write the members into ``out``)."""
         if out is not None:
-            return stack(input, dim, out=out)
+            return stack_or_lazy(input, dim, out=out)
         members = list(input)
         if members and getattr(type(members[0]), "_is_tensorclass", False):
             return type(members[0]).lazy_stack(members, dim)  # the tensorclass around the stack

@@ -21,7 +21,7 @@ import torch
 
 from tensordict.core import factory
 from tensordict.core.behaviour.base import is_tensor_collection
-from tensordict.core.behaviour.combine import stack
+from tensordict.core.behaviour.combine import stack_or_lazy
 from tensordict.core.collection import publish_as
 from tensordict.core.dense import TensorDict
 from tensordict.core.nontensor.data import NonTensorStack, is_non_tensor
@@ -189,7 +189,7 @@ def from_list(
         )
         for x in input
     ]
-    out = cls.lazy_stack(items, 0) if lazy else stack(items, 0)
+    out = cls.lazy_stack(items, 0) if lazy else stack_or_lazy(items, 0)
     if names is not None:
         out.names = names
     return out
