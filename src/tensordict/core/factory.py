@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # the names' types, for type checkers: at run time they bind 
     from tensordict.memmap.io import rewrite_saved_non_tensor  # noqa: F401
     from tensordict.nn.functional_modules import from_module  # noqa: F401
     from tensordict.tensorclass.attrs import TensorAttrs  # noqa: F401
+    from tensordict.tensorclass.forwarding import tensorclass_dispatch  # noqa: F401
 
 __all__ = ["Forward", "Ref", "bind_forwarded", "forward", "home"]
 
@@ -70,6 +71,7 @@ _HOMES = {
     "new_like_lazy": "tensordict.core.lazy.new_lazy",
     "from_module": "tensordict.nn.functional_modules",
     "TensorAttrs": "tensordict.tensorclass.attrs",
+    "tensorclass_dispatch": "tensordict.tensorclass.forwarding",
     "rewrite_saved_non_tensor": "tensordict.memmap.io",
     "from_pandas": "tensordict.formats.tables",
     "PersistentTensorDict": "tensordict.formats.persistent",

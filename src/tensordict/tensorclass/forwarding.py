@@ -300,6 +300,8 @@ def torch_function(
 
 
 def _dispatch(impl: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """``impl`` (a tensordict function) on the inner tensordicts of the tensorclass instances
+    among ``args`` and ``kwargs`` (lists of them too); a tensordict result re-wrapped."""
     template = _template(args)
     if template is None:
         template = _template(tuple(kwargs.values()))
@@ -308,6 +310,10 @@ def _dispatch(impl: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, A
     if out is not None and _is_tc(out) and result is out._tensordict:
         return out
     return result if template is None else wrap_result(template, result)
+
+
+#: the name core's late binding (``factory.tensorclass_dispatch``) reaches it by
+tensorclass_dispatch = _dispatch
 
 
 def stack(cls: type, input: Sequence[Any], dim: int = 0, *, out: Any = None, **kw: Any) -> Any:

@@ -436,3 +436,24 @@ def test_a_tensorclass_compares_equal_to_its_dict_and_tensordict_forms() -> None
     ).all()
     with pytest.raises(KeyMismatchError):
         _ = pair.inner == TensorDict({"x": torch.ones(4), "w": torch.ones(4)}, [4])
+
+
+@tensorclass
+class _Nest:
+    X: torch.Tensor
+    z: str
+    y: Any = None
+
+
+def test_maybe_dense_stack_of_tensorclasses_whose_shapes_differ_is_lazy_and_keeps_the_class():
+    # torch.stack refuses them (as upstream); maybe_dense_stack keeps the members apart
+    def make(last: int) -> _Nest:
+        inner = _Nest(X=torch.ones(3, 4, last), z="t", batch_size=[3, 4])
+        return _Nest(X=torch.ones(3, 4, last), z="t", y=inner, batch_size=[3, 4])
+
+    a, b = make(5), make(4)
+    out = LazyStackedTensorDict.maybe_dense_stack([a, b], 0)
+    assert type(out) is _Nest and type(out.y) is _Nest
+    assert out[0].X.shape == (3, 4, 5) and out[1].y.X.shape == (3, 4, 4)
+    with pytest.raises(RuntimeError):
+        torch.stack([a, b], 0)

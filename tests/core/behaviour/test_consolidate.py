@@ -358,6 +358,7 @@ def test_every_kind_of_leaf_is_copied_exactly_whichever_way_it_is_copied(tmp_pat
         "flags": torch.tensor([True, False, True]),
         "grad": torch.ones(2, requires_grad=True),
         "scalar": torch.tensor(7, dtype=torch.int8),
+        "one_at_stride_3": torch.arange(9).reshape(3, 3)[:1, 0],  # contiguous, stride 3
     }
     td = TensorDict(leaves, batch_size=[])
     expected = {k: v.detach().resolve_conj().resolve_neg().clone() for k, v in leaves.items()}

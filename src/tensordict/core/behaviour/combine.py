@@ -211,8 +211,9 @@ def stack_or_lazy(
     tds = list(tds)
     if not tds:
         raise ValueError("cannot stack an empty list of tensordicts.")
-    if getattr(type(tds[0]), "_is_tensorclass", False):  # stacks the inner tensordicts, re-wraps
-        return torch.stack(tds, dim, out=out)
+    if getattr(type(tds[0]), "_is_tensorclass", False):  # the inner tensordicts, re-wrapped
+        flags = {"maybe_dense_stack": maybe_dense_stack, "contiguous": contiguous, "strict": strict}
+        return factory.tensorclass_dispatch(stack_or_lazy, (tds, dim), {"out": out, **flags})
     _check_batch_sizes(tds, "stack")
     bs = tds[0].batch_size
     d = normalize_dim(dim, len(bs), bs, "stack", extra=1)

@@ -213,7 +213,9 @@ def _flat_bytes(part: torch.Tensor) -> torch.Tensor | None:
     plain = type(t) is torch.Tensor and t.layout is torch.strided and t.device.type == "cpu"
     if not plain or _nbytes(t) > CAT_BYTES or t.is_quantized or t.is_conj() or t.is_neg():
         return None
-    return t.reshape(-1).view(torch.uint8) if t.is_contiguous() else None
+    flat = t.reshape(-1) if t.is_contiguous() else None
+    # (one element at a stride other than 1 is contiguous to torch, but views as bytes only at 1)
+    return flat.view(torch.uint8) if flat is not None and flat.stride(0) == 1 else None
 
 
 #: the padding between two tensors (fewer than ``_ALIGN`` bytes), as :func:`_copy_run` cats it
