@@ -367,6 +367,9 @@ class TensorDictBase(
             if value is _MISSING:
                 if strict:
                     raise self._missing_key(unravel_key(path))
+                depth = self._collection_depth(path)
+                if depth:  # (as upstream: the tensordicts on the way are kept, maybe empty)
+                    out._selected_parent(self, path[: depth + 1])
                 continue
             parent = out._selected_parent(self, path)
             if parent._get_str(path[-1], None) is None:
@@ -389,6 +392,17 @@ class TensorDictBase(
             if node is None:
                 return 0
         return 0
+
+    def _collection_depth(self, path: tuple[str, ...]) -> int:
+        """How many leading parts of ``path`` name nested tensordicts (or tensorclasses)."""
+        node: Any = self
+        for depth, part in enumerate(path[:-1]):
+            node = node._get_str(part, None) if isinstance(node, TensorDictBase) else None
+            if getattr(type(node), "_is_tensorclass", False):
+                node = node._tensordict
+            if not isinstance(node, TensorDictBase):
+                return depth
+        return len(path) - 1
 
     def _selected_parent(self, source: TensorDictBase, path: tuple[str, ...]) -> Any:
         """The tensordict of a selection (``self``) that holds ``path``'s last part; the nested
