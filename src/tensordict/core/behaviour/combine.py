@@ -225,8 +225,9 @@ def stack_or_lazy(
                 f"out.batch_size={out.batch_size} and batch_size={stacked}. Give an out= of the "
                 "stacked batch size (nothing was written)."
             )
-        with out_writes("stack", out, tds):
-            for i, td in enumerate(tds):
+        members = _only_keys_of(out, tds)
+        with out_writes("stack", out, members):
+            for i, td in enumerate(members):
                 out[(slice(None),) * d + (i,)] = td
         return out
     if contiguous:
@@ -250,14 +251,22 @@ def stack_or_lazy(
     return result
 
 
-def stack(
-    tds: Sequence[Any],
-    dim: int = 0,
-    *,
-    out: Any = None,
-    maybe_dense_stack: bool | None = None,
-    **kwargs: Any,
-) -> Any:
+def _only_keys_of(out: Any, tds: list[Any]) -> list[Any]:
+    """The members restricted to the entries ``out`` holds (as upstream, ``stack(out=)`` writes
+    those only: the members' other keys are left out, ``out``'s other keys left alone)."""
+    target = out._tensordict if getattr(type(out), "_is_tensorclass", False) else out
+    keys = set(target.keys(True, True, is_leaf=leaf_or_non_tensor))
+    restricted = []
+    for td in tds:
+        inner = td._tensordict if getattr(type(td), "_is_tensorclass", False) else td
+        if set(inner.keys(True, True, is_leaf=leaf_or_non_tensor)) <= keys:
+            restricted.append(td)
+        else:
+            restricted.append(inner.select(*keys, strict=False))
+    return restricted
+
+
+def stack(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     """``torch.stack`` / ``TensorDict.stack`` / ``tensordict.stack``: stack tensordicts that
     agree along a new batch dimension, as upstream does.
 
@@ -266,9 +275,8 @@ def stack(
     member count are stacked member by member (the result stays lazy). Members that differ are
     refused, as upstream refuses them: :meth:`~tensordict.LazyStackedTensorDict.lazy_stack` keeps
     them apart and :meth:`~tensordict.LazyStackedTensorDict.maybe_dense_stack` stacks densely what
-    agrees (as
-    ``maybe_dense_stack=True`` does here). ``out=`` and upstream's legacy lazy mode stack as
-    they always did.
+    agrees. With ``out=``, the stack is written into ``out``, its keys only (as upstream: the
+    members' other keys are left out, ``out``'s other keys left alone).
 
     Raises:
         KeyMismatchError: the members' keys differ (a ``RuntimeError`` and a ``KeyError``; the
@@ -291,8 +299,7 @@ def stack(
         >>> type(TensorDict.maybe_dense_stack([a, b])).__name__
         'LazyStackedTensorDict'
     """
-    strict = not maybe_dense_stack
-    return stack_or_lazy(tds, dim, out=out, strict=strict, **kwargs)
+    return stack_or_lazy(input, dim, out=out, strict=True)
 
 
 def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
@@ -499,10 +506,10 @@ class CombineMixin(TensorCollection):
         return _pass_lock(self, tuple(self._index(prefix + (i,)) for i in range(n)))
 
     @classmethod
-    def stack(cls, input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs: Any) -> Any:
+    def stack(cls, input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
         """Stack tensordicts that agree (see :func:`tensordict.stack`: members whose keys or entry
         shapes differ are refused, as upstream)."""
-        return stack(input, dim, out=out, **kwargs)
+        return stack(input, dim, out=out)
 
     @classmethod
     def cat(cls, input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
@@ -510,16 +517,20 @@ class CombineMixin(TensorCollection):
         return cat(input, dim, out=out)
 
     @classmethod
-    def lazy_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
-        """Stack without copying: a :class:`~tensordict.LazyStackedTensorDict`
-        (``strict_shape=True`` refuses members of different batch sizes)."""
-        return factory.LazyStackedTensorDict.lazy_stack(input, dim, **kwargs)
+    def lazy_stack(
+        cls, input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs: Any
+    ) -> Any:
+        """Stack without copying: a :class:`~tensordict.LazyStackedTensorDict` (the options of
+        :meth:`LazyStackedTensorDict.lazy_stack <tensordict.LazyStackedTensorDict.lazy_stack>`)."""
+        return factory.LazyStackedTensorDict.lazy_stack(input, dim, out=out, **kwargs)
 
     @classmethod
-    def maybe_dense_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
+    def maybe_dense_stack(
+        cls, input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs: Any
+    ) -> Any:
         """Dense where the members agree, lazy where they differ (see
         :func:`tensordict.maybe_dense_stack`)."""
-        return factory.maybe_dense_stack(input, dim)
+        return factory.LazyStackedTensorDict.maybe_dense_stack(input, dim, out=out, **kwargs)
 
     @classmethod
     def __torch_function__(
