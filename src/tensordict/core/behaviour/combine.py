@@ -31,6 +31,8 @@ __all__ = [
     "TORCH_FUNCTIONS",
     "CombineMixin",
     "cat",
+    "private_cat",
+    "private_stack",
     "run_higher_order_op",
     "stack",
     "stack_or_lazy",
@@ -302,7 +304,41 @@ def stack(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     return stack_or_lazy(input, dim, out=out, strict=True)
 
 
-def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
+def private_stack(
+    list_of_tensordicts: Sequence[Any],
+    dim: int = 0,
+    device: Any = None,
+    out: Any = None,
+    strict: bool = False,
+    contiguous: bool = False,
+    maybe_dense_stack: bool | None = None,
+) -> Any:
+    """Upstream's private stack: ``torch.stack``'s rules (members that differ are refused)
+    unless ``maybe_dense_stack``, which stacks them lazily; ``contiguous`` makes a lazy result
+    dense; ``device`` moves the result. ``strict`` is accepted as upstream accepts it.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> a, b = TensorDict(x=torch.zeros(2)), TensorDict(y=torch.zeros(2))
+        >>> type(private_stack([a, b], maybe_dense_stack=True)).__name__
+        'LazyStackedTensorDict'
+    """
+    result = stack_or_lazy(
+        list_of_tensordicts, dim, out=out, strict=not maybe_dense_stack, contiguous=contiguous
+    )
+    return result if device is None else result.to(device)
+
+
+def private_cat(
+    list_of_tensordicts: Sequence[Any], dim: int = 0, device: Any = None, out: Any = None
+) -> Any:
+    """Upstream's private cat: ``torch.cat`` of tensordicts, then moved to ``device``."""
+    result = cat(list_of_tensordicts, dim, out=out)
+    return result if device is None else result.to(device)
+
+
+def cat(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     """Concatenate tensordicts along an existing batch dimension.
 
     Raises:
@@ -315,7 +351,7 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
         >>> torch.cat([td[:1], td[1:]], 0)["a"]
         tensor([0, 1, 2])
     """
-    tds = list(tds)
+    tds = list(input)
     if not tds:
         raise ValueError("cannot concatenate an empty list of tensordicts.")
     if getattr(type(tds[0]), "_is_tensorclass", False):  # concatenates the inner tensordicts
