@@ -111,11 +111,21 @@ def _size_arg(size: tuple[Any, ...]) -> torch.Size:
     return torch.Size(size)
 
 
-def _add_missing_non_tensor(result: Any, other: Any) -> None:
+def _add_missing_non_tensor(result: Any, other: Any, cond: torch.Tensor) -> None:
+    """The non-tensor entries of ``where(cond, self, other)``: those only ``other`` holds come
+    along; those both sides hold are picked element by element (a :class:`NonTensorStack`),
+    as upstream."""
     other_td = other._tensordict if getattr(type(other), "_is_tensorclass", False) else other
     for key, value in other_td.items(True, True, is_leaf=leaf_or_non_tensor):
-        if is_non_tensor(value) and result.get(key, None) is None:
+        if not is_non_tensor(value):
+            continue
+        mine = result.get(key, None)
+        if mine is None:
             result.set(key, value)
+        elif is_non_tensor(mine):
+            bs = mine.batch_size
+            mask = cond.reshape(*cond.shape, *[1] * (len(bs) - cond.ndim)).expand(bs)
+            result.set(key, mine.maybe_to_stack().where(mask, value))
 
 
 class TensorMethodsMixin(TensorCollection):
@@ -219,7 +229,7 @@ class TensorMethodsMixin(TensorCollection):
         if not others:  # (as upstream: a tensordict `other` gives an unlocked result)
             result = keep_lock_of(self, result)
         else:  # non-tensor entries only ``other`` holds come along, as upstream
-            _add_missing_non_tensor(result, other)
+            _add_missing_non_tensor(result, other, cond)
         if out is not None:  # (as upstream: out's leaves are replaced, not written into)
             return out.update(result)  # type: ignore[no-any-return]
         return result  # type: ignore[no-any-return]
