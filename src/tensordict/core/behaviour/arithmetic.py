@@ -499,6 +499,10 @@ def _clamp_max_(x: torch.Tensor, y: Any) -> torch.Tensor:
     return x.clamp_(max=y)
 
 
+def _same(value: Any, *others: Any) -> Any:
+    return value
+
+
 def pad_missing(td: Any, other: Any, pad: Any, what: str) -> tuple[Any, Any]:
     """``td`` and ``other`` with the same tensor entries: those one side lacks are filled with
     ``pad`` (shaped like the other side's entry), or, with ``"intersection"``, dropped."""
@@ -525,7 +529,9 @@ def pad_missing(td: Any, other: Any, pad: Any, what: str) -> tuple[Any, Any]:
         return td.select(*common), other.select(*common)
     sides = []
     for own, more in ((td, theirs.keys() - mine.keys()), (other, mine.keys() - theirs.keys())):
-        copy = own._apply_leaves(lambda x: x, batch_size=own.batch_size, nested_extra=True)
+        copy = own._apply_leaves(  # (non-tensor entries as they are: stacks of objects too)
+            lambda x: x, batch_size=own.batch_size, nested_extra=True, non_tensor_fn=_same
+        )
         for key in more:
             source = theirs[key] if own is td else mine[key]
             copy.set(

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import torch
 
 from tensordict.core import factory
-from tensordict.core.behaviour.arithmetic import pad_missing
+from tensordict.core.behaviour.arithmetic import _same, pad_missing
 from tensordict.core.behaviour.autograd import backward, grad_of
 from tensordict.core.behaviour.ops import _is_collection, keep_lock_of
 from tensordict.core.behaviour.shape import normalize_dim
@@ -225,6 +225,8 @@ class TensorMethodsMixin(TensorCollection):
             batch_size=base.batch_size,
             names=base._names_or_none(),
             nested_extra=True,
+            non_tensor_fn=_same,  # (stacks of objects kept: picked below)
+            default=None,  # (a non-tensor entry may be on one side only)
         )
         if not others:  # (as upstream: a tensordict `other` gives an unlocked result)
             result = keep_lock_of(self, result)
