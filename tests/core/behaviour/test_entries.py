@@ -637,3 +637,24 @@ def test_update_and_update_take_entries_as_keywords() -> None:
     with pytest.raises(KeyError, match="was not found"):
         td.update_(c=torch.ones(3))
     assert td.update() is td
+
+
+def test_select_and_exclude_inside_a_nested_tensorclass_keep_its_class() -> None:
+    from tensordict import tensorclass
+
+    @tensorclass
+    class Obs:
+        text: str
+        value: torch.Tensor
+
+    td = TensorDict(tc=Obs("0", torch.zeros(())), observation=torch.zeros(1))
+    both = td.select(("tc", "text"), ("tc", "value"), "observation")
+    assert type(both.get("tc")) is Obs and both.get("tc").text == "0"
+    one = td.select(("tc", "value"))
+    assert type(one.get("tc")) is Obs and one.get("tc").text is None
+    assert one.get("tc").value is td.get("tc").value
+    missing = td.select(("tc", "nope"), strict=False)
+    assert type(missing.get("tc")) is Obs and missing.get("tc").value is None
+    excluded = td.exclude(("tc", "text"))
+    assert type(excluded.get("tc")) is Obs and excluded.get("tc").text is None
+    assert td.get("tc").text == "0"  # (the source keeps its fields)

@@ -379,14 +379,15 @@ class TensorDictBase(
         return out
 
     def _nested_stack_depth(self, path: tuple[str, ...]) -> int:
-        """How many parts of ``path`` lead to a nested lazy stack it goes into (0: none), so
-        ``select`` asks the stack for the rest (its members may hold leaves of different
-        shapes, which a read of the stacked leaf refuses; upstream selects there too)."""
+        """How many parts of ``path`` lead to a nested lazy stack or tensorclass it goes into
+        (0: none), so ``select`` asks it for the rest (a stack's members may hold leaves of
+        different shapes, which a read of the stacked leaf refuses; a tensorclass keeps its
+        class, its other fields None; upstream selects there too)."""
         node: Any = self
         for depth, part in enumerate(path[:-1], 1):
             node = node._get_str(part, None) if isinstance(node, TensorDictBase) else None
             if getattr(type(node), "_is_tensorclass", False):
-                node = node._tensordict
+                return depth  # (so is a tensorclass: the result keeps its class, as upstream)
             if isinstance(node, factory.LazyStackedTensorDict):
                 return depth
             if node is None:
@@ -460,7 +461,9 @@ class TensorDictBase(
             if isinstance(value, TensorDictBase):
                 value = value._copy_structure(excluded, path)
             elif getattr(type(value), "_is_tensorclass", False):
-                value = value.clone(False)  # a new instance over the same tensors
+                inner = [p[len(path) :] for p in excluded if p[: len(path)] == path]
+                # a new instance over the same tensors, without the fields excluded in it
+                value = value.exclude(*inner) if inner else value.clone(False)
             source[key] = value
         return self._new_dense(source, self.batch_size, self._names_or_none())
 
