@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import torch
 
 from tensordict.core import factory
-from tensordict.core.behaviour.arithmetic import _same, pad_missing
+from tensordict.core.behaviour.arithmetic import _same, number_as_tensor, pad_missing
 from tensordict.core.behaviour.autograd import backward, grad_of
 from tensordict.core.behaviour.ops import _is_collection, keep_lock_of
 from tensordict.core.behaviour.shape import normalize_dim
@@ -64,7 +64,7 @@ def _binary(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
     def method(self: Any, other: Any, *args: Any, **kwargs: Any) -> Any:
         def op(x: torch.Tensor, y: Any) -> torch.Tensor:
             if not isinstance(y, torch.Tensor):  # a number takes the entry's dtype if it can
-                y = torch.as_tensor(y, dtype=torch.result_type(x, y), device=x.device)
+                y = number_as_tensor(y, x)
             return fn(x, y, *args, **kwargs)
 
         return self._binary(other, op)  # (tensordicts and tensorclasses alike)
