@@ -416,7 +416,7 @@ def _where(condition: Any, base: Any, rest: Any, flip: bool) -> Any:
     its stack dim and answers member by member."""
     if hasattr(base, "stack_dim") and base.tensordicts:
         sd, n = base.stack_dim, len(base.tensordicts)
-        parts = zip(base.tensordicts, _split(condition, sd, n), _split(rest, sd, n))
+        parts = zip(base.tensordicts, split_operand(condition, sd, n), split_operand(rest, sd, n))
         members = [_where(c, m, r, flip) for m, c, r in parts]
         return factory.LazyStackedTensorDict(*members, stack_dim=sd)
     if getattr(type(base), "_is_tensorclass", False):
@@ -453,7 +453,7 @@ def _where_leaf(c: Any, x: torch.Tensor, y: Any, flip: bool) -> torch.Tensor:
     return torch.where(c, y, x) if flip else torch.where(c, x, y)
 
 
-def _split(operand: Any, dim: int, n: int) -> list[Any]:
+def split_operand(operand: Any, dim: int, n: int) -> list[Any]:
     """An operand of a lazy stack's ``where`` cut along its stack dim (broadcast if it lacks it)."""
     if isinstance(operand, TensorCollection) or getattr(type(operand), "_is_tensorclass", False):
         return list(operand.unbind(dim))

@@ -17,6 +17,7 @@ import torch
 from tensordict.core import factory
 from tensordict.core.behaviour.arithmetic import _same, number_as_tensor, pad_missing
 from tensordict.core.behaviour.autograd import backward, grad_of
+from tensordict.core.behaviour.combine import split_operand
 from tensordict.core.behaviour.ops import _is_collection, keep_lock_of
 from tensordict.core.behaviour.shape import normalize_dim
 from tensordict.core.collection import TensorCollection
@@ -128,6 +129,17 @@ def _add_missing_non_tensor(result: Any, other: Any, cond: torch.Tensor) -> None
             result.set(key, mine.maybe_to_stack().where(mask, value))
 
 
+def _where_member(member: Any, cond: torch.Tensor, other: Any, out: Any, pad: Any) -> Any:
+    """One member of a lazy stack's ``where``: kept whole where its condition holds everywhere,
+    replaced whole by ``other``'s member where it holds nowhere (their entries may differ in
+    shape, as ragged members do), picked element by element otherwise (as upstream)."""
+    if _is_collection(other) and not cond.any():
+        return other.clone(False) if out is None else out.update(other)
+    if cond.all():
+        return member.clone(False) if out is None or out is member else out.update(member)
+    return member.where(cond, other, out=out, pad=pad)
+
+
 class TensorMethodsMixin(TensorCollection):
     """Masks, ``where``, scans, autograd helpers, ``new_*`` and introspection."""
 
@@ -205,9 +217,13 @@ class TensorMethodsMixin(TensorCollection):
             tensor([0., 1., 0.])
         """
         base: Any = self
+        cond = torch.as_tensor(condition, dtype=torch.bool)
+        if getattr(self, "tensordicts", None) and cond.ndim > getattr(self, "stack_dim", cond.ndim):
+            # a lazy stack answers member by member (its members may hold entries of different
+            # shapes, which have no stacked value; upstream picks member by member too)
+            return self._where_members(cond, other, out, pad)
         if _is_collection(other):
             base, other = pad_missing(self, other, pad, "where")
-        cond = torch.as_tensor(condition, dtype=torch.bool)
         if tuple(cond.shape) != tuple(base.batch_size)[: cond.ndim]:
             raise BatchSizeError(
                 f"where: condition of shape {list(cond.shape)} must match the leading batch dims "
@@ -235,6 +251,20 @@ class TensorMethodsMixin(TensorCollection):
         if out is not None:  # (as upstream: out's leaves are replaced, not written into)
             return out.update(result)  # type: ignore[no-any-return]
         return result  # type: ignore[no-any-return]
+
+    def _where_members(self, cond: torch.Tensor, other: Any, out: Any, pad: Any) -> Any:
+        td: Any = self
+        sd, n = td.stack_dim, len(td.tensordicts)
+        parts = zip(td.tensordicts, cond.unbind(sd), split_operand(other, sd, n))
+        lazy_out = (
+            getattr(out, "stack_dim", None) == sd and len(getattr(out, "tensordicts", ())) == n
+        )
+        outs = out.tensordicts if lazy_out else [None] * n
+        members = [_where_member(m, c, o, mo, pad) for (m, c, o), mo in zip(parts, outs)]
+        if lazy_out:
+            return out
+        result = factory.LazyStackedTensorDict(*members, stack_dim=sd)
+        return result if out is None else out.update(result)
 
     # ------------------------------------------------------------------ along a batch dim
     def _batch_dim(self, dim: int, what: str) -> int:

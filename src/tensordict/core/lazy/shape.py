@@ -358,7 +358,10 @@ def maybe_dense_stack(tds: Sequence[Any], dim: int = 0) -> Any:
         return _new_stack(tds, d, None) if _all_same_bs(tds) else stack_or_lazy(tds, d)
     source: dict[str, Any] = {}
     for key in keys:
-        values = [td._get_str(key, None) for td in tds]
+        try:
+            values = [td._get_str(key, None) for td in tds]
+        except ShapeMismatchError:  # a lazy stack among them with no stacked value for key
+            return _new_stack(tds, d, None)
         if all(isinstance(v, TensorDictBaseLike) for v in values) and not any(
             getattr(type(v), "_is_tensorclass", False) for v in values
         ):
