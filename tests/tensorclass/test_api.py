@@ -324,3 +324,24 @@ def test_every_public_tensordict_method_is_answered() -> None:
         "data",  # a field name tensorclasses may use (as upstream allows)
     }
     assert public - API_NAMES - not_meaningful == set()
+
+
+@pytest.mark.parametrize("locked", [False, True])
+def test_update_in_place_writes_only_the_fields_the_instance_holds(locked: bool) -> None:
+    from tensordict import tensorclass
+
+    @tensorclass
+    class Obs:
+        text: str
+        value: torch.Tensor
+
+    buffer = Obs(None, torch.zeros(2), batch_size=[2])  # (a batched env's shared buffer)
+    if locked:
+        buffer.lock_()
+    buffer.update_(Obs("7", torch.ones(2), batch_size=[2]))
+    assert buffer.text is None and buffer.value.tolist() == [1.0, 1.0]
+    outer = TensorDict(tc=Obs(None, torch.zeros(2), batch_size=[2]), batch_size=[2])
+    if locked:
+        outer.lock_()
+    outer.update_(TensorDict(tc=Obs("5", torch.ones(2), batch_size=[2]), batch_size=[2]))
+    assert outer["tc"].text is None and outer["tc"].value.tolist() == [1.0, 1.0]
