@@ -196,3 +196,13 @@ def test_a_stack_of_batched_non_tensor_data_gives_its_members_back_as_data() -> 
     assert isinstance(stack[1], NonTensorStack) and stack[1].tolist() == ["y", "y", "w", "y"]
     rows = NonTensorStack.from_list([["a", "a"], ["b", "b"]])
     assert isinstance(rows[0], NonTensorStack)  # (built from objects, not from data)
+
+
+def test_unbind_of_a_stack_and_writes_through_a_lazy_stack_give_non_tensor_data() -> None:
+    stack = NonTensorStack("1", "2")
+    pieces = stack.unbind(0)
+    assert all(isinstance(p, NonTensorData) for p in pieces) and pieces[1].data == "2"
+    lazy = LazyStackedTensorDict(TensorDict(s="a"), TensorDict(s="b"), stack_dim=0)
+    lazy.update_(TensorDict(s=NonTensorStack("p", "q"), batch_size=[2]))
+    members = [m.get("s") for m in lazy.tensordicts]
+    assert all(isinstance(v, NonTensorData) for v in members) and lazy[1]["s"] == "q"

@@ -488,6 +488,8 @@ class NonTensorStack(_NonTensorBase):
                 "convert it with tolist() first."
             )
         values = self._values.reshape(-1)[pos.reshape(-1).numpy()].reshape(tuple(td.batch_size))
+        if not values.ndim:  # one element (unbind, ...): the data, as indexing gives it
+            return NonTensorData._new(values[()], torch.Size([]), td.device)
         return NonTensorStack.from_array(values, td.device)
 
     # -- shape and values ----------------------------------------------------------------------
