@@ -166,3 +166,11 @@ def test_maybe_dense_stack_of_dense_and_ragged_lazy_steps_stays_lazy() -> None:
     out = LazyStackedTensorDict.maybe_dense_stack([dense, ragged], 1)  # (a rollout's steps)
     assert isinstance(out, LazyStackedTensorDict) and out.batch_size == torch.Size([2, 2])
     assert out.tensordicts[0] is dense and out.tensordicts[1] is ragged
+
+
+def test_stack_of_a_dense_tensordict_then_a_lazy_stack_is_dense() -> None:
+    dense = TensorDict(a=torch.zeros(2), batch_size=[2])
+    lazy = LazyStackedTensorDict(TensorDict(a=torch.zeros(())), TensorDict(a=torch.ones(())))
+    for stack in (torch.stack, LazyStackedTensorDict.maybe_dense_stack):
+        out = stack([dense, lazy], 0)
+        assert type(out) is TensorDict and out["a"].tolist() == [[0.0, 0.0], [0.0, 1.0]]

@@ -318,6 +318,8 @@ def stack_lazy(tds: Sequence[Any], dim: int, strict: bool = False) -> Any:
     """``torch.stack`` of lazy stacks sharing a stack dim and a member count: a lazy stack whose
     members stack the matching members (None when the inputs do not qualify). ``strict``: the
     matching members must agree as ``torch.stack`` demands (see :func:`stack`)."""
+    if not is_lazy(tds[0]):  # (a dense one first: not stacks alike)
+        return None
     sd = tds[0].stack_dim
     n = len(tds[0].tensordicts)
     if not all(is_lazy(td) and td.stack_dim == sd and len(td.tensordicts) == n for td in tds):
