@@ -8,7 +8,11 @@
   on ``PYTHONPATH``;
 - *upstream*: ``--upstream-python`` (default ``~/.cache/td-upstream-torchrl-venv/bin/python``), a
   venv with torch 2.13.0, tensordict 0.15.3 and TorchRL 0.14.1 (``--setup-upstream`` creates it:
-  torch pinned first, TorchRL ``--no-deps`` and its pure-python requirements beside it).
+  torch pinned first, TorchRL ``--no-deps`` and its pure-python requirements beside it, and the
+  optional packages TorchRL imports when present, at the here venv's versions).
+
+Before running, it prints the packages whose versions differ between the two venvs (or that one
+lacks): a package TorchRL imports in one venv only makes that side slower or different.
 
 It prints passed / failed / skipped and time per file for both sides, the tests that pass upstream
 but not here, and the most frequent first error line among them. Both sides run under one hold
@@ -63,6 +67,22 @@ TEST_REQUIREMENTS = [
     "scipy==1.17.1",
     "pytest-mock==3.17.0",
 ]
+#: optional packages TorchRL imports when they are installed (Ray alone costs a spawned worker
+#: ~0.2 s): the upstream venv gets the versions the here venv holds, so both sides import the same
+OPTIONAL_PACKAGES = [
+    "ray",
+    "tqdm",
+    "h5py",
+    "zarr",
+    "pyarrow",
+    "pandas",
+    "safetensors",
+    "redis",
+    "matplotlib",
+    "hypothesis",
+]
+#: packages whose difference between the venvs is the point (tensordict) or does not matter
+NOT_COMPARED = frozenset({"tensordict", "pip", "setuptools", "wheel"})
 
 
 @dataclass
@@ -310,14 +330,75 @@ def extract_tests(git_dir: str) -> Path:
     return dest / "test"
 
 
-def setup_upstream(venv: Path) -> None:
-    """Create the upstream venv: pinned torch, tensordict 0.15.3, TorchRL ``--no-deps``."""
+def installed_packages(python: str) -> dict[str, str]:
+    """``{name: version}`` of every distribution ``python``'s environment holds (names
+    normalized as pip compares them: lower case, ``-`` for ``_`` and ``.``)."""
+    code = (
+        "import importlib.metadata as m, json\n"
+        "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
+    )
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
+    return {_normalized(name): version for name, version in json.loads(out.stdout).items()}
+
+
+def _normalized(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def _name(requirement: str) -> str:
+    """``"scipy==1.17.1"`` -> ``"scipy"`` (normalized)."""
+    return _normalized(requirement.split("==")[0].split("[")[0])
+
+
+def package_differences(
+    here: dict[str, str], upstream: dict[str, str], ignore: frozenset[str] = NOT_COMPARED
+) -> list[tuple[str, str | None, str | None]]:
+    """The packages whose version differs between two venvs, or that one of them lacks:
+    ``(name, here version or None, upstream version or None)``, sorted by name."""
+    names = (set(here) | set(upstream)) - ignore
+    return [
+        (name, here.get(name), upstream.get(name))
+        for name in sorted(names)
+        if here.get(name) != upstream.get(name)
+    ]
+
+
+#: what TorchRL and its tests import: a difference among these is printed first, on its own line
+WATCHED = frozenset(
+    _name(r) for r in [UPSTREAM_TORCH, *TORCHRL_NO_DEPS, *TEST_REQUIREMENTS, *OPTIONAL_PACKAGES]
+)
+
+
+def describe_differences(
+    diffs: list[tuple[str, str | None, str | None]], watched: frozenset[str] = WATCHED
+) -> str:
+    """The differences of :func:`package_differences` as text: those among ``watched`` on the
+    first line, the others on the second (``-``: not installed)."""
+
+    def shown(items: list[tuple[str, str | None, str | None]]) -> str:
+        return "; ".join(f"{name} {h or '-'} / {u or '-'}" for name, h, u in items) or "none"
+
+    first = [d for d in diffs if d[0] in watched]
+    rest = [d for d in diffs if d[0] not in watched]
+    return (
+        f"packages TorchRL imports that differ between the venvs (here / upstream): "
+        f"{shown(first)}\nother packages that differ ({len(rest)}): {shown(rest)}"
+    )
+
+
+def setup_upstream(venv: Path, here_python: str) -> None:
+    """Create the upstream venv: pinned torch, tensordict 0.15.3, TorchRL ``--no-deps``, and
+    the :data:`OPTIONAL_PACKAGES` the here venv holds, at its versions."""
     py = venv / "bin" / "python"
     if not py.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    here = installed_packages(here_python)
+    optional = [f"{n}=={here[_normalized(n)]}" for n in OPTIONAL_PACKAGES if _normalized(n) in here]
     pip = [str(py), "-m", "pip", "install", "-q"]
     subprocess.run([*pip, UPSTREAM_TORCH], check=True)
-    subprocess.run([*pip, *UPSTREAM_PACKAGES, *TEST_REQUIREMENTS, UPSTREAM_TORCH], check=True)
+    subprocess.run(
+        [*pip, *UPSTREAM_PACKAGES, *TEST_REQUIREMENTS, *optional, UPSTREAM_TORCH], check=True
+    )
     subprocess.run([*pip, "--no-deps", *TORCHRL_NO_DEPS], check=True)
 
 
@@ -365,7 +446,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     tests_dir = Path(args.tests).resolve() if args.tests else extract_tests(args.rl_git_dir)
     if args.setup_upstream or not Path(args.upstream_python).exists():
-        setup_upstream(UPSTREAM_VENV)
+        setup_upstream(UPSTREAM_VENV, args.here_python)
     key = hashlib.sha1(json.dumps([str(tests_dir), *args.selection]).encode()).hexdigest()[:12]
     out = Path(args.out) / key
     out.mkdir(parents=True, exist_ok=True)
@@ -374,6 +455,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "here": (args.here_python, _env(args.here_python, args.here_path)),
         "upstream": (args.upstream_python, _env(args.upstream_python, None)),
     }
+    diffs = package_differences(
+        installed_packages(args.here_python), installed_packages(args.upstream_python)
+    )
+    print(describe_differences(diffs), flush=True)
     sides: dict[str, Side] = {}
     # upstream's package was byte-compiled when pip installed it; compile this one as a wheel
     # install would, or (under PYTHONDONTWRITEBYTECODE) every worker TorchRL spawns compiles

@@ -128,3 +128,19 @@ def test_consolidate_compiles_and_keeps_the_entries() -> None:
     )
     out = compiled(fn)(td)
     assert out.is_consolidated() and (out == td).all()
+
+
+def test_clamp_and_maximum_with_numbers_compile_and_keep_eager_dtypes() -> None:
+    def fn(td: TensorDict) -> tuple[TensorDict, TensorDict]:
+        return td.sqrt().clamp_min(1e-4), td.maximum(2)  # (TorchRL's VecNorm under compile)
+
+    td = TensorDict(
+        a=torch.rand(3),
+        c=torch.rand(3, dtype=torch.float64),
+        i=torch.arange(3),
+        b=torch.tensor([True, False, True]),
+        batch_size=[3],
+    )
+    for got, want in zip(compiled(fn)(td), fn(td)):
+        assert {k: v.dtype for k, v in got.items()} == {k: v.dtype for k, v in want.items()}
+        assert_close(got, want)

@@ -135,6 +135,28 @@ def test_lazy_stack_wraps_a_lazy_stacked_tensordict() -> None:
     assert type(out) is Sample and isinstance(out._tensordict, LazyStackedTensorDict)
 
 
+def test_maybe_dense_stack_of_instances_that_differ_stacks_them_lazily() -> None:
+    members = [
+        Sample(obs=torch.zeros(3), batch_size=[3]),
+        Sample(obs=torch.zeros(3, 2), batch_size=[3]),
+    ]
+    out = Sample.maybe_dense_stack(members)
+    assert type(out) is Sample and isinstance(out._tensordict, LazyStackedTensorDict)
+    with pytest.raises(ShapeMismatchError):
+        Sample.stack(members)  # (the strict one refuses them, as upstream)
+
+
+@pytest.mark.parametrize("name", ["stack", "cat", "lazy_stack", "maybe_dense_stack"])
+def test_class_stack_and_cat_refuse_keywords_upstream_refuses(name: str) -> None:
+    with pytest.raises(TypeError, match="unexpected keyword argument 'foo'"):
+        getattr(Sample, name)([sample(), sample()], 0, foo=1)
+
+
+def test_lazy_stack_of_instances_takes_the_lazy_stack_options() -> None:
+    out = Sample.lazy_stack([sample(), sample()], 0, stack_dim_name="env", strict_shape=True)
+    assert out._tensordict.names[0] == "env"
+
+
 def test_split_returns_instances() -> None:
     parts = sample(5).split(2)
     assert [type(p) for p in parts] == [Sample] * 3 and parts[-1].batch_size == torch.Size([1])
@@ -302,3 +324,24 @@ def test_every_public_tensordict_method_is_answered() -> None:
         "data",  # a field name tensorclasses may use (as upstream allows)
     }
     assert public - API_NAMES - not_meaningful == set()
+
+
+@pytest.mark.parametrize("locked", [False, True])
+def test_update_in_place_writes_only_the_fields_the_instance_holds(locked: bool) -> None:
+    from tensordict import tensorclass
+
+    @tensorclass
+    class Obs:
+        text: str
+        value: torch.Tensor
+
+    buffer = Obs(None, torch.zeros(2), batch_size=[2])  # (a batched env's shared buffer)
+    if locked:
+        buffer.lock_()
+    buffer.update_(Obs("7", torch.ones(2), batch_size=[2]))
+    assert buffer.text is None and buffer.value.tolist() == [1.0, 1.0]
+    outer = TensorDict(tc=Obs(None, torch.zeros(2), batch_size=[2]), batch_size=[2])
+    if locked:
+        outer.lock_()
+    outer.update_(TensorDict(tc=Obs("5", torch.ones(2), batch_size=[2]), batch_size=[2]))
+    assert outer["tc"].text is None and outer["tc"].value.tolist() == [1.0, 1.0]

@@ -22,7 +22,6 @@ from tensordict.core.behaviour.combine import stack_or_lazy
 from tensordict.core.collection import publish_as
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, leaf_or_non_tensor, unravel_key
-from tensordict.core.lazy.shape import maybe_dense_stack as best_intention_stack
 from tensordict.core.lazy.stack import LazyStackedTensorDict
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 
@@ -69,7 +68,10 @@ def lazy_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs:
             (with as many dims) give a stack whose ``batch_size`` shows ``-1`` where they differ.
         dim: where the new batch dimension goes.
         out: an existing tensordict to write the stack into.
-        strict_shape: refuse members of different batch sizes instead.
+        **kwargs: the options of :meth:`LazyStackedTensorDict.lazy_stack
+            <tensordict.LazyStackedTensorDict.lazy_stack>` (``strict_shape`` refuses members of
+            different batch sizes, ``stack_dim_name`` names the new dim, ``as_list`` /
+            ``as_padded_tensor`` / ``as_nested_tensor`` for tensors); others raise ``TypeError``.
 
     Examples:
         >>> import torch
@@ -79,21 +81,7 @@ def lazy_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs:
         >>> type(td).__name__, td.batch_size, td[1]["x"].shape
         ('LazyStackedTensorDict', torch.Size([2]), torch.Size([3]))
     """
-    members = _members(input)
-    if all(isinstance(m, torch.Tensor) for m in members):
-        return torch.stack(members, dim, out=out)
-    first = members[0]
-    if getattr(type(first), "_is_tensorclass", False) and hasattr(type(first), "lazy_stack"):
-        return type(first).lazy_stack(members, dim, **kwargs)
-    if out is None and all(isinstance(m, (NonTensorData, NonTensorStack)) for m in members):
-        return NonTensorStack(*members, stack_dim=dim)  # (as upstream: python objects stay so)
-    result = LazyStackedTensorDict(
-        *members, stack_dim=dim, strict_shape=kwargs.get("strict_shape", False)
-    )
-    if out is not None:
-        out.update_(result)
-        return out
-    return result
+    return LazyStackedTensorDict.lazy_stack(_members(input), dim, out=out, **kwargs)
 
 
 def maybe_dense_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs: Any) -> Any:
@@ -111,10 +99,8 @@ def maybe_dense_stack(input: Sequence[Any], dim: int = 0, *, out: Any = None, **
     """
     members = _members(input)
     if all(isinstance(m, torch.Tensor) for m in members):
-        return torch.stack(members, dim, out=out)
-    if out is not None:
-        return stack_or_lazy(members, dim, out=out)
-    return best_intention_stack(members, dim)  # dense where the members agree, lazy elsewhere
+        return torch.stack(members, dim, out=out, **kwargs)
+    return LazyStackedTensorDict.maybe_dense_stack(members, dim, out=out, **kwargs)
 
 
 def dense_stack_tds(td_list: Sequence[Any] | LazyStackedTensorDict, dim: int | None = None) -> Any:

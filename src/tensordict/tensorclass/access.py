@@ -386,6 +386,8 @@ def update(
         if inplace and self._tensordict._get_str(key, _MISSING) is not _MISSING:
             # in place, as the tensordict writes it (locked and memory-mapped instances too)
             self._tensordict.update_({key: value._tensordict if _is_tc(value) else value})
+        elif inplace and current is None:
+            continue  # (as upstream: update_ writes only the fields the instance holds)
         else:
             set_(self, key, value)
     return self

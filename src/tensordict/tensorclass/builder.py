@@ -92,7 +92,7 @@ def _written_methods() -> dict[str, Any]:
         "load_memmap": construct.load_memmap,
         "load": construct.load_memmap,
         "stack": forwarding.stack,
-        "maybe_dense_stack": forwarding.stack,
+        "maybe_dense_stack": forwarding.maybe_dense_stack,
         "cat": forwarding.cat,
         "lazy_stack": forwarding.lazy_stack,
         "__torch_function__": forwarding.torch_function,

@@ -328,7 +328,7 @@ def _dispatch(impl: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, A
 tensorclass_dispatch = _dispatch
 
 
-def stack(cls: type, input: Sequence[Any], dim: int = 0, *, out: Any = None, **kw: Any) -> Any:
+def stack(cls: type, input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     """Stack instances along a new batch dimension (same as ``torch.stack``)."""
     return _dispatch(TORCH_FUNCTIONS[torch.stack], (list(input), dim), {"out": out})
 
@@ -338,12 +338,18 @@ def cat(cls: type, input: Sequence[Any], dim: int = 0, *, out: Any = None) -> An
     return _dispatch(TORCH_FUNCTIONS[torch.cat], (list(input), dim), {"out": out})
 
 
-def lazy_stack(cls: type, input: Sequence[Any], dim: int = 0, **kw: Any) -> Any:
-    """Stack instances without copying (the inner tensordict is a lazy stack)."""
+def lazy_stack(cls: type, input: Sequence[Any], dim: int = 0, *, out: Any = None, **kw: Any) -> Any:
+    """Stack instances without copying (the inner tensordict is a lazy stack; the options of
+    :meth:`LazyStackedTensorDict.lazy_stack <tensordict.LazyStackedTensorDict.lazy_stack>`)."""
+    return _dispatch(LazyStackedTensorDict.lazy_stack, (list(input), dim), {"out": out, **kw})
+
+
+def maybe_dense_stack(
+    cls: type, input: Sequence[Any], dim: int = 0, *, out: Any = None, **kw: Any
+) -> Any:
+    """Stack instances densely where they agree, lazily where they differ."""
     members = list(input)
-    result = LazyStackedTensorDict(*members, stack_dim=dim)
-    template = _template(members)
-    return result if template is None else wrap_result(template, result)
+    return _dispatch(LazyStackedTensorDict.maybe_dense_stack, (members, dim), {"out": out, **kw})
 
 
 #: TensorDict attributes never forwarded by name (``data`` may be a field; the rest are written)

@@ -223,6 +223,94 @@ def test_lazy_stack_maybe_dense_stack_and_the_lenient_flag_stack_members_that_di
     assert isinstance(LazyStackedTensorDict.maybe_dense_stack(shapes), LazyStackedTensorDict)
 
 
+def _members() -> list[TensorDict]:
+    return [
+        TensorDict(
+            a=torch.full((3,), float(i)),
+            b=torch.ones(3),
+            n={"x": torch.zeros(3), "y": torch.ones(3)},
+            batch_size=[3],
+        )
+        for i in range(2)
+    ]
+
+
+def _out(**entries: Any) -> TensorDict:
+    return TensorDict(entries, batch_size=[2, 3])
+
+
+def test_stack_into_an_out_with_fewer_keys_writes_only_its_keys() -> None:
+    out = _out(a=torch.full((2, 3), 5.0), n=_out(x=torch.full((2, 3), 5.0)))
+    res = torch.stack(_members(), 0, out=out)
+    assert res is out
+    assert set(out.keys(True, True)) == {"a", ("n", "x")}
+    assert out["a"].tolist() == [[0.0] * 3, [1.0] * 3] and out["n", "x"].eq(0).all()
+    for entry in (TensorDict.stack, tensordict.stack, LazyStackedTensorDict.maybe_dense_stack):
+        out = _out(a=torch.full((2, 3), 5.0))
+        assert entry(_members(), 0, out=out) is out and list(out.keys()) == ["a"]
+        assert out["a"][1].eq(1).all()
+
+
+def test_stack_into_an_out_with_more_keys_leaves_the_others_alone() -> None:
+    out = _out(a=torch.zeros(2, 3), b=torch.zeros(2, 3), c=torch.full((2, 3), 7.0))
+    out["n"] = _out(x=torch.ones(2, 3), y=torch.zeros(2, 3), z=torch.full((2, 3), 7.0))
+    torch.stack(_members(), 0, out=out)
+    assert out["c"].eq(7).all() and out["n", "z"].eq(7).all() and out["n", "y"].eq(1).all()
+    missing_sub = _out(a=torch.zeros(2, 3))
+    torch.stack(_members(), 0, out=missing_sub)
+    assert list(missing_sub.keys()) == ["a"]
+
+
+def test_stack_into_a_lazy_out_or_a_tensorclass_out_writes_only_its_keys() -> None:
+    lazy = LazyStackedTensorDict(
+        *[TensorDict(a=torch.full((3,), 5.0), batch_size=[3]) for _ in range(2)], stack_dim=0
+    )
+    assert torch.stack(_members(), 0, out=lazy) is lazy
+    assert list(lazy.keys()) == ["a"] and lazy["a"][1].eq(1).all()
+
+    @tensorclass
+    class Pair:
+        a: torch.Tensor
+        b: Any = None
+
+    members = [Pair(a=torch.zeros(3), b=torch.ones(3), batch_size=[3]) for _ in range(2)]
+    out = Pair(a=torch.full((2, 3), 5.0), batch_size=[2, 3])
+    torch.stack(members, 0, out=out)
+    assert out.b is None and out.a.eq(0).all()
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        TensorDict.stack,
+        LazyStackedTensorDict.stack,
+        tensordict.stack,
+        TensorDict.lazy_stack,
+        LazyStackedTensorDict.lazy_stack,
+        tensordict.lazy_stack,
+        TensorDict.maybe_dense_stack,
+        LazyStackedTensorDict.maybe_dense_stack,
+        tensordict.maybe_dense_stack,
+    ],
+)
+@pytest.mark.parametrize("keyword", ["maybe_dense_stack", "contiguous", "foo"])
+def test_stack_entry_points_refuse_keywords_upstream_refuses(entry: Any, keyword: str) -> None:
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{keyword}'"):
+        entry(_members(), 0, **{keyword: True})
+
+
+def test_stack_entry_points_refuse_the_keywords_of_the_lazy_one_only() -> None:
+    for entry in (TensorDict.stack, tensordict.stack, tensordict.maybe_dense_stack):
+        with pytest.raises(TypeError, match="unexpected keyword argument"):
+            entry(_members(), 0, strict_shape=True)
+    for entry in (TensorDict.stack, tensordict.stack):
+        with pytest.raises(TypeError, match="unexpected keyword argument 'strict'"):
+            entry(_members(), 0, strict=True)
+    assert isinstance(tensordict.maybe_dense_stack(_members(), strict=True), TensorDict)
+    named = tensordict.lazy_stack(_members(), 0, strict_shape=True, stack_dim_name="env")
+    assert named.names == ["env", None]
+
+
 def test_stack_in_legacy_lazy_mode_stacks_members_that_differ_lazily() -> None:
     with pytest.warns(DeprecationWarning), tensordict.set_lazy_legacy(True):
         out = torch.stack([make(), make().exclude("a")])

@@ -355,6 +355,54 @@ def test_select_missing_key_not_strict_skips() -> None:
     assert list(make().select("a", "zz", strict=False).keys()) == ["a"]
 
 
+def _with_empty_and_full_subs() -> TensorDict:
+    d = TensorDict(x=torch.zeros(2), y=torch.ones(2), batch_size=[2])
+    return TensorDict(a=torch.zeros(2), d=d, e=TensorDict(batch_size=[2]), batch_size=[2])
+
+
+@pytest.mark.parametrize(
+    ("keys", "expected"),
+    [
+        ([("d", "missing")], ["d"]),  # the sub-tensordict on the way stays, empty
+        ([("d", "missing"), "a"], ["a", "d"]),
+        ([("d", "x", "deeper")], ["d"]),  # ... up to the last tensordict the path goes through
+        ([("a", "deeper")], []),  # a tensor is not a tensordict: nothing kept
+        ([("nope", "missing")], []),
+        ([("e", "missing")], ["e"]),
+    ],
+)
+def test_select_missing_nested_key_not_strict_keeps_the_tensordicts_on_the_way(
+    keys: list, expected: list
+) -> None:
+    td = _with_empty_and_full_subs()
+    out = td.select(*keys, strict=False)
+    assert sorted(out.keys()) == expected
+    for key in set(expected) - {"a"}:
+        assert out[key].batch_size == td[key].batch_size and list(out[key].keys()) == []
+    lazy = torch.stack([td, td.clone()]).select(*keys, strict=False)
+    assert sorted(lazy.keys()) == expected
+    inplace = td.clone(False)
+    assert inplace.select(*keys, strict=False, inplace=True) is inplace
+    assert sorted(inplace.keys()) == expected
+
+
+def test_select_missing_nested_key_not_strict_on_lazy_stacks_and_tensorclasses() -> None:
+    from tensordict import LazyStackedTensorDict, tensorclass
+
+    td = _with_empty_and_full_subs()
+    lazy = LazyStackedTensorDict(td, td.clone(), stack_dim=0).select(("d", "z"), strict=False)
+    assert list(lazy.keys()) == ["d"] and list(lazy["d"].keys()) == []
+
+    @tensorclass
+    class Holder:
+        a: torch.Tensor
+        d: TensorDict
+
+    tc = Holder(a=torch.zeros(2), d=TensorDict(x=torch.zeros(2), batch_size=[2]), batch_size=[2])
+    out = tc.select(("d", "z"), strict=False)
+    assert out.a is None and isinstance(out.d, TensorDict) and list(out.d.keys()) == []
+
+
 def test_select_does_not_modify_source() -> None:
     td = make()
     td.select("a")
@@ -589,3 +637,24 @@ def test_update_and_update_take_entries_as_keywords() -> None:
     with pytest.raises(KeyError, match="was not found"):
         td.update_(c=torch.ones(3))
     assert td.update() is td
+
+
+def test_select_and_exclude_inside_a_nested_tensorclass_keep_its_class() -> None:
+    from tensordict import tensorclass
+
+    @tensorclass
+    class Obs:
+        text: str
+        value: torch.Tensor
+
+    td = TensorDict(tc=Obs("0", torch.zeros(())), observation=torch.zeros(1))
+    both = td.select(("tc", "text"), ("tc", "value"), "observation")
+    assert type(both.get("tc")) is Obs and both.get("tc").text == "0"
+    one = td.select(("tc", "value"))
+    assert type(one.get("tc")) is Obs and one.get("tc").text is None
+    assert one.get("tc").value is td.get("tc").value
+    missing = td.select(("tc", "nope"), strict=False)
+    assert type(missing.get("tc")) is Obs and missing.get("tc").value is None
+    excluded = td.exclude(("tc", "text"))
+    assert type(excluded.get("tc")) is Obs and excluded.get("tc").text is None
+    assert td.get("tc").text == "0"  # (the source keeps its fields)

@@ -259,3 +259,18 @@ def test_bytes_counts_jagged_tensor_components_and_gradients_once() -> None:
     td = TensorDict(shared=shared, with_grad=with_grad, n={"jagged": jagged, "again": again})
     assert td.bytes() == 12 + 24 + (12 + 24 + 16)  # `again` holds memory counted already
     assert td.bytes(count_duplicates=True) == 12 + 24 + 2 * (12 + 24 + 16)
+
+
+def _ragged(*sizes: int, fill: float) -> LazyStackedTensorDict:
+    members = [TensorDict(obs=torch.full((3, n, 2), fill), x=torch.full((), fill)) for n in sizes]
+    return LazyStackedTensorDict(*members, stack_dim=0)
+
+
+def test_where_on_a_ragged_lazy_stack_answers_member_by_member() -> None:
+    node, reset = _ragged(5, 2, fill=0.0), _ragged(1, 3, fill=1.0)
+    # (TorchRL's partial reset of envs whose observations change shape)
+    assert node.where(torch.tensor([False, True]), reset, out=node, pad=0) is node
+    assert [tuple(m["obs"].shape) for m in node.tensordicts] == [(3, 1, 2), (3, 2, 2)]
+    assert node.tensordicts[0]["obs"].eq(1).all() and node.tensordicts[1]["obs"].eq(0).all()
+    mixed = _ragged(2, 2, fill=0.0).where(torch.tensor([True, False]), _ragged(2, 2, fill=1.0))
+    assert isinstance(mixed, LazyStackedTensorDict) and mixed["x"].tolist() == [0.0, 1.0]

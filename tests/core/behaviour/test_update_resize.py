@@ -106,3 +106,26 @@ def test_nested_tensordicts_and_tensorclasses_are_resized_below_a_fitting_root()
     dest.update(source, update_batch_size=True)
     assert dest["sub"] is sub and sub.batch_size == (4,) and set(sub.keys()) == {"a", "b"}
     assert dest["pair"] is pair and pair.batch_size == (4,) and pair.label == "new"
+
+
+def test_update_merges_a_tensorclass_into_the_instance_it_meets() -> None:
+    from tensordict import LazyStackedTensorDict, tensorclass
+
+    @tensorclass
+    class Obs:
+        text: str
+        value: torch.Tensor
+
+    def dest() -> TensorDict:
+        tc = Obs(None, torch.zeros(2), batch_size=[2])
+        return TensorDict(next=TensorDict(tc=tc, batch_size=[2]), batch_size=[2])
+
+    texts = TensorDict(next=TensorDict(tc=Obs(["a", "b"], None, batch_size=[2]), batch_size=[2]))
+    texts.batch_size = [2]
+    merged = dest().update(texts)  # (the value it holds None for stays)
+    assert merged["next", "tc"].value.tolist() == [0.0, 0.0]
+    assert merged["next", "tc"].text == ["a", "b"]
+    # a ParallelEnv's non-tensor entries, received from each worker, into its step output
+    workers = [TensorDict(next=TensorDict(tc=Obs(t, None, batch_size=[]))) for t in "xy"]
+    out = dest().update(LazyStackedTensorDict(*workers), keys_to_update=[("next", "tc", "text")])
+    assert out["next", "tc"].value is not None and out["next", "tc"].text == ["x", "y"]

@@ -198,3 +198,10 @@ def test_structure_copies_of_a_stack_keep_its_stack_dim_name() -> None:
     ):
         assert out.names == [None, "time"]
     assert stack.apply(lambda x: x, names=None).names == [None, None]
+
+
+def test_naming_a_stack_of_ragged_lazy_stacks() -> None:
+    ragged = LazyStackedTensorDict(TensorDict(obs=torch.zeros(2)), TensorDict(obs=torch.zeros(3)))
+    steps = LazyStackedTensorDict(ragged, ragged.clone(), stack_dim=1)
+    steps.refine_names(..., "time")  # (TorchRL names a rollout's time dim)
+    assert steps.names == [None, "time"]

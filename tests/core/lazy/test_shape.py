@@ -158,3 +158,19 @@ def test_pad_in_place_keeps_the_members_and_refuses_negative_sizes() -> None:
     assert td.batch_size == torch.Size([2, 4])
     out = td.pad([0, 1, 0, 1], inplace=True)
     assert out is td and td.tensordicts[0] is members[0] and td.batch_size == torch.Size([3, 5])
+
+
+def test_maybe_dense_stack_of_dense_and_ragged_lazy_steps_stays_lazy() -> None:
+    dense = TensorDict(obs=torch.zeros(2, 2), batch_size=[2])
+    ragged = LazyStackedTensorDict(TensorDict(obs=torch.zeros(2)), TensorDict(obs=torch.zeros(3)))
+    out = LazyStackedTensorDict.maybe_dense_stack([dense, ragged], 1)  # (a rollout's steps)
+    assert isinstance(out, LazyStackedTensorDict) and out.batch_size == torch.Size([2, 2])
+    assert out.tensordicts[0] is dense and out.tensordicts[1] is ragged
+
+
+def test_stack_of_a_dense_tensordict_then_a_lazy_stack_is_dense() -> None:
+    dense = TensorDict(a=torch.zeros(2), batch_size=[2])
+    lazy = LazyStackedTensorDict(TensorDict(a=torch.zeros(())), TensorDict(a=torch.ones(())))
+    for stack in (torch.stack, LazyStackedTensorDict.maybe_dense_stack):
+        out = stack([dense, lazy], 0)
+        assert type(out) is TensorDict and out["a"].tolist() == [[0.0, 0.0], [0.0, 1.0]]

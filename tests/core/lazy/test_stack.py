@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import tensordict
 from tensordict import LazyStackedTensorDict, TensorDict
 from tensordict.errors import ShapeMismatchError
 
@@ -369,3 +370,20 @@ def test_a_non_key_names_upstreams_sequence_error() -> None:
     # TorchRL's spec tests match upstream's "key should be a Sequence<NestedKey>"
     with pytest.raises(RuntimeError, match="key should be a Sequence<NestedKey>"):
         hetero().get(0)
+
+
+# ---------------------------------------------------------------------- lazy_stack of tensors
+def test_lazy_stack_of_tensors_as_list_padded_or_nested() -> None:
+    ts = [torch.zeros(3), torch.ones(2)]
+    assert LazyStackedTensorDict.lazy_stack(ts, as_list=True) == ts
+    right = tensordict.lazy_stack(ts, as_padded_tensor=True, padding_value=-1.0)
+    assert right.tolist() == [[0.0, 0.0, 0.0], [1.0, 1.0, -1.0]]
+    left = TensorDict.lazy_stack(ts, as_padded_tensor=True, padding_side="left")
+    assert left.tolist() == [[0.0, 0.0, 0.0], [0.0, 1.0, 1.0]]
+    nested = tensordict.lazy_stack(ts, as_nested_tensor=True)
+    assert nested.is_nested and nested.layout == torch.jagged
+    assert [t.tolist() for t in nested.unbind()] == [t.tolist() for t in ts]
+    with pytest.raises(
+        TypeError, match=r"^as_list, as_padded_tensor and as_nested_tensor are exclusive"
+    ):
+        tensordict.lazy_stack(ts, as_list=True, as_padded_tensor=True)

@@ -181,3 +181,28 @@ def test_reduction_with_non_tensor_stack_raises_naming_key() -> None:
 def test_reduction_with_uniform_non_tensor_stack_collapses_it() -> None:
     td = TensorDict({"s": NonTensorStack.from_list(["a", "a"]), "x": torch.ones(2)}, [2])
     assert td.sum(dim=0)["s"] == "a"
+
+
+def test_a_stack_of_batched_non_tensor_data_gives_its_members_back_as_data() -> None:
+    members = [NonTensorData(data="x", batch_size=[4]), NonTensorData(data="y", batch_size=[4])]
+    with set_capture_non_tensor_stack(False):
+        stack = LazyStackedTensorDict.lazy_stack(members)
+    assert isinstance(stack, NonTensorStack) and stack.batch_size == torch.Size([2, 4])
+    first = stack[0]
+    assert isinstance(first, NonTensorData) and first.batch_size == torch.Size([4])
+    assert first.data == "x" and isinstance(stack.tensordicts[1], NonTensorData)
+    assert isinstance(stack[:, 0], NonTensorStack) and stack[1, 2].data == "y"
+    stack[1, 2] = "w"  # a member whose elements no longer agree is a stack again
+    assert isinstance(stack[1], NonTensorStack) and stack[1].tolist() == ["y", "y", "w", "y"]
+    rows = NonTensorStack.from_list([["a", "a"], ["b", "b"]])
+    assert isinstance(rows[0], NonTensorStack)  # (built from objects, not from data)
+
+
+def test_unbind_of_a_stack_and_writes_through_a_lazy_stack_give_non_tensor_data() -> None:
+    stack = NonTensorStack("1", "2")
+    pieces = stack.unbind(0)
+    assert all(isinstance(p, NonTensorData) for p in pieces) and pieces[1].data == "2"
+    lazy = LazyStackedTensorDict(TensorDict(s="a"), TensorDict(s="b"), stack_dim=0)
+    lazy.update_(TensorDict(s=NonTensorStack("p", "q"), batch_size=[2]))
+    members = [m.get("s") for m in lazy.tensordicts]
+    assert all(isinstance(v, NonTensorData) for v in members) and lazy[1]["s"] == "q"

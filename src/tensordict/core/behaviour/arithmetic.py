@@ -479,12 +479,28 @@ class ArithmeticMixin(OpsMixin):
         return self
 
 
+def number_as_tensor(y: Any, x: torch.Tensor) -> torch.Tensor:
+    """A number ``y`` as a tensor of the dtype ``x`` and ``y`` promote to (``x``'s where it
+    can hold ``y``), on ``x``'s device; under ``torch.compile`` too, where ``torch.result_type``
+    cannot be traced (the same rule, written out for python numbers)."""
+    if not torch.compiler.is_compiling() or isinstance(y, complex):
+        return torch.as_tensor(y, dtype=torch.result_type(x, y), device=x.device)
+    exact = x.dtype.is_floating_point or x.dtype.is_complex
+    if isinstance(y, bool):
+        dtype = x.dtype
+    elif isinstance(y, int):
+        dtype = torch.int64 if x.dtype is torch.bool else x.dtype
+    else:
+        dtype = x.dtype if exact else torch.get_default_dtype()
+    return torch.as_tensor(y, dtype=dtype, device=x.device)
+
+
 def _as_tensor_op(fn: Callable[..., torch.Tensor]) -> Callable[[Any, Any], torch.Tensor]:
     """``fn(x, y)`` with a number ``y`` made a tensor of ``x``'s dtype where it can be."""
 
     def op(x: torch.Tensor, y: Any) -> torch.Tensor:
         if not isinstance(y, torch.Tensor):
-            y = torch.as_tensor(y, dtype=torch.result_type(x, y), device=x.device)
+            y = number_as_tensor(y, x)
         return fn(x, y)
 
     op.__name__ = fn.__name__
@@ -497,6 +513,10 @@ def _clamp_min_(x: torch.Tensor, y: Any) -> torch.Tensor:
 
 def _clamp_max_(x: torch.Tensor, y: Any) -> torch.Tensor:
     return x.clamp_(max=y)
+
+
+def _same(value: Any, *others: Any) -> Any:
+    return value
 
 
 def pad_missing(td: Any, other: Any, pad: Any, what: str) -> tuple[Any, Any]:
@@ -525,7 +545,9 @@ def pad_missing(td: Any, other: Any, pad: Any, what: str) -> tuple[Any, Any]:
         return td.select(*common), other.select(*common)
     sides = []
     for own, more in ((td, theirs.keys() - mine.keys()), (other, mine.keys() - theirs.keys())):
-        copy = own._apply_leaves(lambda x: x, batch_size=own.batch_size, nested_extra=True)
+        copy = own._apply_leaves(  # (non-tensor entries as they are: stacks of objects too)
+            lambda x: x, batch_size=own.batch_size, nested_extra=True, non_tensor_fn=_same
+        )
         for key in more:
             source = theirs[key] if own is td else mine[key]
             copy.set(

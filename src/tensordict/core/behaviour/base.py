@@ -367,6 +367,9 @@ class TensorDictBase(
             if value is _MISSING:
                 if strict:
                     raise self._missing_key(unravel_key(path))
+                depth = self._collection_depth(path)
+                if depth:  # (as upstream: the tensordicts on the way are kept, maybe empty)
+                    out._selected_parent(self, path[: depth + 1])
                 continue
             parent = out._selected_parent(self, path)
             if parent._get_str(path[-1], None) is None:
@@ -376,19 +379,31 @@ class TensorDictBase(
         return out
 
     def _nested_stack_depth(self, path: tuple[str, ...]) -> int:
-        """How many parts of ``path`` lead to a nested lazy stack it goes into (0: none), so
-        ``select`` asks the stack for the rest (its members may hold leaves of different
-        shapes, which a read of the stacked leaf refuses; upstream selects there too)."""
+        """How many parts of ``path`` lead to a nested lazy stack or tensorclass it goes into
+        (0: none), so ``select`` asks it for the rest (a stack's members may hold leaves of
+        different shapes, which a read of the stacked leaf refuses; a tensorclass keeps its
+        class, its other fields None; upstream selects there too)."""
         node: Any = self
         for depth, part in enumerate(path[:-1], 1):
             node = node._get_str(part, None) if isinstance(node, TensorDictBase) else None
             if getattr(type(node), "_is_tensorclass", False):
-                node = node._tensordict
+                return depth  # (so is a tensorclass: the result keeps its class, as upstream)
             if isinstance(node, factory.LazyStackedTensorDict):
                 return depth
             if node is None:
                 return 0
         return 0
+
+    def _collection_depth(self, path: tuple[str, ...]) -> int:
+        """How many leading parts of ``path`` name nested tensordicts (or tensorclasses)."""
+        node: Any = self
+        for depth, part in enumerate(path[:-1]):
+            node = node._get_str(part, None) if isinstance(node, TensorDictBase) else None
+            if getattr(type(node), "_is_tensorclass", False):
+                node = node._tensordict
+            if not isinstance(node, TensorDictBase):
+                return depth
+        return len(path) - 1
 
     def _selected_parent(self, source: TensorDictBase, path: tuple[str, ...]) -> Any:
         """The tensordict of a selection (``self``) that holds ``path``'s last part; the nested
@@ -446,7 +461,9 @@ class TensorDictBase(
             if isinstance(value, TensorDictBase):
                 value = value._copy_structure(excluded, path)
             elif getattr(type(value), "_is_tensorclass", False):
-                value = value.clone(False)  # a new instance over the same tensors
+                inner = [p[len(path) :] for p in excluded if p[: len(path)] == path]
+                # a new instance over the same tensors, without the fields excluded in it
+                value = value.exclude(*inner) if inner else value.clone(False)
             source[key] = value
         return self._new_dense(source, self.batch_size, self._names_or_none())
 

@@ -31,6 +31,8 @@ __all__ = [
     "TORCH_FUNCTIONS",
     "CombineMixin",
     "cat",
+    "private_cat",
+    "private_stack",
     "run_higher_order_op",
     "stack",
     "stack_or_lazy",
@@ -225,8 +227,9 @@ def stack_or_lazy(
                 f"out.batch_size={out.batch_size} and batch_size={stacked}. Give an out= of the "
                 "stacked batch size (nothing was written)."
             )
-        with out_writes("stack", out, tds):
-            for i, td in enumerate(tds):
+        members = _only_keys_of(out, tds)
+        with out_writes("stack", out, members):
+            for i, td in enumerate(members):
                 out[(slice(None),) * d + (i,)] = td
         return out
     if contiguous:
@@ -250,14 +253,22 @@ def stack_or_lazy(
     return result
 
 
-def stack(
-    tds: Sequence[Any],
-    dim: int = 0,
-    *,
-    out: Any = None,
-    maybe_dense_stack: bool | None = None,
-    **kwargs: Any,
-) -> Any:
+def _only_keys_of(out: Any, tds: list[Any]) -> list[Any]:
+    """The members restricted to the entries ``out`` holds (as upstream, ``stack(out=)`` writes
+    those only: the members' other keys are left out, ``out``'s other keys left alone)."""
+    target = out._tensordict if getattr(type(out), "_is_tensorclass", False) else out
+    keys = set(target.keys(True, True, is_leaf=leaf_or_non_tensor))
+    restricted = []
+    for td in tds:
+        inner = td._tensordict if getattr(type(td), "_is_tensorclass", False) else td
+        if set(inner.keys(True, True, is_leaf=leaf_or_non_tensor)) <= keys:
+            restricted.append(td)
+        else:
+            restricted.append(inner.select(*keys, strict=False))
+    return restricted
+
+
+def stack(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     """``torch.stack`` / ``TensorDict.stack`` / ``tensordict.stack``: stack tensordicts that
     agree along a new batch dimension, as upstream does.
 
@@ -266,9 +277,8 @@ def stack(
     member count are stacked member by member (the result stays lazy). Members that differ are
     refused, as upstream refuses them: :meth:`~tensordict.LazyStackedTensorDict.lazy_stack` keeps
     them apart and :meth:`~tensordict.LazyStackedTensorDict.maybe_dense_stack` stacks densely what
-    agrees (as
-    ``maybe_dense_stack=True`` does here). ``out=`` and upstream's legacy lazy mode stack as
-    they always did.
+    agrees. With ``out=``, the stack is written into ``out``, its keys only (as upstream: the
+    members' other keys are left out, ``out``'s other keys left alone).
 
     Raises:
         KeyMismatchError: the members' keys differ (a ``RuntimeError`` and a ``KeyError``; the
@@ -291,11 +301,44 @@ def stack(
         >>> type(TensorDict.maybe_dense_stack([a, b])).__name__
         'LazyStackedTensorDict'
     """
-    strict = not maybe_dense_stack
-    return stack_or_lazy(tds, dim, out=out, strict=strict, **kwargs)
+    return stack_or_lazy(input, dim, out=out, strict=True)
 
 
-def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
+def private_stack(
+    list_of_tensordicts: Sequence[Any],
+    dim: int = 0,
+    device: Any = None,
+    out: Any = None,
+    strict: bool = False,
+    contiguous: bool = False,
+    maybe_dense_stack: bool | None = None,
+) -> Any:
+    """Upstream's private stack: ``torch.stack``'s rules (members that differ are refused)
+    unless ``maybe_dense_stack``, which stacks them lazily; ``contiguous`` makes a lazy result
+    dense; ``device`` moves the result. ``strict`` is accepted as upstream accepts it.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> a, b = TensorDict(x=torch.zeros(2)), TensorDict(y=torch.zeros(2))
+        >>> type(private_stack([a, b], maybe_dense_stack=True)).__name__
+        'LazyStackedTensorDict'
+    """
+    result = stack_or_lazy(
+        list_of_tensordicts, dim, out=out, strict=not maybe_dense_stack, contiguous=contiguous
+    )
+    return result if device is None else result.to(device)
+
+
+def private_cat(
+    list_of_tensordicts: Sequence[Any], dim: int = 0, device: Any = None, out: Any = None
+) -> Any:
+    """Upstream's private cat: ``torch.cat`` of tensordicts, then moved to ``device``."""
+    result = cat(list_of_tensordicts, dim, out=out)
+    return result if device is None else result.to(device)
+
+
+def cat(input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     """Concatenate tensordicts along an existing batch dimension.
 
     Raises:
@@ -308,7 +351,7 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
         >>> torch.cat([td[:1], td[1:]], 0)["a"]
         tensor([0, 1, 2])
     """
-    tds = list(tds)
+    tds = list(input)
     if not tds:
         raise ValueError("cannot concatenate an empty list of tensordicts.")
     if getattr(type(tds[0]), "_is_tensorclass", False):  # concatenates the inner tensordicts
@@ -373,7 +416,7 @@ def _where(condition: Any, base: Any, rest: Any, flip: bool) -> Any:
     its stack dim and answers member by member."""
     if hasattr(base, "stack_dim") and base.tensordicts:
         sd, n = base.stack_dim, len(base.tensordicts)
-        parts = zip(base.tensordicts, _split(condition, sd, n), _split(rest, sd, n))
+        parts = zip(base.tensordicts, split_operand(condition, sd, n), split_operand(rest, sd, n))
         members = [_where(c, m, r, flip) for m, c, r in parts]
         return factory.LazyStackedTensorDict(*members, stack_dim=sd)
     if getattr(type(base), "_is_tensorclass", False):
@@ -410,7 +453,7 @@ def _where_leaf(c: Any, x: torch.Tensor, y: Any, flip: bool) -> torch.Tensor:
     return torch.where(c, y, x) if flip else torch.where(c, x, y)
 
 
-def _split(operand: Any, dim: int, n: int) -> list[Any]:
+def split_operand(operand: Any, dim: int, n: int) -> list[Any]:
     """An operand of a lazy stack's ``where`` cut along its stack dim (broadcast if it lacks it)."""
     if isinstance(operand, TensorCollection) or getattr(type(operand), "_is_tensorclass", False):
         return list(operand.unbind(dim))
@@ -499,10 +542,10 @@ class CombineMixin(TensorCollection):
         return _pass_lock(self, tuple(self._index(prefix + (i,)) for i in range(n)))
 
     @classmethod
-    def stack(cls, input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs: Any) -> Any:
+    def stack(cls, input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
         """Stack tensordicts that agree (see :func:`tensordict.stack`: members whose keys or entry
         shapes differ are refused, as upstream)."""
-        return stack(input, dim, out=out, **kwargs)
+        return stack(input, dim, out=out)
 
     @classmethod
     def cat(cls, input: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
@@ -510,16 +553,20 @@ class CombineMixin(TensorCollection):
         return cat(input, dim, out=out)
 
     @classmethod
-    def lazy_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
-        """Stack without copying: a :class:`~tensordict.LazyStackedTensorDict`
-        (``strict_shape=True`` refuses members of different batch sizes)."""
-        return factory.LazyStackedTensorDict.lazy_stack(input, dim, **kwargs)
+    def lazy_stack(
+        cls, input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs: Any
+    ) -> Any:
+        """Stack without copying: a :class:`~tensordict.LazyStackedTensorDict` (the options of
+        :meth:`LazyStackedTensorDict.lazy_stack <tensordict.LazyStackedTensorDict.lazy_stack>`)."""
+        return factory.LazyStackedTensorDict.lazy_stack(input, dim, out=out, **kwargs)
 
     @classmethod
-    def maybe_dense_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
+    def maybe_dense_stack(
+        cls, input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs: Any
+    ) -> Any:
         """Dense where the members agree, lazy where they differ (see
         :func:`tensordict.maybe_dense_stack`)."""
-        return factory.maybe_dense_stack(input, dim)
+        return factory.LazyStackedTensorDict.maybe_dense_stack(input, dim, out=out, **kwargs)
 
     @classmethod
     def __torch_function__(

@@ -125,6 +125,29 @@ class _LazyMerge:
         current.update(self.value, clone=clone, inplace=inplace)
 
 
+class _TcMerge:
+    """A tensorclass written by ``update`` over an instance of its class: merged into it field
+    by field (fields it holds None for leave the existing ones alone), as upstream."""
+
+    __slots__ = ("keys", "value")
+
+    def __init__(self, value: Any, keys: list[Any] | None) -> None:
+        self.value = value
+        self.keys = keys
+
+    def merge_into(self, td: Any, path: tuple[str, ...], *, clone: bool, inplace: bool) -> None:
+        current = td._parent_for_write(path, create=False)._get_str(path[-1], None)
+        current.update(self.value, clone=clone, inplace=inplace, keys_to_update=self.keys)
+
+
+def _keys_inside(path: tuple[str, ...], keys: builtins.set[NestedKey] | None) -> list[Any] | None:
+    """The keys of ``keys`` inside ``path`` (relative to it); None for all of them."""
+    if keys is None or unravel_key(path) in keys:
+        return None
+    n = len(path)
+    return [key[n:] for key in keys if isinstance(key, tuple) and key[:n] == path and key[n:]]
+
+
 class _Resize:
     """A nested tensordict (or tensorclass) of ``update(..., update_batch_size=True)`` whose
     batch size conflicts with the one it is written into: that one is resized in place (it
@@ -534,6 +557,10 @@ class EntriesMixin(TensorCollection):
                     out.append((path, _LazyMerge(value)))
                 else:
                     out.extend(self._flat_updates(value, path, keys, is_leaf, update_batch_size))
+            elif tc_value and _is_tc(current) and type(current) is type(value):
+                inside = _keys_inside(path, keys)
+                if inside is None or inside:
+                    out.append((path, _TcMerge(value, inside)))
             elif keys is None or unravel_key(path) in keys or _leads_to(path, keys):
                 out.append((path, value))
         return out
@@ -583,7 +610,7 @@ class EntriesMixin(TensorCollection):
         )
         staged: list[tuple[tuple[str, ...], Any, Any, Any]] = []
         for path, value in updates:
-            if isinstance(value, (_LazyMerge, _Resize)):
+            if isinstance(value, (_LazyMerge, _Resize, _TcMerge)):
                 if self.is_locked and not inplace:
                     raise LockedError(locked_message(f"update {unravel_key(path)!r}"))
                 staged.append((path, value, None, None))
@@ -600,7 +627,7 @@ class EntriesMixin(TensorCollection):
             refuse_cycle(self, path, converted)
             staged.append((path, converted, value, None))
         for path, converted, value, existing in staged:
-            if isinstance(converted, (_LazyMerge, _Resize)):
+            if isinstance(converted, (_LazyMerge, _Resize, _TcMerge)):
                 converted.merge_into(self, path, clone=clone, inplace=inplace)
             elif existing is not None:
                 self._write_inplace(path, existing, value)
@@ -665,7 +692,7 @@ class EntriesMixin(TensorCollection):
                 "update_ writes existing entries in place. Use update() to add new entries."
             )
         for path, existing, value in staged:
-            if isinstance(value, _LazyMerge):
+            if isinstance(value, (_LazyMerge, _TcMerge)):  # (written in place as it is)
                 value = value.value
             self._write_inplace(path, existing, value.clone() if clone else value)
         return self

@@ -15,8 +15,9 @@ from typing import Any, TypeVar
 import torch
 
 from tensordict.core import factory
-from tensordict.core.behaviour.arithmetic import pad_missing
+from tensordict.core.behaviour.arithmetic import _same, number_as_tensor, pad_missing
 from tensordict.core.behaviour.autograd import backward, grad_of
+from tensordict.core.behaviour.combine import split_operand
 from tensordict.core.behaviour.ops import _is_collection, keep_lock_of
 from tensordict.core.behaviour.shape import normalize_dim
 from tensordict.core.collection import TensorCollection
@@ -64,7 +65,7 @@ def _binary(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
     def method(self: Any, other: Any, *args: Any, **kwargs: Any) -> Any:
         def op(x: torch.Tensor, y: Any) -> torch.Tensor:
             if not isinstance(y, torch.Tensor):  # a number takes the entry's dtype if it can
-                y = torch.as_tensor(y, dtype=torch.result_type(x, y), device=x.device)
+                y = number_as_tensor(y, x)
             return fn(x, y, *args, **kwargs)
 
         return self._binary(other, op)  # (tensordicts and tensorclasses alike)
@@ -111,11 +112,32 @@ def _size_arg(size: tuple[Any, ...]) -> torch.Size:
     return torch.Size(size)
 
 
-def _add_missing_non_tensor(result: Any, other: Any) -> None:
+def _add_missing_non_tensor(result: Any, other: Any, cond: torch.Tensor) -> None:
+    """The non-tensor entries of ``where(cond, self, other)``: those only ``other`` holds come
+    along; those both sides hold are picked element by element (a :class:`NonTensorStack`),
+    as upstream."""
     other_td = other._tensordict if getattr(type(other), "_is_tensorclass", False) else other
     for key, value in other_td.items(True, True, is_leaf=leaf_or_non_tensor):
-        if is_non_tensor(value) and result.get(key, None) is None:
+        if not is_non_tensor(value):
+            continue
+        mine = result.get(key, None)
+        if mine is None:
             result.set(key, value)
+        elif is_non_tensor(mine):
+            bs = mine.batch_size
+            mask = cond.reshape(*cond.shape, *[1] * (len(bs) - cond.ndim)).expand(bs)
+            result.set(key, mine.maybe_to_stack().where(mask, value))
+
+
+def _where_member(member: Any, cond: torch.Tensor, other: Any, out: Any, pad: Any) -> Any:
+    """One member of a lazy stack's ``where``: kept whole where its condition holds everywhere,
+    replaced whole by ``other``'s member where it holds nowhere (their entries may differ in
+    shape, as ragged members do), picked element by element otherwise (as upstream)."""
+    if _is_collection(other) and not cond.any():
+        return other.clone(False) if out is None else out.update(other)
+    if cond.all():
+        return member.clone(False) if out is None or out is member else out.update(member)
+    return member.where(cond, other, out=out, pad=pad)
 
 
 class TensorMethodsMixin(TensorCollection):
@@ -195,9 +217,13 @@ class TensorMethodsMixin(TensorCollection):
             tensor([0., 1., 0.])
         """
         base: Any = self
+        cond = torch.as_tensor(condition, dtype=torch.bool)
+        if getattr(self, "tensordicts", None) and cond.ndim > getattr(self, "stack_dim", cond.ndim):
+            # a lazy stack answers member by member (its members may hold entries of different
+            # shapes, which have no stacked value; upstream picks member by member too)
+            return self._where_members(cond, other, out, pad)
         if _is_collection(other):
             base, other = pad_missing(self, other, pad, "where")
-        cond = torch.as_tensor(condition, dtype=torch.bool)
         if tuple(cond.shape) != tuple(base.batch_size)[: cond.ndim]:
             raise BatchSizeError(
                 f"where: condition of shape {list(cond.shape)} must match the leading batch dims "
@@ -215,14 +241,30 @@ class TensorMethodsMixin(TensorCollection):
             batch_size=base.batch_size,
             names=base._names_or_none(),
             nested_extra=True,
+            non_tensor_fn=_same,  # (stacks of objects kept: picked below)
+            default=None,  # (a non-tensor entry may be on one side only)
         )
         if not others:  # (as upstream: a tensordict `other` gives an unlocked result)
             result = keep_lock_of(self, result)
         else:  # non-tensor entries only ``other`` holds come along, as upstream
-            _add_missing_non_tensor(result, other)
+            _add_missing_non_tensor(result, other, cond)
         if out is not None:  # (as upstream: out's leaves are replaced, not written into)
             return out.update(result)  # type: ignore[no-any-return]
         return result  # type: ignore[no-any-return]
+
+    def _where_members(self, cond: torch.Tensor, other: Any, out: Any, pad: Any) -> Any:
+        td: Any = self
+        sd, n = td.stack_dim, len(td.tensordicts)
+        parts = zip(td.tensordicts, cond.unbind(sd), split_operand(other, sd, n))
+        lazy_out = (
+            getattr(out, "stack_dim", None) == sd and len(getattr(out, "tensordicts", ())) == n
+        )
+        outs = out.tensordicts if lazy_out else [None] * n
+        members = [_where_member(m, c, o, mo, pad) for (m, c, o), mo in zip(parts, outs)]
+        if lazy_out:
+            return out
+        result = factory.LazyStackedTensorDict(*members, stack_dim=sd)
+        return result if out is None else out.update(result)
 
     # ------------------------------------------------------------------ along a batch dim
     def _batch_dim(self, dim: int, what: str) -> int:

@@ -15,7 +15,7 @@ import torch
 from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.behaviour.names import checked_names
 from tensordict.core.indexing import plan_index
-from tensordict.errors import DimNamesError
+from tensordict.errors import DimNamesError, ShapeMismatchError
 
 __all__ = ["LazyStackNamesMixin"]
 
@@ -73,7 +73,11 @@ class LazyStackNamesMixin:
         """Raise before renaming if a nested tensordict would name two dims alike (its own extra
         dims keep their names), as upstream."""
         for member in self.tensordicts:
-            for _, nested in member._own_items():
+            for key in member._own_keys():
+                try:
+                    nested = member._get_str(key, None)
+                except ShapeMismatchError:  # a ragged leaf of a lazy member: not a tensordict
+                    continue
                 if not isinstance(nested, TensorDictBase):
                     continue
                 full = value + list(nested.names[member_dims:])

@@ -318,6 +318,8 @@ def stack_lazy(tds: Sequence[Any], dim: int, strict: bool = False) -> Any:
     """``torch.stack`` of lazy stacks sharing a stack dim and a member count: a lazy stack whose
     members stack the matching members (None when the inputs do not qualify). ``strict``: the
     matching members must agree as ``torch.stack`` demands (see :func:`stack`)."""
+    if not is_lazy(tds[0]):  # (a dense one first: not stacks alike)
+        return None
     sd = tds[0].stack_dim
     n = len(tds[0].tensordicts)
     if not all(is_lazy(td) and td.stack_dim == sd and len(td.tensordicts) == n for td in tds):
@@ -358,7 +360,10 @@ def maybe_dense_stack(tds: Sequence[Any], dim: int = 0) -> Any:
         return _new_stack(tds, d, None) if _all_same_bs(tds) else stack_or_lazy(tds, d)
     source: dict[str, Any] = {}
     for key in keys:
-        values = [td._get_str(key, None) for td in tds]
+        try:
+            values = [td._get_str(key, None) for td in tds]
+        except ShapeMismatchError:  # a lazy stack among them with no stacked value for key
+            return _new_stack(tds, d, None)
         if all(isinstance(v, TensorDictBaseLike) for v in values) and not any(
             getattr(type(v), "_is_tensorclass", False) for v in values
         ):

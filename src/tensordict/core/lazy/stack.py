@@ -18,7 +18,7 @@ from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.behaviour.combine import stack_or_lazy
 from tensordict.core.behaviour.entries import inplace_value, locked_message
 from tensordict.core.behaviour.ops import _KEEP
-from tensordict.core.behaviour.ragged import LazyRaggedMixin
+from tensordict.core.behaviour.ragged import LazyRaggedMixin, pad_and_stack
 from tensordict.core.behaviour.setitem import stage_setitem
 from tensordict.core.behaviour.shape import normalize_dim
 from tensordict.core.collection import publish_as
@@ -148,24 +148,77 @@ class LazyStackedTensorDict(
             self.tensordicts = [m.to(device) for m in members]
 
     @classmethod
-    def lazy_stack(
-        cls, input: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs: Any
+    def lazy_stack(  # type: ignore[override]  # (upstream: "items", explicit options)
+        cls,
+        items: Sequence[Any],
+        dim: int = 0,
+        *,
+        device: Any = None,
+        out: Any = None,
+        stack_dim_name: str | None = None,
+        strict_shape: bool = False,
+        as_list: bool = False,
+        as_padded_tensor: bool = False,
+        as_nested_tensor: bool = False,
+        padding_side: str = "right",
+        layout: torch.layout | None = None,
+        padding_value: float | int | bool = 0.0,
     ) -> Any:
-        """Stack without copying (with ``out=``: write the members into ``out``)."""
+        """Stack without copying (with ``out=``: write the members into ``out``).
+
+        Tensors (rather than tensordicts) are stacked with ``torch.stack``, or returned as a list
+        (``as_list``), padded to the largest shape (``as_padded_tensor``, with
+        ``padding_value`` and ``padding_side``) or made a nested tensor (``as_nested_tensor``,
+        of ``layout``, jagged by default); those three exclude each other. ``device`` is
+        accepted as upstream accepts it (the members stay where they are).
+
+        Raises:
+            TypeError: more than one of ``as_list``, ``as_padded_tensor``, ``as_nested_tensor``.
+
+        Examples:
+            >>> import torch
+            >>> LazyStackedTensorDict.lazy_stack([torch.ones(1), torch.ones(2)], as_list=True)
+            [tensor([1.]), tensor([1., 1.])]
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict(x=torch.zeros(3), batch_size=[3])
+            >>> LazyStackedTensorDict.lazy_stack([td, td], stack_dim_name="env").names
+            ['env', None]
+        """
+        members = list(items)
+        if as_list + as_padded_tensor + as_nested_tensor > 1:
+            raise TypeError(
+                "as_list, as_padded_tensor and as_nested_tensor are exclusive. Pass one of them."
+            )
+        if members and all(isinstance(m, torch.Tensor) for m in members):
+            if as_list:
+                return members
+            if as_padded_tensor:  # (as upstream: along a new first dim, whatever ``dim``)
+                return pad_and_stack(members, 0, padding_value, padding_side)
+            if as_nested_tensor:
+                return torch.nested.nested_tensor(members, layout=layout or torch.jagged)
+            return torch.stack(members, dim, out=out)
         if out is not None:
-            return stack_or_lazy(input, dim, out=out)
-        members = list(input)
+            return stack_or_lazy(members, dim, out=out)
         if members and getattr(type(members[0]), "_is_tensorclass", False):
             return type(members[0]).lazy_stack(members, dim)  # the tensorclass around the stack
         if members and all(isinstance(m, (NonTensorData, NonTensorStack)) for m in members):
             return NonTensorStack(*members, stack_dim=dim)  # (as upstream)
-        return cls(*members, stack_dim=dim, strict_shape=kwargs.get("strict_shape", False))
+        result = cls(*members, stack_dim=dim, strict_shape=strict_shape)
+        if stack_dim_name is not None:
+            result._stack_name = stack_dim_name
+        return result
 
     @classmethod
-    def maybe_dense_stack(cls, input: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
+    def maybe_dense_stack(  # type: ignore[override]  # (upstream: "items", out positional)
+        cls, items: Sequence[Any], dim: int = 0, out: Any = None, strict: bool = False
+    ) -> Any:
         """Dense where the members agree, lazy where they differ (see
-        :func:`tensordict.maybe_dense_stack`)."""
-        return maybe_dense_stack(input, dim)
+        :func:`tensordict.maybe_dense_stack`); with ``out=``, written into ``out`` (its keys
+        only). ``strict`` is accepted as upstream accepts it (members that differ still stack
+        lazily)."""
+        if out is not None:
+            return stack_or_lazy(list(items), dim, out=out)
+        return maybe_dense_stack(items, dim)
 
     # ================================================================== deprecated upstream API
     @property

@@ -409,7 +409,9 @@ class NonTensorStack(_NonTensorBase):
         LinkedList(['a', 'b', 'a', 'b'])
     """
 
-    __slots__ = ("_device", "_values")
+    # _data_rows: per member along dim 0, whether it was a NonTensorData with batch dims (one
+    # value for its elements): reading that member back gives a NonTensorData, as upstream
+    __slots__ = ("_data_rows", "_device", "_values")
 
     def __init__(
         self,
@@ -433,6 +435,8 @@ class NonTensorStack(_NonTensorBase):
             )
         dim = stack_dim if stack_dim >= 0 else stack_dim + arrays[0].ndim + 1
         self._values = np.stack(arrays, axis=dim)
+        if dim == 0 and arrays[0].ndim:
+            self._data_rows = tuple(isinstance(i, NonTensorData) for i in items)
         if self._device is None:
             first = items[0]
             if isinstance(first, (NonTensorData, NonTensorStack)):
@@ -484,6 +488,8 @@ class NonTensorStack(_NonTensorBase):
                 "convert it with tolist() first."
             )
         values = self._values.reshape(-1)[pos.reshape(-1).numpy()].reshape(tuple(td.batch_size))
+        if not values.ndim:  # one element (unbind, ...): the data, as indexing gives it
+            return NonTensorData._new(values[()], torch.Size([]), td.device)
         return NonTensorStack.from_array(values, td.device)
 
     # -- shape and values ----------------------------------------------------------------------
@@ -511,7 +517,25 @@ class NonTensorStack(_NonTensorBase):
     @property
     def tensordicts(self) -> list[Any]:
         """The members along the first dimension."""
-        return [self._wrap(self._values[i]) for i in range(len(self))]
+        out = []
+        for i in range(len(self)):
+            row = self._data_row(i)
+            out.append(self._wrap(self._values[i]) if row is None else row)
+        return out
+
+    def _data_row(self, i: Any) -> NonTensorData | None:
+        """Member ``i`` as the :class:`NonTensorData` it was stacked as, while its elements still
+        hold that one value (else None)."""
+        rows = getattr(self, "_data_rows", None)
+        if rows is None or not isinstance(i, int) or len(rows) != len(self._values):
+            return None
+        if not -len(rows) <= i < len(rows) or not rows[i]:
+            return None
+        values = self._values[i]
+        first = values.flat[0]
+        if not all(v is first for v in values.flat):
+            return None
+        return NonTensorData._new(first, torch.Size(values.shape), self._device)  # type: ignore[no-any-return]
 
     @property
     def data(self) -> Any:
@@ -569,6 +593,17 @@ class NonTensorStack(_NonTensorBase):
     def _index_planned(
         self, batch_size: torch.Size, leaf_index: Any
     ) -> NonTensorData | NonTensorStack:
+        member = leaf_index[0] if type(leaf_index) is tuple and len(leaf_index) == 1 else leaf_index
+        entry: NonTensorData | NonTensorStack | None = self._data_row(member)  # (stacked as one)
+        if entry is None:
+            entry = self._wrap(self._values_at(leaf_index, batch_size))
+        if self._is_memmap:
+            entry.__dict__["_memmap_parent"] = True
+        if isinstance(entry, NonTensorData):  # one value: writes to it reach this stack
+            entry.__dict__["_stack_slot"] = (self, leaf_index)
+        return entry
+
+    def _values_at(self, leaf_index: Any, batch_size: torch.Size) -> np.ndarray:
         values = self._values[to_numpy_index(leaf_index)]
         if not isinstance(values, np.ndarray):
             out = np.empty((), dtype=object)
@@ -578,12 +613,7 @@ class NonTensorStack(_NonTensorBase):
         trailing = values.ndim > n and tuple(values.shape[:n]) == tuple(batch_size)
         if tuple(values.shape) != tuple(batch_size) and not trailing:  # (dims of its own stay)
             values = values.reshape(tuple(batch_size))
-        entry = self._wrap(values)
-        if self._is_memmap:
-            entry.__dict__["_memmap_parent"] = True
-        if isinstance(entry, NonTensorData):  # one element: writes to it reach this stack
-            entry.__dict__["_stack_slot"] = (self, leaf_index)
-        return entry
+        return values
 
     def __setitem__(self, index: Any, value: Any) -> None:
         plan = plan_index(index, self.batch_size)
