@@ -15,6 +15,10 @@ Four guarantees, each for workers of pools ``map_iter`` creates:
   others); a KeyboardInterrupt raised inside one is printed and dropped, and logging's lock stays
   held. :func:`sigint_held` keeps SIGINT from the Python handler while a worker starts and
   delivers it right after, once the worker is registered (so it is stopped with the others).
+  A KeyboardInterrupt raised inside a weakref callback is dropped the same way, so no object of
+  the machinery is freed with a callback pending: a closed pool leaves the weak set of pools to
+  close at exit (:func:`forget_at_exit`), a worker's ``Process`` never enters multiprocessing's
+  (:func:`untrack_process`).
 - **Nesting.** Workers are not daemonic, so ``fn`` may call ``map_iter`` itself, up to
   :data:`MAX_DEPTH` levels; inside a daemonic process (a ``multiprocessing.Pool`` worker) it raises
   :class:`~tensordict.errors.NestedWorkersError` instead of multiprocessing's bare assertion.
@@ -25,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import multiprocessing as mp
+import multiprocessing.process
 import multiprocessing.util
 import os
 import select
@@ -44,7 +49,9 @@ __all__ = [
     "check_can_start_workers",
     "close_at_exit",
     "depth",
+    "forget_at_exit",
     "sigint_held",
+    "untrack_process",
 ]
 
 #: how many levels of pools a process may start: the main program's workers (1) may start
@@ -102,6 +109,13 @@ def close_at_exit(pool: Any) -> None:
     _open_pools.add(pool)
 
 
+def forget_at_exit(pool: Any) -> None:
+    """Take a closed ``pool`` off the pools closed at exit, while it is alive: freed in the weak
+    set, it would run the set's callback wherever this thread then is (a Ctrl-C landing in a
+    weakref callback is printed and dropped)."""
+    _open_pools.discard(pool)
+
+
 def _close_open_pools() -> None:
     for pool in list(_open_pools):
         with contextlib.suppress(Exception):
@@ -134,6 +148,20 @@ def sigint_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a blocked SIGINT is delivered here
         if caught:
             signal.raise_signal(signal.SIGINT)
+
+
+def untrack_process(process: Any) -> None:
+    """Take a started worker's ``Process`` out of ``multiprocessing.process._dangling``.
+
+    multiprocessing keeps every ``Process`` object in that weak set (for CPython's own test
+    suite); freeing one runs the set's callback, in the main thread for a worker retired or
+    reaped there, and a Ctrl-C landing in a weakref callback is printed and dropped: with
+    ``max_tasks_per_child=1`` one in a few hundred was lost under load. Private and optional: a
+    Python without it is left alone.
+    """
+    dangling = getattr(multiprocessing.process, "_dangling", None)
+    if isinstance(dangling, weakref.WeakSet):
+        dangling.discard(process)
 
 
 # ---------------------------------------------------------------------- dying with the owner
