@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import types
-
 import pytest
 
 from tensordict.errors import WorkerDiedError
@@ -46,8 +44,3 @@ def test_closed_ray_pool_is_reported_with_what_to_pass(ray_cluster):
     backend = ray_pool.RayPoolBackend(ClosedPool(), JOB)
     with pytest.raises(ValueError, match=r"pass an open ray\.util\.multiprocessing\.Pool"):
         backend.submit(range(1), lambda k: None)
-
-
-def test_cancel_skips_handles_without_ray_private_attributes(ray_cluster):
-    unfinished = types.SimpleNamespace(ready=lambda: False)  # no _result_thread
-    ray_pool._cancel(ray_cluster, unfinished)  # must not raise
