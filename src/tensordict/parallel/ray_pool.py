@@ -60,8 +60,8 @@ __all__ = ["RayPoolBackend", "ray_pool_size", "require_ray", "run_ray_task"]
 
 #: how often wait() checks that every task it waits for can still report (Ray's own result threads)
 CHECK_SECONDS = 1.0
-#: after an actor died: how long the chunks before the lost ones may take to report (naming the
-#: chunk it was running); healthy actors answer in the time of one chunk
+#: after an actor died: how long the chunks in flight may take to report (naming the chunk it was
+#: running and those lost with it); healthy actors answer in the time of one chunk
 DEAD_GRACE_SECONDS = 5.0
 #: jobs an actor keeps resolved (fn unpickled, source mapped), most recent first
 JOBS_PER_ACTOR = 4
@@ -228,13 +228,15 @@ class RayPoolBackend(Backend):
         return ("err", k, exc, text)
 
     def _actor_died(self, lost: dict[int, BaseException]) -> None:
-        """Name the chunk a dead actor was running, and raise.
+        """Name the chunk a dead actor was running, and the others lost with it, and raise.
 
-        Every task queued on a dead actor fails; the one it was running is the lowest of them, once
-        the chunks before it have reported (bounded by a grace period: never a hang).
+        Every task queued on a dead actor fails; the one it was running is the lowest of them. The
+        error waits until every chunk in flight has reported (bounded by a grace period: never a
+        hang): each failure comes through its own result thread, later on a loaded machine, and
+        the chunks lost with the actor are all listed, not only those already reported.
         """
         deadline = time.monotonic() + DEAD_GRACE_SECONDS
-        while any(j < min(lost) for j in self.in_flight) and time.monotonic() < deadline:
+        while self.in_flight and time.monotonic() < deadline:
             try:
                 kind, j, value = self.events.get(
                     timeout=max(0.0, min(0.1, deadline - time.monotonic()))
