@@ -22,7 +22,6 @@ import pytest
 import torch
 
 from tensordict import TensorDict
-from tensordict.parallel import lifeline
 from tests.parallel import helpers
 from tests.parallel.lifecycle import Harness
 from tests.stress import stress_count
@@ -57,8 +56,9 @@ def test_every_ctrl_c_stops_map_iter_even_during_a_fork(tmp_path, method):
 def test_workers_and_pools_are_freed_without_a_weakref_callback_in_the_callers_thread():
     # the cause of the Ctrl-C lost under load, pinned without timing: a KeyboardInterrupt raised
     # inside a weakref callback is printed and dropped, so the machinery must not free a worker's
-    # Process (multiprocessing's weak set of them) or a pool (lifeline's) with a callback pending
-    watched = {id(multiprocessing.process._dangling): "Process", id(lifeline._open_pools): "pool"}
+    # Process (multiprocessing keeps a weak set of them) or a pool (lifeline's pools to close at
+    # exit) with a callback pending
+    names = {id(multiprocessing.process._dangling): "Process", id(threading._dangling): "Thread"}
     caller = threading.current_thread()
     freed: list[str] = []
 
@@ -67,8 +67,8 @@ def test_workers_and_pools_are_freed_without_a_weakref_callback_in_the_callers_t
         if event == "call" and code.co_name == "_remove" and code.co_filename.endswith("set.py"):
             selfref = frame.f_locals.get("selfref")
             weak_set = selfref() if selfref is not None else None
-            if id(weak_set) in watched and threading.current_thread() is caller:
-                freed.append(watched[id(weak_set)])
+            if threading.current_thread() is caller:
+                freed.append(names.get(id(weak_set), repr(weak_set)))
 
     td = TensorDict({"x": torch.arange(16.0)}, [16])
     sys.setprofile(profile)

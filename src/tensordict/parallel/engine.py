@@ -52,10 +52,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from tensordict.errors import WorkerDiedError
-from tensordict.parallel import lifeline
 from tensordict.parallel.channel import SPIN_SECONDS, Channel
 from tensordict.parallel.coalesce import BATCH_TAG, HOLD_TAG, MAX_HELD
-from tensordict.parallel.lifeline import Lifeline, close_at_exit, sigint_held
+from tensordict.parallel.lifeline import Lifeline, close_at_exit, sigint_held, untrack_process
 from tensordict.parallel.reaper import reap_later
 from tensordict.parallel.shm import STOCK
 from tensordict.parallel.startup import STARTED, missing_main_hidden, start_error, worker_name
@@ -428,7 +427,7 @@ class OwnPool(Backend):
         # the others), never inside a fork hook that would drop it
         with sigint_held(), missing_main_hidden(self.ctx.get_start_method()):
             process.start()
-            lifeline.untrack_process(process)  # (see lifeline: no weakref callback later)
+            untrack_process(process)  # (freed later without a weakref callback: see lifeline)
             child_end.close()
             worker = _Worker(wid, process, Channel(parent_end, recv_warm=warm), self.max_tasks)
             self.workers[wid] = worker
@@ -788,7 +787,6 @@ class OwnPool(Backend):
                 w.chan.close()
             self.selector.close()
             reap_later(workers, grace)
-            lifeline.forget_at_exit(self)
             return
         deadline = time.monotonic() + grace
         for w in workers:
@@ -805,4 +803,3 @@ class OwnPool(Backend):
             w.chan.close()
             w.close_process()
         self.selector.close()
-        lifeline.forget_at_exit(self)  # (see lifeline: no weakref callback later)

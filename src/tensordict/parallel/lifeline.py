@@ -16,8 +16,8 @@ Four guarantees, each for workers of pools ``map_iter`` creates:
   held. :func:`sigint_held` keeps SIGINT from the Python handler while a worker starts and
   delivers it right after, once the worker is registered (so it is stopped with the others).
   A KeyboardInterrupt raised inside a weakref callback is dropped the same way, so no object of
-  the machinery is freed with a callback pending: a closed pool leaves the weak set of pools to
-  close at exit (:func:`forget_at_exit`), a worker's ``Process`` never enters multiprocessing's
+  the machinery is freed with a callback pending: the pools to close at exit are held by weak
+  references without one, and a worker's ``Process`` leaves multiprocessing's weak set of them
   (:func:`untrack_process`).
 - **Nesting.** Workers are not daemonic, so ``fn`` may call ``map_iter`` itself, up to
   :data:`MAX_DEPTH` levels; inside a daemonic process (a ``multiprocessing.Pool`` worker) it raises
@@ -49,7 +49,6 @@ __all__ = [
     "check_can_start_workers",
     "close_at_exit",
     "depth",
-    "forget_at_exit",
     "sigint_held",
     "untrack_process",
 ]
@@ -94,7 +93,9 @@ def check_can_start_workers() -> None:
 
 
 # ---------------------------------------------------------------------- exit
-_open_pools: weakref.WeakSet[Any] = weakref.WeakSet()
+#: the pools to close at exit, by id: weak references without a callback (a callback would run
+#: wherever this thread is when a pool is freed, and a Ctrl-C landing in it is dropped)
+_open_pools: dict[int, weakref.ref[Any]] = {}
 _registered_pid: int | None = None
 
 
@@ -102,24 +103,21 @@ def close_at_exit(pool: Any) -> None:
     """Close ``pool`` (``pool.close(abort=True, grace=...)``) at interpreter exit if still open."""
     global _open_pools, _registered_pid
     if _registered_pid != os.getpid():  # first pool of this process (or of a forked child)
-        _open_pools = weakref.WeakSet()
+        _open_pools = {}
         # runs inside multiprocessing's exit function, before it joins the children
         multiprocessing.util.Finalize(None, _close_open_pools, exitpriority=100)
         _registered_pid = os.getpid()
-    _open_pools.add(pool)
-
-
-def forget_at_exit(pool: Any) -> None:
-    """Take a closed ``pool`` off the pools closed at exit, while it is alive: freed in the weak
-    set, it would run the set's callback wherever this thread then is (a Ctrl-C landing in a
-    weakref callback is printed and dropped)."""
-    _open_pools.discard(pool)
+    for key in [key for key, ref in _open_pools.items() if ref() is None]:
+        del _open_pools[key]  # pools freed since (an id can be reused)
+    _open_pools[id(pool)] = weakref.ref(pool)
 
 
 def _close_open_pools() -> None:
-    for pool in list(_open_pools):
-        with contextlib.suppress(Exception):
-            pool.close(abort=True, grace=EXIT_GRACE_SECONDS)
+    for ref in list(_open_pools.values()):
+        pool = ref()
+        if pool is not None:
+            with contextlib.suppress(Exception):
+                pool.close(abort=True, grace=EXIT_GRACE_SECONDS)
 
 
 # ---------------------------------------------------------------------- Ctrl-C around fork
