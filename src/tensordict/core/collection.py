@@ -3,9 +3,9 @@
 :class:`TensorCollection` declares the handful of primitives (read/write one entry, list entries,
 index, batch size, device, lock state) on which the behaviour in ``behaviour/`` is written once.
 It exists as its own module so that those modules can refer to the tensordict type without
-importing each other. :class:`OverSource` provides those primitives for the classes that hold no
-entry of their own and read and write another tensordict's (typed tensordicts, lazy views,
-``TensorDictParams``).
+importing each other. :class:`OverSourceMixin` provides those primitives for the classes that
+hold no entry of their own and read and write another tensordict's (typed tensordicts, lazy
+views, ``TensorDictParams``).
 
 The classes of the tree are shown under upstream's module paths (``tensordict._td.TensorDict``):
 pickles and ``repr(type)`` name them so, and :func:`publish_as` sets that name.
@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["OverSource", "TensorCollection", "publish_as"]
+__all__ = ["OverSourceMixin", "TensorCollection", "publish_as"]
 
 
 class TensorCollection:
@@ -94,7 +94,7 @@ class TensorCollection:
         raise NotImplementedError
 
 
-class OverSource(TensorCollection):
+class OverSourceMixin(TensorCollection):
     """The primitives of a tensordict that holds no entry of its own: they read and write
     another tensordict, ``self._source`` (a typed tensordict's, a lazy view's source, the
     parameters a ``TensorDictParams`` wraps).

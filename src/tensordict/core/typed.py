@@ -30,7 +30,7 @@ import torch
 
 from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.behaviour.setitem import stage_setitem
-from tensordict.core.collection import OverSource, publish_as
+from tensordict.core.collection import OverSourceMixin, publish_as
 from tensordict.core.dense import TensorDict
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.errors import TypedFieldError
@@ -102,7 +102,7 @@ def _field_property(name: str) -> property:
 
 
 @dataclass_transform(kw_only_default=True)
-class TypedTensorDict(OverSource, TensorDictBase):
+class TypedTensorDict(OverSourceMixin, TensorDictBase):
     """A tensordict whose fields are declared as class annotations.
 
     Subclass it and annotate the fields; ``NotRequired[...]`` (or a default) makes a field
@@ -274,8 +274,8 @@ class TypedTensorDict(OverSource, TensorDictBase):
         return self._td_source.to_tensordict(retain_none=retain_none)
 
     # ================================================================== state and entries
-    # the source's (``OverSource``), but for these
-    @OverSource.device.setter  # type: ignore[attr-defined]  # (mypy reads no property here)
+    # the source's (``OverSourceMixin``), but for these
+    @OverSourceMixin.device.setter  # type: ignore[attr-defined]  # (mypy reads no property here)
     def device(self, value: Any) -> None:
         self._td_source.device = value
 

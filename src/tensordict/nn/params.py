@@ -23,7 +23,7 @@ from torch import nn
 
 from tensordict.core import factory
 from tensordict.core.behaviour.base import TensorDictBase
-from tensordict.core.collection import OverSource
+from tensordict.core.collection import OverSourceMixin
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, leaf_or_non_tensor
 from tensordict.errors import MemmapParamsError, ParamsWriteError
@@ -127,7 +127,7 @@ class _LeafRegistry(MutableMapping[str, torch.Tensor]):
         return f"{type(self).__name__}({dict(self._leaves())!r})"
 
 
-class TensorDictParams(OverSource, TensorDictBase, nn.Module):  # type: ignore[misc]
+class TensorDictParams(OverSourceMixin, TensorDictBase, nn.Module):  # type: ignore[misc]
     """A tensordict whose tensors are registered parameters and buffers of an ``nn.Module``.
 
     Putting a tensordict of weights in a module as a ``TensorDictParams`` makes them visible to
@@ -227,13 +227,13 @@ class TensorDictParams(OverSource, TensorDictBase, nn.Module):  # type: ignore[m
         return id(self)
 
     # ================================================================== primitives (delegated)
-    # the wrapped tensordict's (``OverSource``), but for these
+    # the wrapped tensordict's (``OverSourceMixin``), but for these
     @property
     def _source(self) -> TensorDict:
-        """The wrapped tensordict (``_param_td``), which :class:`OverSource` reads and writes."""
+        """The wrapped tensordict (``_param_td``), read and written by ``OverSourceMixin``."""
         return self._param_td
 
-    @OverSource.is_locked.getter  # type: ignore[attr-defined]  # (mypy reads no property here)
+    @OverSourceMixin.is_locked.getter  # type: ignore[attr-defined]  # (mypy reads no property here)
     def is_locked(self) -> bool:
         # its own flag: the wrapped tensordict may stay locked (writes through the
         # TensorDictParams unlock it for their length)

@@ -26,7 +26,7 @@ import torch
 from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.behaviour.entries import inplace_value
 from tensordict.core.behaviour.setitem import setitem_index, stage_setitem
-from tensordict.core.collection import OverSource
+from tensordict.core.collection import OverSourceMixin
 from tensordict.core.dense import TensorDict
 from tensordict.core.indexing import _str_to_index, plan_index
 from tensordict.core.keys import is_key_index
@@ -56,8 +56,9 @@ _MISSING: Any = object()
 LeafFn = Callable[[torch.Tensor], torch.Tensor]
 
 
-class _ViewBase(OverSource, TensorDictBase):
-    """What every view shares: entries, lock and device come from ``_source`` (``OverSource``)."""
+class _ViewBase(OverSourceMixin, TensorDictBase):
+    """What every view shares: entries, lock and device come from ``_source``
+    (``OverSourceMixin``)."""
 
     __slots__ = ("__weakref__", "_context", "_last_op", "_source")
     _source: Any
