@@ -1,6 +1,6 @@
 """Chunks of milliseconds: workers hold answers back and send several per message.
 
-The unit tests drive :class:`~tensordict.parallel.coalesce.HeldAnswers` over a socket pair.
+The unit tests drive :class:`~tensordict.parallel.held.HeldAnswers` over a socket pair.
 The map_iter tests force the mode from the first result (thresholds changed in the parent, where
 they are read), so they do not depend on the speed of the machine; they count, in the parent,
 the task messages that allowed holding and the answers that came several per read.
@@ -16,9 +16,10 @@ import torch
 
 from tensordict import TensorDict
 from tensordict.errors import NotPicklableError, WorkerDiedError
-from tensordict.parallel import WorkerPool, coalesce, engine
+from tensordict.parallel import WorkerPool, engine
+from tensordict.parallel import held as held_module
 from tensordict.parallel.channel import Channel
-from tensordict.parallel.coalesce import HOLD_MAX, HeldAnswers
+from tensordict.parallel.held import HOLD_MAX, HeldAnswers
 from tests.parallel import helpers
 
 N = 300
@@ -51,14 +52,14 @@ def test_held_answers_arrive_in_order_with_their_segments_in_one_read():
 def test_an_old_answer_asks_for_a_send():
     held = HeldAnswers()
     assert held.add((b"", None), 5.0) is False
-    assert held.add((b"", None), 5.0 + 2 * coalesce.HOLD_AGE_SECONDS) is True
+    assert held.add((b"", None), 5.0 + 2 * held_module.HOLD_AGE_SECONDS) is True
 
 
 @pytest.fixture
 def always_held(monkeypatch):
     """Held answers from the first result on; counts what the parent sends and receives."""
-    monkeypatch.setattr(engine, "HOLD_STARVED", 0.0)
-    monkeypatch.setattr(engine, "HOLD_PACE_SECONDS", 10.0)
+    monkeypatch.setattr(held_module, "HOLD_STARVED", 0.0)
+    monkeypatch.setattr(held_module, "HOLD_PACE_SECONDS", 10.0)
     monkeypatch.setattr(engine, "TINY_CHUNK_SECONDS", -1.0)  # never tiny
     seen = {"hold_tasks": 0, "per_read": []}
     send, collect = engine.OwnPool._send, engine.OwnPool._collect

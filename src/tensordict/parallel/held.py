@@ -1,0 +1,119 @@
+"""Held answers: chunks of milliseconds send their answers several per message.
+
+Each wake-up of the parent on 2 busy cores takes a core from a worker for ~0.1-0.2 ms (its code
+runs from cold caches after a chunk's data went through them), a tenth of a chunk of ~2 ms. So
+while results are small and come fast, the parent sends tasks as ``(HOLD_TAG, [(k, payload),
+...])`` and the worker holds the answers back (:class:`HeldAnswers`) to send several at once.
+
+- The parent's side, :class:`HoldPolicy`: when to ask for it (results of at most
+  :data:`HOLD_BYTES` coming less than :data:`HOLD_PACE_SECONDS` apart, and a parent that mostly
+  finds nothing ready when it waits, so not a slow consumer), and how many chunks a worker may
+  then hold (:data:`HOLD_DEPTH`).
+- The worker's side, :class:`HeldAnswers`: each answer is encoded (its result copied out, so
+  ``fn``'s buffers are free) as its chunk ends; the held answers go in one message at
+  :data:`HOLD_MAX`, :data:`HOLD_AGE_SECONDS` after the first, before the worker waits for work
+  or starts its last chunk in hand, and before any other message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["HOLD_TAG", "HeldAnswers", "HoldPolicy"]
+
+#: the tag of a task message whose answers may be held: ``(HOLD_TAG, [(k, payload), ...])``
+HOLD_TAG = "hold"
+#: answers held at most (:class:`HeldAnswers`)
+HOLD_MAX = 8
+#: an answer is held at most this long (checked as each chunk ends)
+HOLD_AGE_SECONDS = 20e-3
+#: results that come less than this far apart (moving average, all workers) and hold at most
+#: HOLD_BYTES may be held by their worker: a wake-up of the parent per result costs ~0.1-0.2 ms
+#: of a core the workers need
+HOLD_PACE_SECONDS = 5e-3
+HOLD_BYTES = 1 << 20
+#: chunks queued per worker while results are held (at most HOLD_DEPTH x HOLD_BYTES each)
+HOLD_DEPTH = 12
+#: results are held only while the parent mostly finds none ready when it waits (a moving
+#: average with this decay, above HOLD_STARVED: ~7 waits in a row from the start): a slow
+#: consumer, who finds results ready, keeps the window at 2 chunks per worker
+HOLD_DECAY = 0.9
+HOLD_STARVED = 0.5
+
+
+class HoldPolicy:
+    """The parent's side: whether its workers may hold answers now, from what it has seen.
+
+    Examples:
+        >>> policy = HoldPolicy()
+        >>> policy.result(64 << 10, ok=True)  # a 64 KiB result
+        >>> for _ in range(7):
+        ...     policy.waited(found=False)  # the parent waits for the workers
+        >>> policy.holding(tiny=False, pace=2e-3), policy.depth(tiny=False, pace=2e-3)
+        (True, 12)
+        >>> policy.holding(tiny=False, pace=0.1)  # results come too far apart
+        False
+    """
+
+    __slots__ = ("holdable", "starved")
+
+    def __init__(self) -> None:
+        #: the last result held at most HOLD_BYTES (and was not an error)
+        self.holdable = False
+        #: moving average of whether a wait found nothing ready (1) or a result (0): the
+        #: workers, not the consumer, set the pace
+        self.starved = 0.0
+
+    def reset(self) -> None:
+        """Forget what was seen (a new call of a persistent pool)."""
+        self.holdable = False
+        self.starved = 0.0
+
+    def waited(self, found: bool) -> None:
+        """Record a look for results before blocking: ``found`` some ready, or not."""
+        self.starved = HOLD_DECAY * self.starved + (0.0 if found else 1.0 - HOLD_DECAY)
+
+    def result(self, oob_bytes: int, ok: bool) -> None:
+        """Record a result that came on its own, of ``oob_bytes`` bytes out of band."""
+        self.holdable = ok and oob_bytes <= HOLD_BYTES
+
+    def holding(self, tiny: bool, pace: float) -> bool:
+        """Whether workers may hold answers now: chunks that are not tiny but come less than
+        HOLD_PACE_SECONDS apart (``pace``), results of at most HOLD_BYTES, a starved parent."""
+        return (
+            self.starved >= HOLD_STARVED
+            and self.holdable
+            and not tiny
+            and pace <= HOLD_PACE_SECONDS
+        )
+
+    def depth(self, tiny: bool, pace: float) -> int:
+        """Chunks per worker while chunks are not tiny: HOLD_DEPTH while holding, else 2."""
+        return HOLD_DEPTH if self.holding(tiny, pace) else 2
+
+
+class HeldAnswers:
+    """The worker's side: encoded answers (their results already copied out) held back so that
+    several travel in one message and wake the parent once (see the module's docstring)."""
+
+    __slots__ = ("messages", "since")
+
+    def __init__(self) -> None:
+        self.messages: list[Any] = []
+        self.since = 0.0
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def add(self, encoded: Any, now: float) -> bool:
+        """Hold one encoded answer; True when the held ones should be sent now."""
+        if not self.messages:
+            self.since = now
+        self.messages.append(encoded)
+        return len(self.messages) >= HOLD_MAX or now - self.since >= HOLD_AGE_SECONDS
+
+    def send(self, chan: Any) -> None:
+        """Send the held answers (one system call) and forget them."""
+        if self.messages:
+            messages, self.messages = self.messages, []
+            chan.send_encoded(messages)
