@@ -165,6 +165,30 @@ def test_a_worker_pool_holds_answers_across_calls_and_after_a_break(always_held)
     assert always_held["hold_tasks"] > 0 and max(always_held["per_read"]) > 1
 
 
+def test_a_new_call_keeps_the_pace_of_the_waits_but_holds_nothing_before_its_first_result():
+    import multiprocessing
+
+    pool = engine.OwnPool(multiprocessing.get_context("fork"), 2, None, 0, 1, None)
+    pool.pace = 1e-3  # as drive() sets it: results ~1 ms apart
+    try:
+        policy = pool.hold
+        policy.result(64 << 10, ok=True)
+        for _ in range(10):  # a consumer the workers keep waiting
+            policy.waited(found=False)
+        assert policy.holding(tiny=False, pace=1e-3)
+        pool.begin({"fn": abs})  # the next epoch of a WorkerPool
+        assert policy.starved >= held_module.HOLD_STARVED  # the waits of before still count
+        assert not policy.holding(tiny=False, pace=1e-3)  # this call's results: size unknown
+        assert pool.hold_depth() == 2
+        policy.result(64 << 10, ok=True)  # its first result came, small
+        assert policy.holding(tiny=False, pace=1e-3)
+        assert pool.hold_depth() == held_module.HOLD_DEPTH
+        policy.result(2 * held_module.HOLD_BYTES, ok=True)  # a large one: back to 2 per worker
+        assert pool.hold_depth() == 2
+    finally:
+        pool.close(abort=False)
+
+
 # ---------------------------------------------------------------------- chunk k to worker k % N
 class _FakeChannel:
     pending = False

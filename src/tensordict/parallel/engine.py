@@ -718,7 +718,7 @@ class OwnPool(Backend):
         self.job_msg = ("job", pickle.dumps(job, protocol=5))
         self.where_ran.clear()
         self.large_results = self.small_results = self.batched_results = False
-        self.hold.reset()
+        self.hold.new_call()
         # notice deaths (and drop stale answers) now, not when a chunk is sent to a dead worker
         events: list[Event] = []
         for key, mask in self.selector.select(0):
