@@ -165,6 +165,33 @@ def test_a_worker_pool_holds_answers_across_calls_and_after_a_break(always_held)
     assert always_held["hold_tasks"] > 0 and max(always_held["per_read"]) > 1
 
 
+@pytest.mark.parametrize("rows_travel", [False, True])
+def test_a_worker_never_holds_more_chunks_than_the_held_depth(
+    always_held, monkeypatch, rows_travel
+):
+    most = [0]
+    submit = engine.OwnPool.submit
+
+    def watching_submit(self, ks, payload):
+        taken = submit(self, ks, payload)
+        for w in self.workers.values():
+            most[0] = max(most[0], len(w.assigned) + w.stale)
+        return taken
+
+    monkeypatch.setattr(engine.OwnPool, "submit", watching_submit)
+    if rows_travel:  # a WorkerPool over a tensordict in memory: each task carries its rows
+        with WorkerPool(2, generator=torch.Generator(), mp_start_method="fork") as pool:
+            results = source().map_iter(helpers.big_result, chunksize=1, pool=pool)
+            got = [float(r["y"][0]) for r in results]
+        depth = held_module.HOLD_DEPTH_CARRYING
+    else:  # workers forked from the source: tasks are chunk numbers
+        got = [float(r["y"][0]) for r in run(helpers.big_result)]
+        depth = held_module.HOLD_DEPTH
+    assert got == [float(k) for k in range(N)]
+    assert always_held["hold_tasks"] > 0
+    assert 2 < most[0] <= depth  # deeper than 2 while held, never beyond
+
+
 def test_a_new_call_keeps_the_pace_of_the_waits_but_holds_nothing_before_its_first_result():
     import multiprocessing
 

@@ -7,13 +7,13 @@ Data flow (pool created by the call)::
     window: <= 2N chunks sent and not yet yielded        set threads, seed (base + id), set info
       (16N while results are small and fast,
        256N while they travel several per message,
-       12N while chunks of ms hold their answers)
+       20N while chunks of ms hold their answers)
        send [(k, index)] --- socketpair (Channel) -->  chunk = source[index] (source inherited
          or ("tiny", run of chunks)                     by fork, or mapped once from its files)
        select(channels + process sentinels) <------    ("ok", k, fn(chunk)) small inline,
                                                         large buffers through one memfd;
                                                         tiny chunks: several results at once
-                                                        (``coalesce``); chunks of ms: up to 8
+                                                        (``coalesce``); chunks of ms: up to 16
                                                         answers per message (``held``)
        reorder (unless shuffle) -> yield result k      ("err", k, exception, traceback text)
 
@@ -486,6 +486,7 @@ class OwnPool(Backend):
                     worker.chan.send(self.job_msg, plain=True, block=False)
                 worker.job_gen = self.gen
             plain = all(payload is None for _, payload in batch)
+            self.hold.carrying = not plain
             msg: Any = batch
             if tiny:
                 worker.coalescing = True
