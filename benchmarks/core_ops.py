@@ -1,4 +1,5 @@
-"""Core operation latencies on a 10-key TensorDict of 1000x8 float32 leaves (microseconds per call).
+"""Core operation latencies on a 10-key TensorDict of 1000x8 float32 leaves (microseconds per call),
+and the cost of defining a tensorclass (by decorator, by subclassing ``TensorClass``).
 
 Run: ``python -m benchmarks.core_ops``. Upstream tensordict 0.15.3 is measured in the same run: the
 file starts itself with ``--measure`` under this interpreter and under upstream's
@@ -27,7 +28,7 @@ from typing import Any
 import torch
 
 from benchmarks.timing import per_call_us, run_json
-from tensordict import TensorDict, tensorclass
+from tensordict import TensorClass, TensorDict, tensorclass
 
 UPSTREAM_PYTHON = Path(
     os.environ.get("TD_UPSTREAM_PYTHON", "~/.cache/td-upstream-venv/bin/python")
@@ -57,6 +58,7 @@ def workloads() -> dict[str, Any]:
     a, b = td[0:10], td[10:20]
     sl = td[10:20]
     x = torch.randn(1000, 8)
+    fields = {"obs": torch.Tensor, "reward": torch.Tensor}
     return {
         "construct 10 keys": lambda: TensorDict(leaves, batch_size=[1000]),
         "td[10:20]": lambda: td[10:20],
@@ -69,6 +71,11 @@ def workloads() -> dict[str, Any]:
         "torch.stack of 2 rows": lambda: torch.stack([row0, row1], 0),
         "torch.cat of 2 slices": lambda: torch.cat([a, b], 0),
         "apply(x + 1)": lambda: td.apply(lambda t: t + 1),
+        # TorchRL defines dozens of tensorclasses at import: every spawned worker pays this
+        "define a @tensorclass": lambda: tensorclass(type("Tc", (), {"__annotations__": fields})),
+        "define a TensorClass subclass": lambda: type(
+            "Tc", (TensorClass,), {"__annotations__": fields, "__module__": __name__}
+        ),
     }
 
 

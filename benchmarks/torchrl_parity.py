@@ -32,6 +32,7 @@ import fcntl
 import hashlib
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -77,12 +78,17 @@ class Case:
 
 @dataclass
 class Side:
-    """One run of the selection: its cases, wall time and whether the cap cut it short."""
+    """One run of the selection: its cases, wall time and whether the cap cut it short, the CPU
+    time of pytest and every process it started and reaped (collector workers included: on a
+    shared machine wall time follows the load, CPU time much less), and the 1-minute load
+    average before and after."""
 
     label: str
     cases: dict[str, Case] = field(default_factory=dict)
     wall: float = 0.0
     capped: bool = False
+    cpu: float = float("nan")
+    load: tuple[float, float] = (float("nan"), float("nan"))
 
 
 def _file_of(classname: str, tests_dir: Path) -> str:
@@ -156,6 +162,7 @@ def run_side(
     junit.unlink(missing_ok=True)
     side = Side(label)
     with open(log, "w") as out:
+        cpu_before, load_before = _children_cpu(), os.getloadavg()[0]
         start = time.perf_counter()
         proc = subprocess.Popen(
             cmd,
@@ -177,10 +184,19 @@ def run_side(
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         side.wall = time.perf_counter() - start
+        side.cpu = _children_cpu() - cpu_before
+        side.load = (load_before, os.getloadavg()[0])
     side.cases = read_junit(junit, tests_dir)
-    (junit.with_suffix(".json")).write_text(json.dumps({"wall": side.wall, "capped": side.capped}))
+    meta = {"wall": side.wall, "capped": side.capped, "cpu": side.cpu, "load": side.load}
+    (junit.with_suffix(".json")).write_text(json.dumps(meta))
     print(f"[{label}] {len(side.cases)} tests in {side.wall:.1f} s (log: {log})", file=sys.stderr)
     return side
+
+
+def _children_cpu() -> float:
+    """User + system seconds of this process's reaped descendants."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def load_side(label: str, junit: Path, tests_dir: Path) -> Side | None:
@@ -189,7 +205,10 @@ def load_side(label: str, junit: Path, tests_dir: Path) -> Side | None:
     if not (junit.exists() and meta.exists()):
         return None
     info = json.loads(meta.read_text())
-    return Side(label, read_junit(junit, tests_dir), info["wall"], info["capped"])
+    side = Side(label, read_junit(junit, tests_dir), info["wall"], info["capped"])
+    side.cpu = info.get("cpu", float("nan"))  # runs recorded before CPU time was
+    side.load = tuple(info.get("load", side.load))  # type: ignore[assignment]
+    return side
 
 
 def _counts(cases: list[Case]) -> tuple[int, int, int, float]:
@@ -223,7 +242,10 @@ def table(here: Side, upstream: Side) -> str:
     lines.append(f"{'total':44} {_pfs(h):>16} {_pfs(u):>16} {h[3]:9.1f}s {u[3]:9.1f}s")
     for side in (here, upstream):
         cap = " (CAP HIT: the rest did not run)" if side.capped else ""
-        lines.append(f"wall time {side.label}: {side.wall:.1f} s{cap}")
+        lines.append(
+            f"wall time {side.label}: {side.wall:.1f} s{cap}; CPU {side.cpu:.1f} s; "
+            f"load {side.load[0]:.1f} -> {side.load[1]:.1f}"
+        )
     return "\n".join(lines)
 
 
@@ -353,6 +375,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "upstream": (args.upstream_python, _env(args.upstream_python, None)),
     }
     sides: dict[str, Side] = {}
+    # upstream's package was byte-compiled when pip installed it; compile this one as a wheel
+    # install would, or (under PYTHONDONTWRITEBYTECODE) every worker TorchRL spawns compiles
+    # each module from source again
+    subprocess.run([args.here_python, "-m", "compileall", "-q", args.here_path], check=True)
     with heavy_lock(args.lock):  # (both sides in one hold: they run back to back)
         _run_sides(runs, sides, tests_dir, out, args)
     print(f"selection: {' '.join(args.selection)}   (results in {out})")

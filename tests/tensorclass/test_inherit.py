@@ -136,3 +136,38 @@ def test_a_subclass_override_reaches_the_tensorclass_method_with_super() -> None
     tag, moved = v.to("cpu")
     assert tag == "to" and type(moved) is _Wrapped
     assert "__getitem__" in vars(TensorClass) and "to" in vars(TensorClass)
+
+
+class _Own(TensorClass):
+    x: torch.Tensor
+
+    def to_dict(self, **kwargs):  # a user's method: subclasses inherit it, not the forwarder
+        return {"own": True}
+
+
+class _OwnChild(_Own):
+    y: torch.Tensor
+
+
+def test_subclasses_share_the_api_of_their_base_and_keep_user_methods() -> None:
+    # defining a subclass costs no new forwarders (TorchRL defines dozens at import, and every
+    # spawned worker pays for them): the API comes from TensorClass itself
+    assert "apply" not in vars(Sample) and "apply" not in vars(_OwnChild)
+    assert _OwnChild.apply is TensorClass.apply
+    child = _OwnChild(x=torch.zeros(3), y=torch.ones(3), batch_size=[3])
+    assert child.to_dict() == {"own": True}
+    doubled = child.apply(lambda t: t * 2)
+    assert type(doubled) is _OwnChild and doubled.y.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_every_decorated_class_shows_tensordicts_signatures() -> None:
+    # the forwarders' description is looked up once per name and reused by every later class
+    import inspect
+
+    first = tensorclass(type("First", (), {"__annotations__": {"x": torch.Tensor}}))
+    second = tensorclass(type("Second", (), {"__annotations__": {"x": torch.Tensor}}))
+    for cls in (first, second):
+        assert "apply" in vars(cls)
+        assert cls.apply.__qualname__ == f"{cls.__qualname__}.apply"
+        assert inspect.signature(cls.apply) == inspect.signature(TensorDict.apply)
+        assert cls.apply.__doc__ == TensorDict.apply.__doc__

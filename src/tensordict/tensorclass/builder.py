@@ -19,6 +19,7 @@ The decorator hands the class to :class:`ClassBuilder`, which works like attrs' 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import sys
 from collections.abc import Callable, Iterator
@@ -135,27 +136,36 @@ API_NAMES = frozenset(
 )
 
 
-def api_members(qualname: str) -> Iterator[tuple[str, Any]]:
-    """The methods and properties a tensorclass gets (all but ``__init__``), by name: the
-    written ones, the forwarded ones and the rest of the TensorDict API as the inner tensordict
-    has it (``qualname``: the class's, for the forwarders' ``__qualname__``)."""
-    yield from WRITTEN.items()
+def api_members(qualname: str) -> Iterator[tuple[str, Callable[[], Any]]]:
+    """The methods and properties a tensorclass gets (all but ``__init__``), by name, each with
+    the zero-argument function that makes it: the written ones, the forwarded ones and the rest
+    of the TensorDict API as the inner tensordict has it (``qualname``: the class's, for the
+    forwarders' ``__qualname__``). Members are made only when asked for: a class that inherits
+    them from a built base (every ``TensorClass`` subclass) makes none."""
+    for name, member in WRITTEN.items():
+        yield name, functools.partial(_same, member)
     for kind, names in forwarding.FORWARDED.items():
         for name in names:
-            method = forwarding.forwarder(name, kind)
-            method.__qualname__ = f"{qualname}.{name}"
-            yield name, method
+            yield name, functools.partial(_method, name, kind, qualname)
     for name, settable in forwarding.PROPERTIES.items():
-        yield name, forwarding.property_forwarder(name, settable)
+        yield name, functools.partial(forwarding.property_forwarder, name, settable)
     rest = forwarding.rest_of_api(frozenset(WRITTEN))
     for name in rest.methods:
-        method = forwarding.forwarder(name, forwarding.Kind.WRAP)
-        method.__qualname__ = f"{qualname}.{name}"
-        yield name, method
+        yield name, functools.partial(_method, name, forwarding.Kind.WRAP, qualname)
     for name, settable in rest.properties.items():
-        yield name, forwarding.property_forwarder(name, settable)
+        yield name, functools.partial(forwarding.property_forwarder, name, settable)
     for name in rest.constructors:
-        yield name, forwarding.constructor(name)
+        yield name, functools.partial(forwarding.constructor, name)
+
+
+def _same(member: Any) -> Any:
+    return member
+
+
+def _method(name: str, kind: forwarding.Kind, qualname: str) -> Callable[..., Any]:
+    method = forwarding.forwarder(name, kind)
+    method.__qualname__ = f"{qualname}.{name}"
+    return method
 
 
 class ClassBuilder:
@@ -265,10 +275,12 @@ class ClassBuilder:
             )
             setattr(self.cls, name, access.field_property(name, raw=raw))
 
-    def _add(self, spec: ClassSpec, name: str, value: Any) -> None:
-        if name in spec.names or _user_defined(self.cls, name):
+    def _add(self, spec: ClassSpec, name: str, make: Callable[[], Any]) -> None:
+        # a base that defines the name wins: a user's method, or the member a built base (or
+        # TensorClass itself) already carries, which this class then shares
+        if name in spec.names or _defined(self.cls, name):
             return
-        setattr(self.cls, name, value)
+        setattr(self.cls, name, make())
 
     def _add_methods(self, spec: ClassSpec) -> None:
         cls = self.cls
@@ -279,8 +291,8 @@ class ClassBuilder:
         else:
             init = construct.make_init(spec, access.set_field)
         cls.__init__ = _mark(init)  # type: ignore[misc]
-        for name, value in api_members(cls.__qualname__):
-            self._add(spec, name, value)
+        for name, make in api_members(cls.__qualname__):
+            self._add(spec, name, make)
 
     # -------------------------------------------------------------------- finish
     def _finish(self, spec: ClassSpec) -> type:
@@ -303,6 +315,11 @@ def _inherited_field(cls: type, name: str) -> dataclasses.Field[Any] | None:
         if found is not None:
             return found  # type: ignore[no-any-return]
     return None
+
+
+def _defined(cls: type, name: str) -> bool:
+    """Whether ``cls`` or a base (other than ``object``) defines ``name``."""
+    return any(name in klass.__dict__ for klass in cls.__mro__[:-1])
 
 
 def _user_defined(cls: type, name: str) -> bool:

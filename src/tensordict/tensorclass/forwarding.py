@@ -219,16 +219,27 @@ def describe(method: Callable[..., Any], name: str) -> None:
     """Show the TensorDict method ``name`` as ``method``: its docstring, and its signature
     (``__wrapped__``, which ``inspect.signature`` and ``help()`` follow), so that
     ``help(MyClass.map_iter)`` lists the real parameters, not ``*args, **kwargs``."""
-    if isinstance(inspect.getattr_static(TensorDict, name, None), Forward):
-        _PENDING.append((method, name))
+    target = _TARGETS.get(name, _UNSET)
+    if target is _UNSET:
+        if isinstance(inspect.getattr_static(TensorDict, name, None), Forward):
+            _PENDING.append((method, name))
+            return
+        impl = getattr(TensorDict, name, None)
+        target = getattr(impl, "__func__", impl)  # a classmethod's function takes the class first
+        if not callable(target) or not hasattr(target, "__code__"):
+            target = None  # a slot wrapper (``__eq__`` of object, ...): nothing to show
+        _TARGETS[name] = target
+    if target is None:
         return
-    impl = getattr(TensorDict, name, None)
-    target = getattr(impl, "__func__", impl)  # a classmethod's function takes the class first
-    if target is None or not callable(target) or not hasattr(target, "__code__"):
-        return  # a slot wrapper (``__eq__`` of object, ...): nothing to show
     method.__wrapped__ = target  # type: ignore[attr-defined]
     if target.__doc__:
         method.__doc__ = target.__doc__
+
+
+#: what :func:`describe` found for each name once TensorDict's method was bound (looked up once:
+#: every tensorclass gets a forwarder per name, and ``getattr_static`` is slow)
+_TARGETS: dict[str, Any] = {}
+_UNSET = object()
 
 
 def describe_pending() -> None:
@@ -238,6 +249,7 @@ def describe_pending() -> None:
         describe(*_PENDING.pop())
 
 
+@functools.cache
 def _doc(name: str, kind: Kind) -> str:
     what = {
         Kind.WRAP: "a tensordict result comes back as this tensorclass",

@@ -136,10 +136,10 @@ class TensorClass(_TypedTensorClass):
 def _give_base_api(base: type) -> None:
     """Put the tensorclass API on ``base`` itself (where it defines no name of its own), so a
     subclass method that overrides one reaches it with ``super()`` (``super().__getitem__(i)``),
-    as upstream. Each built subclass still gets its own copies (they are marked generated)."""
-    for name, value in api_members(base.__qualname__):
+    as upstream. Built subclasses share these members (a subclass's own definitions win)."""
+    for name, make in api_members(base.__qualname__):
         if name not in base.__dict__:
-            setattr(base, name, value)
+            setattr(base, name, make())
 
 
 _give_base_api(TensorClass)
