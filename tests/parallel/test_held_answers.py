@@ -1,6 +1,6 @@
 """Chunks of milliseconds: workers hold answers back and send several per message.
 
-The unit tests drive :class:`~tensordict.parallel.coalesce.HeldAnswers` over a socket pair.
+The unit tests drive :class:`~tensordict.parallel.held.HeldAnswers` over a socket pair.
 The map_iter tests force the mode from the first result (thresholds changed in the parent, where
 they are read), so they do not depend on the speed of the machine; they count, in the parent,
 the task messages that allowed holding and the answers that came several per read.
@@ -16,9 +16,10 @@ import torch
 
 from tensordict import TensorDict
 from tensordict.errors import NotPicklableError, WorkerDiedError
-from tensordict.parallel import WorkerPool, coalesce, engine
+from tensordict.parallel import WorkerPool, engine
+from tensordict.parallel import held as held_module
 from tensordict.parallel.channel import Channel
-from tensordict.parallel.coalesce import HOLD_MAX, HeldAnswers
+from tensordict.parallel.held import HOLD_MAX, HeldAnswers
 from tests.parallel import helpers
 
 N = 300
@@ -51,14 +52,14 @@ def test_held_answers_arrive_in_order_with_their_segments_in_one_read():
 def test_an_old_answer_asks_for_a_send():
     held = HeldAnswers()
     assert held.add((b"", None), 5.0) is False
-    assert held.add((b"", None), 5.0 + 2 * coalesce.HOLD_AGE_SECONDS) is True
+    assert held.add((b"", None), 5.0 + 2 * held_module.HOLD_AGE_SECONDS) is True
 
 
 @pytest.fixture
 def always_held(monkeypatch):
     """Held answers from the first result on; counts what the parent sends and receives."""
-    monkeypatch.setattr(engine, "HOLD_STARVED", 0.0)
-    monkeypatch.setattr(engine, "HOLD_PACE_SECONDS", 10.0)
+    monkeypatch.setattr(held_module, "HOLD_STARVED", 0.0)
+    monkeypatch.setattr(held_module, "HOLD_PACE_SECONDS", 10.0)
     monkeypatch.setattr(engine, "TINY_CHUNK_SECONDS", -1.0)  # never tiny
     seen = {"hold_tasks": 0, "per_read": []}
     send, collect = engine.OwnPool._send, engine.OwnPool._collect
@@ -162,6 +163,57 @@ def test_a_worker_pool_holds_answers_across_calls_and_after_a_break(always_held)
         got = [float(r["y"][0]) for r in td.map_iter(helpers.big_result, chunksize=1, pool=pool)]
         assert got == [float(k) for k in range(N)]
     assert always_held["hold_tasks"] > 0 and max(always_held["per_read"]) > 1
+
+
+@pytest.mark.parametrize("rows_travel", [False, True])
+def test_a_worker_never_holds_more_chunks_than_the_held_depth(
+    always_held, monkeypatch, rows_travel
+):
+    most = [0]
+    submit = engine.OwnPool.submit
+
+    def watching_submit(self, ks, payload):
+        taken = submit(self, ks, payload)
+        for w in self.workers.values():
+            most[0] = max(most[0], len(w.assigned) + w.stale)
+        return taken
+
+    monkeypatch.setattr(engine.OwnPool, "submit", watching_submit)
+    if rows_travel:  # a WorkerPool over a tensordict in memory: each task carries its rows
+        with WorkerPool(2, generator=torch.Generator(), mp_start_method="fork") as pool:
+            results = source().map_iter(helpers.big_result, chunksize=1, pool=pool)
+            got = [float(r["y"][0]) for r in results]
+        depth = held_module.HOLD_DEPTH_CARRYING
+    else:  # workers forked from the source: tasks are chunk numbers
+        got = [float(r["y"][0]) for r in run(helpers.big_result)]
+        depth = held_module.HOLD_DEPTH
+    assert got == [float(k) for k in range(N)]
+    assert always_held["hold_tasks"] > 0
+    assert 2 < most[0] <= depth  # deeper than 2 while held, never beyond
+
+
+def test_a_new_call_keeps_the_pace_of_the_waits_but_holds_nothing_before_its_first_result():
+    import multiprocessing
+
+    pool = engine.OwnPool(multiprocessing.get_context("fork"), 2, None, 0, 1, None)
+    pool.pace = 1e-3  # as drive() sets it: results ~1 ms apart
+    try:
+        policy = pool.hold
+        policy.result(64 << 10, ok=True)
+        for _ in range(10):  # a consumer the workers keep waiting
+            policy.waited(found=False)
+        assert policy.holding(tiny=False, pace=1e-3)
+        pool.begin({"fn": abs})  # the next epoch of a WorkerPool
+        assert policy.starved >= held_module.HOLD_STARVED  # the waits of before still count
+        assert not policy.holding(tiny=False, pace=1e-3)  # this call's results: size unknown
+        assert pool.hold_depth() == 2
+        policy.result(64 << 10, ok=True)  # its first result came, small
+        assert policy.holding(tiny=False, pace=1e-3)
+        assert pool.hold_depth() == held_module.HOLD_DEPTH
+        policy.result(2 * held_module.HOLD_BYTES, ok=True)  # a large one: back to 2 per worker
+        assert pool.hold_depth() == 2
+    finally:
+        pool.close(abort=False)
 
 
 # ---------------------------------------------------------------------- chunk k to worker k % N

@@ -32,7 +32,7 @@ import torch
 from tensordict.core.dense import TensorDict
 from tensordict.core.serial.pickling import _DEVICES, _DTYPES, _NAMES, _NUMPY_OK, SMALL_BYTES
 
-__all__ = ["BATCH_TAG", "FULL", "HELD", "HOLD_TAG", "Coalescer", "HeldAnswers", "unpack_groups"]
+__all__ = ["BATCH_TAG", "FULL", "HELD", "Coalescer", "unpack_groups"]
 
 #: the tag of a message holding several results: ``(BATCH_TAG, ks, groups)``
 BATCH_TAG = "ok:batch"
@@ -156,49 +156,6 @@ class Coalescer:
         msg = (BATCH_TAG, self.ks, groups)
         self.ks, self.held, self.layouts, self.nbytes = [], [], [], 0
         return msg
-
-
-#: the tag of a task message whose answers may be held: ``(HOLD_TAG, [(k, payload), ...])``
-HOLD_TAG = "hold"
-#: answers held at most (``HeldAnswers``)
-HOLD_MAX = 8
-#: an answer is held at most this long (checked as each chunk ends)
-HOLD_AGE_SECONDS = 20e-3
-
-
-class HeldAnswers:
-    """Answers of chunks that take milliseconds, encoded (their results already copied out) and
-    held back so that several travel in one message and wake the parent once.
-
-    The parent asks for it (``HOLD_TAG`` tasks) while results are at most
-    ``engine.HOLD_BYTES`` and come less than ``engine.HOLD_PACE_SECONDS`` apart: each wake-up
-    of the parent on 2 busy cores takes a core from a worker for ~0.1-0.2 ms (its code runs
-    from cold caches after a chunk's data went through them), a tenth of such a chunk. Bounds:
-    :data:`HOLD_MAX` answers, :data:`HOLD_AGE_SECONDS`; the worker also sends them before it
-    waits for work or starts its last chunk in hand, and before any other message.
-    """
-
-    __slots__ = ("messages", "since")
-
-    def __init__(self) -> None:
-        self.messages: list[Any] = []
-        self.since = 0.0
-
-    def __len__(self) -> int:
-        return len(self.messages)
-
-    def add(self, encoded: Any, now: float) -> bool:
-        """Hold one encoded answer; True when the held ones should be sent now."""
-        if not self.messages:
-            self.since = now
-        self.messages.append(encoded)
-        return len(self.messages) >= HOLD_MAX or now - self.since >= HOLD_AGE_SECONDS
-
-    def send(self, chan: Any) -> None:
-        """Send the held answers (one system call) and forget them."""
-        if self.messages:
-            messages, self.messages = self.messages, []
-            chan.send_encoded(messages)
 
 
 def _pack_group(results: list[list[bytes]], layout: Layout) -> tuple[int, Layout, bytes]:

@@ -7,14 +7,14 @@ Data flow (pool created by the call)::
     window: <= 2N chunks sent and not yet yielded        set threads, seed (base + id), set info
       (16N while results are small and fast,
        256N while they travel several per message,
-       12N while chunks of ms hold their answers)
+       20N while chunks of ms hold their answers)
        send [(k, index)] --- socketpair (Channel) -->  chunk = source[index] (source inherited
          or ("tiny", run of chunks)                     by fork, or mapped once from its files)
        select(channels + process sentinels) <------    ("ok", k, fn(chunk)) small inline,
                                                         large buffers through one memfd;
                                                         tiny chunks: several results at once
-                                                        (``coalesce``); chunks of ms: up to 8
-                                                        answers per message (``HeldAnswers``)
+                                                        (``coalesce``); chunks of ms: up to 16
+                                                        answers per message (``held``)
        reorder (unless shuffle) -> yield result k      ("err", k, exception, traceback text)
 
 A worker's sentinel becomes readable the moment it dies: its channel is drained (results it sent
@@ -53,7 +53,8 @@ from typing import Any
 
 from tensordict.errors import WorkerDiedError
 from tensordict.parallel.channel import SPIN_SECONDS, Channel
-from tensordict.parallel.coalesce import BATCH_TAG, HOLD_TAG, MAX_HELD
+from tensordict.parallel.coalesce import BATCH_TAG, MAX_HELD
+from tensordict.parallel.held import HOLD_TAG, HoldPolicy
 from tensordict.parallel.lifeline import Lifeline, close_at_exit, sigint_held, untrack_process
 from tensordict.parallel.reaper import reap_later
 from tensordict.parallel.shm import STOCK
@@ -92,18 +93,6 @@ LARGE_RESULT_BYTES = 4 << 20
 WARM_PER_WORKER = 4
 #: tiny chunks are handed to a worker in runs this long, its results come back as many at once
 TINY_RUN = MAX_HELD
-#: results that come less than this far apart (moving average, all workers) and hold at most
-#: HOLD_BYTES may be held by their worker to travel several per message (``HeldAnswers``): a
-#: wake-up of the parent per result costs ~0.1-0.2 ms of a core the workers need
-HOLD_PACE_SECONDS = 5e-3
-HOLD_BYTES = 1 << 20
-#: chunks queued per worker while results are held (at most HOLD_DEPTH x HOLD_BYTES each)
-HOLD_DEPTH = 12
-#: results are held only while the parent mostly finds none ready when it waits (a moving
-#: average with this decay, above HOLD_STARVED: ~7 waits in a row from the start): a slow
-#: consumer, who finds results ready, keeps the window at 2 chunks per worker
-HOLD_DECAY = 0.9
-HOLD_STARVED = 0.5
 
 Event = tuple[Any, ...]
 
@@ -384,11 +373,8 @@ class OwnPool(Backend):
         self.small_results = False
         #: the last results came several per message (``coalesce``): deeper still
         self.batched_results = False
-        #: the last result held at most HOLD_BYTES: workers may hold such results (``holding``)
-        self.holdable_results = False
-        #: moving average of whether :meth:`wait` found nothing ready (1) or a result (0): the
-        #: workers, not the consumer, set the pace
-        self.starved = 0.0
+        #: whether the workers may hold answers to send several at once (``held``)
+        self.hold = HoldPolicy()
         self.closed = False
         #: persistent pools: the current call's number, and its job message
         self.gen = 0
@@ -452,7 +438,7 @@ class OwnPool(Backend):
         # tiny chunks go to a worker in runs of consecutive chunks, whose results it may send
         # home together (see ``coalesce``)
         tiny = self.tiny and self.small_results
-        hold = not tiny and self.holding
+        hold = not tiny and self.hold.holding(self.tiny, self.pace)
         run = TINY_RUN if tiny else 1
         if tiny and self.left > 0:  # near the end, runs share what is left between the workers
             run = min(run, -(-self.left // self.num_workers))
@@ -501,6 +487,7 @@ class OwnPool(Backend):
                     worker.chan.send(self.job_msg, plain=True, block=False)
                 worker.job_gen = self.gen
             plain = all(payload is None for _, payload in batch)
+            self.hold.carrying = not plain
             msg: Any = batch
             if tiny:
                 worker.coalescing = True
@@ -528,19 +515,8 @@ class OwnPool(Backend):
             self.selector.modify(worker.chan.sock, wanted, key.data)
             worker.watching_writes = pending
 
-    @property
-    def holding(self) -> bool:
-        """Whether workers may hold answers now (``HeldAnswers``): chunks that are not tiny but
-        come less than HOLD_PACE_SECONDS apart, with results of at most HOLD_BYTES."""
-        return (
-            self.starved >= HOLD_STARVED
-            and self.holdable_results
-            and not self.tiny
-            and self.pace <= HOLD_PACE_SECONDS
-        )
-
     def hold_depth(self) -> int:
-        return HOLD_DEPTH if self.holding else 2
+        return self.hold.depth(self.tiny, self.pace)
 
     def tiny_depth(self) -> int:
         if self.batched_results:
@@ -551,8 +527,9 @@ class OwnPool(Backend):
         """Chunks a worker may hold now."""
         if self.tiny and self.small_results:
             return self.tiny_depth()
-        if self.holding:
-            return HOLD_DEPTH
+        held = self.hold.depth(self.tiny, self.pace)
+        if held > 2:
+            return held
         return 1 if self.large_results else self.depth
 
     def _preferred(self, w: _Worker, depth: int) -> bool:
@@ -587,7 +564,7 @@ class OwnPool(Backend):
         if not events:
             for key, mask in self.selector.select(0):
                 self._handle(key, mask, events)
-            self.starved = HOLD_DECAY * self.starved + (0.0 if events else 1.0 - HOLD_DECAY)
+            self.hold.waited(bool(events))
         while not events:
             for key, mask in self.selector.select():
                 self._handle(key, mask, events)
@@ -638,7 +615,7 @@ class OwnPool(Backend):
             oob = worker.chan.last_oob_bytes
             self.large_results = oob >= LARGE_RESULT_BYTES
             self.small_results = oob == 0
-            self.holdable_results = oob <= HOLD_BYTES and msg[0] == "ok"
+            self.hold.result(oob, msg[0] == "ok")
             self.batched_results = False
             k = msg[1]
             worker.assigned.remove(k)
@@ -743,8 +720,7 @@ class OwnPool(Backend):
         self.job_msg = ("job", pickle.dumps(job, protocol=5))
         self.where_ran.clear()
         self.large_results = self.small_results = self.batched_results = False
-        self.holdable_results = False
-        self.starved = 0.0
+        self.hold.new_call()
         # notice deaths (and drop stale answers) now, not when a chunk is sent to a dead worker
         events: list[Event] = []
         for key, mask in self.selector.select(0):

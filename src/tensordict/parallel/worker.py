@@ -31,7 +31,8 @@ import torch
 from tensordict.core.collection import TensorCollection
 from tensordict.errors import ChunkError, NotPicklableError, ResultTypeError
 from tensordict.parallel.channel import IDLE_SECONDS
-from tensordict.parallel.coalesce import FULL, HOLD_TAG, Coalescer, HeldAnswers
+from tensordict.parallel.coalesce import FULL, Coalescer
+from tensordict.parallel.held import HOLD_TAG, HeldAnswers
 from tensordict.parallel.lifeline import Lifeline
 from tensordict.parallel.out import write_result
 from tensordict.parallel.plan import take, take_run
