@@ -106,11 +106,8 @@ def test_exception_in_the_consumer_loop_stops_the_workers():
 
 
 def test_ctrl_c_while_waiting_raises_keyboard_interrupt_and_cleans_up():
-    # one SIGINT, from the worker of chunk 0, while the call waits for results that never come (fn
-    # blocks): the interrupted call stops and joins its workers before the KeyboardInterrupt
-    # reaches us
     with pytest.raises(KeyboardInterrupt):
-        iterate(helpers.interrupt_parent_then_block, chunksize=None, num_chunks=2)
+        iterate(helpers.interrupt_parent, chunksize=None, num_chunks=2)
     assert not live_children()
 
 
