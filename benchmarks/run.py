@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -43,10 +44,13 @@ def core_ops(quick: bool) -> tuple[dict[str, Any], list[Row]]:
     rows = []
     for name, s in ops.items():
         up = s["upstream"]
+        row = {**_stats(s), "name": name, "unit": "µs"}
+        if math.isnan(up):  # upstream not installed, and the issues quote no figure for it
+            rows.append({**row, "ratios": {}, "reference": "upstream venv missing"})
+            continue
         ratio = {"median": s["ratio_vs_upstream"]}
         ref = f"upstream {up:.3g} µs ({s['upstream_source']}); target <= upstream"
-        row = {**_stats(s), "name": name, "unit": "µs", "ratios": {"upstream": ratio}}
-        rows.append({**row, "reference": ref})
+        rows.append({**row, "ratios": {"upstream": ratio}, "reference": ref})
     for name, r in classes.items():
         rows.append(
             {

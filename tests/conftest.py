@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import signal
 
 import pytest
 import torch
@@ -13,6 +14,13 @@ import torch
 multiprocessing.get_start_method()
 
 from tensordict import TensorDict  # noqa: E402 (after pinning the start method)
+
+# A suite started in the background by a non-interactive shell (``make test &``, a CI runner)
+# inherits SIGINT ignored, and Python then leaves it ignored: the Ctrl-C tests (test_faults,
+# test_interrupts, whose harness inherits the disposition through exec) would send SIGINTs that
+# nothing receives. Give the suite the handler an interactive user's Python has.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
