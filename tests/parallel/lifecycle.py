@@ -35,7 +35,8 @@ class Harness:
             stderr=self.stderr,
             text=True,
             cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": ROOT},
+            # this tree's tensordict (src/) and tests, not the one the venv has installed
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([os.path.join(ROOT, "src"), ROOT])},
         )
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.workers: list[int] = []

@@ -4,7 +4,8 @@ The cluster is package-scoped: started by the first Ray test, stopped after the 
 tests that run later never see Ray's processes (``tests/parallel`` checks for leftover children).
 
 The workers import test helpers by module name (``tests.parallel.helpers``, ``tests.ray.helpers``),
-so the repository root goes on their ``PYTHONPATH`` through ``runtime_env``. The ``tests`` directory
+so the repository root goes on their ``PYTHONPATH`` through ``runtime_env``, after ``src`` (the
+actors run this tree's tensordict, not the one the venv has installed). The ``tests`` directory
 itself must not: its ``ray`` package would shadow the real one in the workers.
 
 At the end, ``ray.shutdown()`` stops the cluster. Every process Ray started for us (the whole tree
@@ -15,6 +16,7 @@ then is killed by pid; ``ray stop`` is never used, as it kills other users' Ray 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 import warnings
 from pathlib import Path
@@ -80,7 +82,7 @@ def ray_cluster():
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}},
+        runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}},
     )
     started = _descendants() - before
     try:

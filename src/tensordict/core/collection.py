@@ -3,7 +3,9 @@
 :class:`TensorCollection` declares the handful of primitives (read/write one entry, list entries,
 index, batch size, device, lock state) on which the behaviour in ``behaviour/`` is written once.
 It exists as its own module so that those modules can refer to the tensordict type without
-importing each other.
+importing each other. :class:`OverSourceMixin` provides those primitives for the classes that
+hold no entry of their own and read and write another tensordict's (typed tensordicts, lazy
+views, ``TensorDictParams``).
 
 The classes of the tree are shown under upstream's module paths (``tensordict._td.TensorDict``):
 pickles and ``repr(type)`` name them so, and :func:`publish_as` sets that name.
@@ -17,7 +19,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["TensorCollection", "publish_as"]
+__all__ = ["OverSourceMixin", "TensorCollection", "publish_as"]
 
 
 class TensorCollection:
@@ -90,6 +92,90 @@ class TensorCollection:
     ) -> Any:
         """A dense tensordict holding already-validated ``source`` (no checks)."""
         raise NotImplementedError
+
+
+class OverSourceMixin(TensorCollection):
+    """The primitives of a tensordict that holds no entry of its own: they read and write
+    another tensordict, ``self._source`` (a typed tensordict's, a lazy view's source, the
+    parameters a ``TensorDictParams`` wraps).
+
+    A wrapper lists it before :class:`~tensordict.TensorDictBase` among its bases and overrides
+    what it shows differently (a lazy view reshapes the entries and the batch size;
+    ``TensorDictParams`` keeps a lock flag of its own).
+    """
+
+    __slots__ = ()
+    _source: Any
+    _context: list[tuple[str, bool] | None] | None
+
+    # -- state: the source's -------------------------------------------------------------------
+    @property
+    def batch_size(self) -> torch.Size:
+        return self._source.batch_size  # type: ignore[no-any-return]
+
+    @batch_size.setter
+    def batch_size(self, value: Any) -> None:
+        self._source.batch_size = value
+
+    @property
+    def device(self) -> torch.device | None:
+        return self._source.device  # type: ignore[no-any-return]
+
+    @property
+    def names(self) -> list[str | None]:
+        return self._source.names  # type: ignore[no-any-return]
+
+    @names.setter
+    def names(self, value: Any) -> None:
+        self._source.names = value
+
+    def _names_or_none(self) -> list[str | None] | None:
+        return self._source._names_or_none()  # type: ignore[no-any-return]
+
+    @property
+    def is_locked(self) -> bool:
+        return self._source.is_locked  # type: ignore[no-any-return]
+
+    @is_locked.setter
+    def is_locked(self, value: bool) -> None:
+        if value:
+            self.lock_()  # type: ignore[attr-defined]
+        else:
+            self.unlock_()  # type: ignore[attr-defined]
+
+    def _set_locked(self, value: bool, parent: Any = None) -> None:
+        self._source._set_locked(value, parent)  # locking the wrapper locks its source
+
+    def _context_ops(self) -> list[tuple[str, bool] | None]:
+        if self._context is None:
+            self._context = []  # type: ignore[misc]  # (a slot of each subclass)
+        return self._context
+
+    def _set_device(self, device: torch.device | None) -> None:
+        self._source._set_device(device)
+
+    def is_memmap(self) -> bool:
+        return self._source.is_memmap()  # type: ignore[no-any-return]
+
+    @property
+    def saved_path(self) -> str | None:
+        return self._source.saved_path  # type: ignore[no-any-return]
+
+    # -- entries: the source's -----------------------------------------------------------------
+    def _own_keys(self) -> list[str]:
+        return self._source._own_keys()  # type: ignore[no-any-return]
+
+    def _own_items(self) -> Iterator[tuple[str, Any]]:
+        return self._source._own_items()  # type: ignore[no-any-return]
+
+    def _own_key_items(self) -> Iterator[tuple[str, Any]]:
+        return self._source._own_key_items()  # type: ignore[no-any-return]
+
+    def _get_str(self, key: str, default: Any) -> Any:
+        return self._source._get_str(key, default)
+
+    def _del_str(self, key: str) -> None:
+        self._source._del_str(key)
 
 
 def publish_as(module: str, *objects: Any) -> dict[str, Any]:

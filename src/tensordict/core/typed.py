@@ -23,14 +23,14 @@ import inspect
 import sys
 import typing
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import torch
 
 from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.behaviour.setitem import stage_setitem
-from tensordict.core.collection import publish_as
+from tensordict.core.collection import OverSourceMixin, publish_as
 from tensordict.core.dense import TensorDict
 from tensordict.core.nontensor.data import NonTensorData, NonTensorStack
 from tensordict.errors import TypedFieldError
@@ -102,7 +102,7 @@ def _field_property(name: str) -> property:
 
 
 @dataclass_transform(kw_only_default=True)
-class TypedTensorDict(TensorDictBase):
+class TypedTensorDict(OverSourceMixin, TensorDictBase):
     """A tensordict whose fields are declared as class annotations.
 
     Subclass it and annotate the fields; ``NotRequired[...]`` (or a default) makes a field
@@ -273,47 +273,11 @@ class TypedTensorDict(TensorDictBase):
         """A plain :class:`~tensordict.TensorDict` copy."""
         return self._td_source.to_tensordict(retain_none=retain_none)
 
-    # ================================================================== state: the source's
-    @property
-    def batch_size(self) -> torch.Size:
-        return self._td_source.batch_size
-
-    @batch_size.setter
-    def batch_size(self, value: Any) -> None:
-        self._td_source.batch_size = value
-
-    @property
-    def device(self) -> torch.device | None:
-        return self._td_source.device
-
-    @device.setter
+    # ================================================================== state and entries
+    # the source's (``OverSourceMixin``), but for these
+    @OverSourceMixin.device.setter  # type: ignore[attr-defined]  # (mypy reads no property here)
     def device(self, value: Any) -> None:
         self._td_source.device = value
-
-    @property
-    def names(self) -> list[str | None]:
-        return self._td_source.names
-
-    @names.setter
-    def names(self, value: Sequence[str | None] | None) -> None:
-        self._td_source.names = value
-
-    def _names_or_none(self) -> list[str | None] | None:
-        return self._td_source._names_or_none()
-
-    @property
-    def is_locked(self) -> bool:
-        return self._td_source.is_locked
-
-    @is_locked.setter
-    def is_locked(self, value: bool) -> None:
-        if value:
-            self.lock_()
-        else:
-            self.unlock_()
-
-    def _set_locked(self, value: bool, parent: TensorDictBase | None = None) -> None:
-        self._td_source._set_locked(value, parent)
 
     def _check_unlockable(self) -> None:
         self._td_source._check_unlockable()
@@ -324,17 +288,6 @@ class TypedTensorDict(TensorDictBase):
     def _drop_storage_flags(self) -> None:
         self._td_source._drop_storage_flags()
 
-    def _context_ops(self) -> list[tuple[str, bool] | None]:
-        if self._context is None:
-            self._context = []
-        return self._context
-
-    def _set_device(self, device: torch.device | None) -> None:
-        self._td_source._set_device(device)
-
-    def is_memmap(self) -> bool:
-        return self._td_source.is_memmap()
-
     @property
     def _is_memmap(self) -> bool:
         return self.is_memmap()
@@ -342,28 +295,8 @@ class TypedTensorDict(TensorDictBase):
     def is_shared(self) -> bool:
         return self._td_source.is_shared()
 
-    @property
-    def saved_path(self) -> str | None:
-        return self._td_source.saved_path
-
-    # ================================================================== entries: the source's
-    def _own_keys(self) -> list[str]:
-        return self._td_source._own_keys()
-
-    def _own_items(self) -> Iterator[tuple[str, Any]]:
-        return self._td_source._own_items()
-
-    def _own_key_items(self) -> Iterator[tuple[str, Any]]:
-        return self._td_source._own_key_items()
-
-    def _get_str(self, key: str, default: Any) -> Any:
-        return self._td_source._get_str(key, default)
-
     def _set_str(self, key: str, value: Any, *, validated: bool, **kwargs: Any) -> None:
         self._td_source._set_str(key, value, validated=validated, **kwargs)
-
-    def _del_str(self, key: str) -> None:
-        self._td_source._del_str(key)
 
     def entry_class(self, key: Any) -> type:
         return self._td_source.entry_class(key)

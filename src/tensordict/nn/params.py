@@ -23,6 +23,7 @@ from torch import nn
 
 from tensordict.core import factory
 from tensordict.core.behaviour.base import TensorDictBase
+from tensordict.core.collection import OverSourceMixin
 from tensordict.core.dense import TensorDict
 from tensordict.core.keys import NestedKey, leaf_or_non_tensor
 from tensordict.errors import MemmapParamsError, ParamsWriteError
@@ -126,7 +127,7 @@ class _LeafRegistry(MutableMapping[str, torch.Tensor]):
         return f"{type(self).__name__}({dict(self._leaves())!r})"
 
 
-class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
+class TensorDictParams(OverSourceMixin, TensorDictBase, nn.Module):  # type: ignore[misc]
     """A tensordict whose tensors are registered parameters and buffers of an ``nn.Module``.
 
     Putting a tensordict of weights in a module as a ``TensorDictParams`` makes them visible to
@@ -226,66 +227,25 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
         return id(self)
 
     # ================================================================== primitives (delegated)
+    # the wrapped tensordict's (``OverSourceMixin``), but for these
     @property
-    def batch_size(self) -> torch.Size:
-        """The batch size of the wrapped tensordict."""
-        return self._param_td.batch_size
+    def _source(self) -> TensorDict:
+        """The wrapped tensordict (``_param_td``), read and written by ``OverSourceMixin``."""
+        return self._param_td
 
-    @batch_size.setter
-    def batch_size(self, value: Any) -> None:
-        self._param_td.batch_size = value
-
-    @property
-    def device(self) -> torch.device | None:
-        """The device of the wrapped tensordict."""
-        return self._param_td.device
-
-    @property
-    def names(self) -> list[str | None]:
-        return self._param_td.names
-
-    @names.setter
-    def names(self, value: Any) -> None:
-        self._param_td.names = value
-
-    @property
+    @OverSourceMixin.is_locked.getter  # type: ignore[attr-defined]  # (mypy reads no property here)
     def is_locked(self) -> bool:
         # its own flag: the wrapped tensordict may stay locked (writes through the
         # TensorDictParams unlock it for their length)
         return bool(self.__dict__.get("_locked", False))
-
-    @is_locked.setter
-    def is_locked(self, value: bool) -> None:
-        if value:
-            self.lock_()
-        else:
-            self.unlock_()
-
-    def _own_keys(self) -> list[str]:
-        return self._param_td._own_keys()
-
-    def _own_items(self) -> Iterator[tuple[str, Any]]:
-        return self._param_td._own_items()
-
-    def _own_key_items(self) -> Iterator[tuple[str, Any]]:
-        return self._param_td._own_key_items()
-
-    def _get_str(self, key: str, default: Any) -> Any:
-        return self._param_td._get_str(key, default)
 
     def _set_str(self, key: str, value: Any, *, validated: bool, **upstream: Any) -> None:
         if not validated:
             value = self._convert(key, value, self.batch_size)
         self._param_td._set_str(key, value, validated=True, **upstream)
 
-    def _del_str(self, key: str) -> None:
-        self._param_td._del_str(key)
-
     def _index(self, index: Any) -> Any:
         return self._param_td._index(index)
-
-    def _names_or_none(self) -> list[str | None] | None:
-        return self._param_td._names_or_none()
 
     def _new_dense(
         self,
@@ -294,9 +254,6 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
         names: list[str | None] | None = None,
     ) -> Any:
         return self._param_td._new_dense(source, batch_size, names)
-
-    def _set_device(self, device: torch.device | None) -> None:
-        self._param_td._set_device(device)
 
     def _set_locked(self, value: bool, parent: TensorDictBase | None = None) -> None:
         if value and parent is not None:
@@ -347,13 +304,6 @@ class TensorDictParams(TensorDictBase, nn.Module):  # type: ignore[misc]
         return self._td_context  # type: ignore[return-value]
 
     _td_context: list[tuple[str, bool] | None] | None
-
-    def is_memmap(self) -> bool:
-        return self._param_td.is_memmap()
-
-    @property
-    def saved_path(self) -> str | None:
-        return self._param_td.saved_path
 
     def __getattr__(self, name: str) -> Any:
         # nn.Module's registered tensors and submodules first, then what only the wrapped

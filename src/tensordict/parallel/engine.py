@@ -55,7 +55,7 @@ from tensordict.errors import WorkerDiedError
 from tensordict.parallel.channel import SPIN_SECONDS, Channel
 from tensordict.parallel.coalesce import BATCH_TAG, MAX_HELD
 from tensordict.parallel.held import HOLD_TAG, HoldPolicy
-from tensordict.parallel.lifeline import Lifeline, close_at_exit, sigint_held
+from tensordict.parallel.lifeline import Lifeline, close_at_exit, sigint_held, untrack_process
 from tensordict.parallel.reaper import reap_later
 from tensordict.parallel.shm import STOCK
 from tensordict.parallel.startup import STARTED, missing_main_hidden, start_error, worker_name
@@ -413,6 +413,7 @@ class OwnPool(Backend):
         # the others), never inside a fork hook that would drop it
         with sigint_held(), missing_main_hidden(self.ctx.get_start_method()):
             process.start()
+            untrack_process(process)  # (freed later without a weakref callback: see lifeline)
             child_end.close()
             worker = _Worker(wid, process, Channel(parent_end, recv_warm=warm), self.max_tasks)
             self.workers[wid] = worker

@@ -15,6 +15,10 @@ Four guarantees, each for workers of pools ``map_iter`` creates:
   others); a KeyboardInterrupt raised inside one is printed and dropped, and logging's lock stays
   held. :func:`sigint_held` keeps SIGINT from the Python handler while a worker starts and
   delivers it right after, once the worker is registered (so it is stopped with the others).
+  A KeyboardInterrupt raised inside a weakref callback is dropped the same way, so no object of
+  the machinery is freed with a callback pending: the pools to close at exit are held by weak
+  references without one, and a worker's ``Process`` leaves multiprocessing's weak set of them
+  (:func:`untrack_process`).
 - **Nesting.** Workers are not daemonic, so ``fn`` may call ``map_iter`` itself, up to
   :data:`MAX_DEPTH` levels; inside a daemonic process (a ``multiprocessing.Pool`` worker) it raises
   :class:`~tensordict.errors.NestedWorkersError` instead of multiprocessing's bare assertion.
@@ -25,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import multiprocessing as mp
+import multiprocessing.process
 import multiprocessing.util
 import os
 import select
@@ -45,6 +50,7 @@ __all__ = [
     "close_at_exit",
     "depth",
     "sigint_held",
+    "untrack_process",
 ]
 
 #: how many levels of pools a process may start: the main program's workers (1) may start
@@ -87,7 +93,9 @@ def check_can_start_workers() -> None:
 
 
 # ---------------------------------------------------------------------- exit
-_open_pools: weakref.WeakSet[Any] = weakref.WeakSet()
+#: the pools to close at exit, by id: weak references without a callback (a callback would run
+#: wherever this thread is when a pool is freed, and a Ctrl-C landing in it is dropped)
+_open_pools: dict[int, weakref.ref[Any]] = {}
 _registered_pid: int | None = None
 
 
@@ -95,17 +103,21 @@ def close_at_exit(pool: Any) -> None:
     """Close ``pool`` (``pool.close(abort=True, grace=...)``) at interpreter exit if still open."""
     global _open_pools, _registered_pid
     if _registered_pid != os.getpid():  # first pool of this process (or of a forked child)
-        _open_pools = weakref.WeakSet()
+        _open_pools = {}
         # runs inside multiprocessing's exit function, before it joins the children
         multiprocessing.util.Finalize(None, _close_open_pools, exitpriority=100)
         _registered_pid = os.getpid()
-    _open_pools.add(pool)
+    for key in [key for key, ref in _open_pools.items() if ref() is None]:
+        del _open_pools[key]  # pools freed since (an id can be reused)
+    _open_pools[id(pool)] = weakref.ref(pool)
 
 
 def _close_open_pools() -> None:
-    for pool in list(_open_pools):
-        with contextlib.suppress(Exception):
-            pool.close(abort=True, grace=EXIT_GRACE_SECONDS)
+    for ref in list(_open_pools.values()):
+        pool = ref()
+        if pool is not None:
+            with contextlib.suppress(Exception):
+                pool.close(abort=True, grace=EXIT_GRACE_SECONDS)
 
 
 # ---------------------------------------------------------------------- Ctrl-C around fork
@@ -134,6 +146,20 @@ def sigint_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a blocked SIGINT is delivered here
         if caught:
             signal.raise_signal(signal.SIGINT)
+
+
+def untrack_process(process: Any) -> None:
+    """Take a started worker's ``Process`` out of ``multiprocessing.process._dangling``.
+
+    multiprocessing keeps every ``Process`` object in that weak set (for CPython's own test
+    suite); freeing one runs the set's callback, in the main thread for a worker retired or
+    reaped there, and a Ctrl-C landing in a weakref callback is printed and dropped: with
+    ``max_tasks_per_child=1`` one in a few hundred was lost under load. Private and optional: a
+    Python without it is left alone.
+    """
+    dangling = getattr(multiprocessing.process, "_dangling", None)
+    if isinstance(dangling, weakref.WeakSet):
+        dangling.discard(process)
 
 
 # ---------------------------------------------------------------------- dying with the owner

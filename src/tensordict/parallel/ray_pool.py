@@ -25,15 +25,16 @@ What Ray's pool does and does not allow, and what is done about it:
   within milliseconds; it is turned into :class:`~tensordict.errors.WorkerDiedError` naming the
   chunk. Ray does not replace the actor: that pool stays broken unless it was created with
   ``ray_remote_args={"max_restarts": -1}``.
-* Cancellation: ``AsyncResult`` has no ``cancel()`` and no public ``ObjectRef``; ``ray.cancel`` with
-  ``force=True`` is refused for actor tasks, and ``ray.kill`` would leave the pool with a dead actor
-  that it never replaces. On an early close or an error, each unfinished task is cancelled with
-  ``ray.cancel(ref)`` (``ref`` read from the private ``_result_thread._object_refs``, guarded) and
-  the worker function skips ``fn`` when Ray's cancellation flag is already set. Measured with ray
-  2.60, a synchronous actor sees the request only after the tasks queued before it, so chunks
-  already handed to an actor still run (at most the window: about two per actor) and their results
-  are discarded. A running ``fn`` is never interrupted. Actors are never killed, so the user's pool
-  stays usable.
+* Stopping early: ``AsyncResult`` has no ``cancel()`` and no public ``ObjectRef``; ``ray.cancel``
+  with ``force=True`` is refused for actor tasks, and ``ray.kill`` would leave the pool with a dead
+  actor that it never replaces. Plain ``ray.cancel`` is not used either: measured with ray 2.60,
+  cancelling an actor task that Ray has not sent to its actor yet (it resolves a task's arguments
+  in the background first, which takes a while on a loaded machine) leaves a hole in the actor's
+  task sequence numbers, so the actor holds every later task from this process for 30 s and then
+  fails them ("actor unavailable: timed out waiting for seq_no"): the user's pool is unusable for
+  half a minute. On an early close or an error the unfinished tasks therefore run to their end
+  (at most the window: about two per actor) and their results are discarded. Actors are never
+  killed, so the user's pool stays usable.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from tensordict.errors import ChunkError, MissingDependencyError, WorkerDiedError
+from tensordict.errors import MissingDependencyError, WorkerDiedError
 from tensordict.parallel.engine import Backend
 from tensordict.parallel.pools import portable_job
 from tensordict.parallel.worker import encode_error, run_external_task
@@ -59,8 +60,8 @@ __all__ = ["RayPoolBackend", "ray_pool_size", "require_ray", "run_ray_task"]
 
 #: how often wait() checks that every task it waits for can still report (Ray's own result threads)
 CHECK_SECONDS = 1.0
-#: after an actor died: how long the chunks before the lost ones may take to report (naming the
-#: chunk it was running); healthy actors answer in the time of one chunk
+#: after an actor died: how long the chunks in flight may take to report (naming the chunk it was
+#: running and those lost with it); healthy actors answer in the time of one chunk
 DEAD_GRACE_SECONDS = 5.0
 #: jobs an actor keeps resolved (fn unpickled, source mapped), most recent first
 JOBS_PER_ACTOR = 4
@@ -127,24 +128,12 @@ def _job(token: str, job_ref: Any) -> dict[str, Any]:
     return job
 
 
-def _cancelled() -> bool:
-    """Whether the driver cancelled this task (Ray's flag, set by ``ray.cancel``)."""
-    import ray
-
-    try:
-        return bool(ray.get_runtime_context().is_canceled())
-    except Exception:  # an older ray without the flag, or not inside a task
-        return False
-
-
 def run_ray_task(token: str, job_ref: Any, k: int, payload: Any) -> tuple[Any, ...]:
     """What an actor of the user's Ray pool runs for chunk ``k``.
 
     Returns ``("ok", result)``, or ``("err", exception or None, traceback text, pid)``: errors
     travel as values so that their traceback survives and the actor survives ``SystemExit``.
     """
-    if _cancelled():
-        return ("cancelled",)
     try:
         return ("ok", run_external_task(_job(token, job_ref), k, payload))
     except BaseException as err:  # everything fn raises goes home, even SystemExit
@@ -234,20 +223,20 @@ class RayPoolBackend(Backend):
             return ("err", k, *_unwrap(self.ray, value))
         if value[0] == "ok":
             return ("ok", k, value[1])
-        if value[0] == "cancelled":
-            return ("err", k, ChunkError(f"the Ray task for chunk {k} was cancelled."), "")
         _, exc, text, pid = value
         self.pids[k] = pid
         return ("err", k, exc, text)
 
     def _actor_died(self, lost: dict[int, BaseException]) -> None:
-        """Name the chunk a dead actor was running, and raise.
+        """Name the chunk a dead actor was running, and the others lost with it, and raise.
 
-        Every task queued on a dead actor fails; the one it was running is the lowest of them, once
-        the chunks before it have reported (bounded by a grace period: never a hang).
+        Every task queued on a dead actor fails; the one it was running is the lowest of them. The
+        error waits until every chunk in flight has reported (bounded by a grace period: never a
+        hang): each failure comes through its own result thread, later on a loaded machine, and
+        the chunks lost with the actor are all listed, not only those already reported.
         """
         deadline = time.monotonic() + DEAD_GRACE_SECONDS
-        while any(j < min(lost) for j in self.in_flight) and time.monotonic() < deadline:
+        while self.in_flight and time.monotonic() < deadline:
             try:
                 kind, j, value = self.events.get(
                     timeout=max(0.0, min(0.1, deadline - time.monotonic()))
@@ -292,24 +281,10 @@ class RayPoolBackend(Backend):
         if self.closed:
             return
         self.closed = True
-        if abort:
-            for handle in self.in_flight.values():
-                _cancel(self.ray, handle)
+        # unfinished tasks run to their end, never ray.cancel-ed (see the module docstring):
+        # their results, and errors, go to an event queue nobody reads any more
         self.in_flight.clear()
         self.job_ref = None  # actors that still need the job hold their own reference
-
-
-def _cancel(ray: ModuleType, handle: Any) -> None:
-    """Cancel an unfinished ``apply_async`` task where Ray allows it (see the module docstring)."""
-    if handle.ready():
-        return
-    # private (ray 2.x): AsyncResult has no cancel() and no public ObjectRef; skip when absent
-    refs = getattr(getattr(handle, "_result_thread", None), "_object_refs", None)
-    if not isinstance(refs, list):
-        return
-    for ref in refs:
-        with contextlib.suppress(Exception):
-            ray.cancel(ref)  # force=True is refused for actor tasks; a running task runs to its end
 
 
 def _actor_pid(err: BaseException) -> int | None:

@@ -26,6 +26,7 @@ import torch
 from tensordict.core.behaviour.base import TensorDictBase
 from tensordict.core.behaviour.entries import inplace_value
 from tensordict.core.behaviour.setitem import setitem_index, stage_setitem
+from tensordict.core.collection import OverSourceMixin
 from tensordict.core.dense import TensorDict
 from tensordict.core.indexing import _str_to_index, plan_index
 from tensordict.core.keys import is_key_index
@@ -55,8 +56,9 @@ _MISSING: Any = object()
 LeafFn = Callable[[torch.Tensor], torch.Tensor]
 
 
-class _ViewBase(TensorDictBase):
-    """What every view shares: entries, lock and device come from ``_source``."""
+class _ViewBase(OverSourceMixin, TensorDictBase):
+    """What every view shares: entries, lock and device come from ``_source``
+    (``OverSourceMixin``)."""
 
     __slots__ = ("__weakref__", "_context", "_last_op", "_source")
     _source: Any
@@ -93,10 +95,6 @@ class _ViewBase(TensorDictBase):
             )
 
     @property
-    def device(self) -> torch.device | None:
-        return self._source.device  # type: ignore[no-any-return]
-
-    @property
     def names(self) -> list[str | None]:
         """The source's dimension names, as the view shows them (read only)."""
         names = self._names_or_none()
@@ -122,47 +120,18 @@ class _ViewBase(TensorDictBase):
         """The names of this view's batch dims, given its source's."""
         raise NotImplementedError
 
-    @property
-    def is_locked(self) -> bool:
-        return self._source.is_locked  # type: ignore[no-any-return]
-
-    @is_locked.setter
-    def is_locked(self, value: bool) -> None:
-        if value:
-            self.lock_()
-        else:
-            self.unlock_()
-
-    def _set_locked(self, value: bool, parent: TensorDictBase | None = None) -> None:
-        self._source._set_locked(value, parent)  # locking a view locks its source
-
     def _check_unlockable(self) -> None:
         self._source._check_unlockable()
-
-    def _context_ops(self) -> list[tuple[str, bool] | None]:
-        if self._context is None:
-            self._context = []
-        return self._context
-
-    def _set_device(self, device: torch.device | None) -> None:
-        self._source._set_device(device)
-
-    def is_memmap(self) -> bool:
-        return self._source.is_memmap()  # type: ignore[no-any-return]
 
     def is_shared(self) -> bool:
         return self._source.is_shared()  # type: ignore[no-any-return]
 
-    @property
-    def saved_path(self) -> str | None:
-        return self._source.saved_path  # type: ignore[no-any-return]
-
-    def _own_keys(self) -> list[str]:
-        return self._source._own_keys()  # type: ignore[no-any-return]
-
     def _own_items(self) -> Iterator[tuple[str, Any]]:
         for key, value in self._source._own_items():
             yield key, self._read(value)
+
+    def _own_key_items(self) -> Iterator[tuple[str, Any]]:
+        return self._own_items()  # the entries as the view shows them, not its source's
 
     def _get_str(self, key: str, default: Any) -> Any:
         value = self._source._get_str(key, _MISSING)
@@ -189,9 +158,6 @@ class _ViewBase(TensorDictBase):
         if not validated:
             value = self._convert(key, value, self.batch_size)
         self._write(key, value)
-
-    def _del_str(self, key: str) -> None:
-        self._source._del_str(key)
 
     def _new_dense(self, source: dict[str, Any], batch_size: torch.Size, names: Any = None) -> Any:
         return TensorDict._new_unsafe(source, batch_size, self.device, names)
@@ -738,17 +704,6 @@ class _SubTensorDict(_ViewBase):
             )
         self._last_op = ("unlock_", False)
         return self
-
-    @property
-    def is_locked(self) -> bool:
-        return self._source.is_locked  # type: ignore[no-any-return]
-
-    @is_locked.setter
-    def is_locked(self, value: bool) -> None:
-        if value:
-            self.lock_()
-        else:
-            self.unlock_()
 
     def memmap_(self, prefix: Any = None, copy_existing: bool = False, **kwargs: Any) -> Any:
         raise LazyViewError(
