@@ -325,3 +325,13 @@ def test_legacy_shape_views_of_parameters_are_parameters_over_the_view() -> None
     assert type(view) is TensorDictParams and view.batch_size == (3, 2)
     assert type(back) is TensorDictParams and back._param_td is p._param_td
     assert p.squeeze() is p
+
+
+def test_parameters_have_no_source_attribute_as_upstream() -> None:
+    # user code (upstream's own tests among it) tells views from wrappers by
+    # hasattr(td, "_source") and then assigns td._source: TensorDictParams is no view
+    p = TensorDictParams(TensorDict(a=torch.randn(3, 4), batch_size=[3]))
+    assert not hasattr(p, "_source")
+    assert p.mean().batch_size == () and isinstance(p["a"], nn.Parameter)
+    p["b"] = torch.zeros(3)  # written through to the wrapped tensordict
+    assert "b" in p._param_td.keys() and isinstance(p["b"], nn.Parameter)  # noqa: SIM118

@@ -96,8 +96,8 @@ class TensorCollection:
 
 class OverSourceMixin(TensorCollection):
     """The primitives of a tensordict that holds no entry of its own: they read and write
-    another tensordict, ``self._source`` (a typed tensordict's, a lazy view's source, the
-    parameters a ``TensorDictParams`` wraps).
+    another tensordict, ``self._inner_td``: a typed tensordict's or a lazy view's ``_source``,
+    the parameters a ``TensorDictParams`` wraps.
 
     A wrapper lists it before :class:`~tensordict.TensorDictBase` among its bases and overrides
     what it shows differently (a lazy view reshapes the entries and the batch size;
@@ -105,36 +105,43 @@ class OverSourceMixin(TensorCollection):
     """
 
     __slots__ = ()
-    _source: Any
+
+    @property
+    def _inner_td(self) -> Any:
+        """The tensordict read and written: ``self._source`` unless a wrapper says otherwise
+        (``TensorDictParams`` has no ``_source``, as upstream's: user code probing
+        ``hasattr(td, "_source")`` for views must not take it for one)."""
+        return self._source  # type: ignore[attr-defined]
+
     _context: list[tuple[str, bool] | None] | None
 
     # -- state: the source's -------------------------------------------------------------------
     @property
     def batch_size(self) -> torch.Size:
-        return self._source.batch_size  # type: ignore[no-any-return]
+        return self._inner_td.batch_size  # type: ignore[no-any-return]
 
     @batch_size.setter
     def batch_size(self, value: Any) -> None:
-        self._source.batch_size = value
+        self._inner_td.batch_size = value
 
     @property
     def device(self) -> torch.device | None:
-        return self._source.device  # type: ignore[no-any-return]
+        return self._inner_td.device  # type: ignore[no-any-return]
 
     @property
     def names(self) -> list[str | None]:
-        return self._source.names  # type: ignore[no-any-return]
+        return self._inner_td.names  # type: ignore[no-any-return]
 
     @names.setter
     def names(self, value: Any) -> None:
-        self._source.names = value
+        self._inner_td.names = value
 
     def _names_or_none(self) -> list[str | None] | None:
-        return self._source._names_or_none()  # type: ignore[no-any-return]
+        return self._inner_td._names_or_none()  # type: ignore[no-any-return]
 
     @property
     def is_locked(self) -> bool:
-        return self._source.is_locked  # type: ignore[no-any-return]
+        return self._inner_td.is_locked  # type: ignore[no-any-return]
 
     @is_locked.setter
     def is_locked(self, value: bool) -> None:
@@ -144,7 +151,7 @@ class OverSourceMixin(TensorCollection):
             self.unlock_()  # type: ignore[attr-defined]
 
     def _set_locked(self, value: bool, parent: Any = None) -> None:
-        self._source._set_locked(value, parent)  # locking the wrapper locks its source
+        self._inner_td._set_locked(value, parent)  # locking the wrapper locks its source
 
     def _context_ops(self) -> list[tuple[str, bool] | None]:
         if self._context is None:
@@ -152,30 +159,30 @@ class OverSourceMixin(TensorCollection):
         return self._context
 
     def _set_device(self, device: torch.device | None) -> None:
-        self._source._set_device(device)
+        self._inner_td._set_device(device)
 
     def is_memmap(self) -> bool:
-        return self._source.is_memmap()  # type: ignore[no-any-return]
+        return self._inner_td.is_memmap()  # type: ignore[no-any-return]
 
     @property
     def saved_path(self) -> str | None:
-        return self._source.saved_path  # type: ignore[no-any-return]
+        return self._inner_td.saved_path  # type: ignore[no-any-return]
 
     # -- entries: the source's -----------------------------------------------------------------
     def _own_keys(self) -> list[str]:
-        return self._source._own_keys()  # type: ignore[no-any-return]
+        return self._inner_td._own_keys()  # type: ignore[no-any-return]
 
     def _own_items(self) -> Iterator[tuple[str, Any]]:
-        return self._source._own_items()  # type: ignore[no-any-return]
+        return self._inner_td._own_items()  # type: ignore[no-any-return]
 
     def _own_key_items(self) -> Iterator[tuple[str, Any]]:
-        return self._source._own_key_items()  # type: ignore[no-any-return]
+        return self._inner_td._own_key_items()  # type: ignore[no-any-return]
 
     def _get_str(self, key: str, default: Any) -> Any:
-        return self._source._get_str(key, default)
+        return self._inner_td._get_str(key, default)
 
     def _del_str(self, key: str) -> None:
-        self._source._del_str(key)
+        self._inner_td._del_str(key)
 
 
 def publish_as(module: str, *objects: Any) -> dict[str, Any]:

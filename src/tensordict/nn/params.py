@@ -229,7 +229,7 @@ class TensorDictParams(OverSourceMixin, TensorDictBase, nn.Module):  # type: ign
     # ================================================================== primitives (delegated)
     # the wrapped tensordict's (``OverSourceMixin``), but for these
     @property
-    def _source(self) -> TensorDict:
+    def _inner_td(self) -> TensorDict:
         """The wrapped tensordict (``_param_td``), read and written by ``OverSourceMixin``."""
         return self._param_td
 
