@@ -129,3 +129,19 @@ def test_update_merges_a_tensorclass_into_the_instance_it_meets() -> None:
     workers = [TensorDict(next=TensorDict(tc=Obs(t, None, batch_size=[]))) for t in "xy"]
     out = dest().update(LazyStackedTensorDict(*workers), keys_to_update=[("next", "tc", "text")])
     assert out["next", "tc"].value is not None and out["next", "tc"].text == ["x", "y"]
+
+
+@tensorclass
+class TwoTensors:
+    a: torch.Tensor
+    b: torch.Tensor
+
+
+def test_a_tensorclass_merged_into_a_sub_tensordict_reaches_its_source() -> None:
+    # a sub-tensordict reads a new tensorclass instance at each get: the merge is written back
+    tc = TwoTensors(torch.zeros(4, 3), torch.zeros(4), batch_size=[4])
+    td = TensorDict(tc=tc, batch_size=[4])
+    sub = td._get_sub_tensordict(slice(1, 3))
+    sub.update(TensorDict(tc=TwoTensors(torch.ones(2, 3), None, batch_size=[2]), batch_size=[2]))
+    assert td["tc"].a[1:3].eq(1).all() and td["tc"].a[[0, 3]].eq(0).all()
+    assert td["tc"].b.eq(0).all()  # None in the update: left alone

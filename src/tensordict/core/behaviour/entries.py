@@ -136,8 +136,13 @@ class _TcMerge:
         self.keys = keys
 
     def merge_into(self, td: Any, path: tuple[str, ...], *, clone: bool, inplace: bool) -> None:
-        current = td._parent_for_write(path, create=False)._get_str(path[-1], None)
+        parent = td._parent_for_write(path, create=False)
+        current = parent._get_str(path[-1], None)
         current.update(self.value, clone=clone, inplace=inplace, keys_to_update=self.keys)
+        if parent._get_str(path[-1], None) is not current:
+            # a view (a sub-tensordict's entry) reads a new instance each time: the merged
+            # one is written back, at the view's index of its source
+            parent._set_str(path[-1], current, validated=True)
 
 
 def _keys_inside(path: tuple[str, ...], keys: builtins.set[NestedKey] | None) -> list[Any] | None:
