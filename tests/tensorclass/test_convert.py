@@ -27,6 +27,18 @@ def test_to_tensordict_turns_nested_tensorclasses_into_tensordicts() -> None:
     assert type(td.get("left")) is TensorDict
 
 
+def test_a_tensordict_holding_tensorclasses_converts_them_too() -> None:
+    # as upstream: to_tensordict gives tensordicts all the way down; with retain_none=True a
+    # field that holds None becomes a NonTensorData of None (left out otherwise)
+    td = TensorDict(pair=Pair(left=sample(), right=torch.zeros(3), batch_size=[3]), batch_size=[3])
+    for retain_none in (None, False, True):
+        out = td.to_tensordict(retain_none=retain_none)
+        assert type(out.get("pair")) is TensorDict and type(out.get(("pair", "left"))) is TensorDict
+        reward = out.get(("pair", "left", "reward"), None)
+        assert (reward is not None and reward.data is None) if retain_none else reward is None
+    assert type(td.get("pair")) is Pair  # the source keeps its class
+
+
 def test_from_tensordict_shares_the_tensordict() -> None:
     td = TensorDict({"obs": torch.zeros(2)}, [2])
     assert Sample.from_tensordict(td)._tensordict is td

@@ -295,20 +295,18 @@ def from_tensordict(
 
 
 def to_tensordict(self: Any, *, retain_none: bool | None = None) -> TensorDict:
-    """A plain :class:`~tensordict.TensorDict` copy (nested tensorclasses become tensordicts)."""
-    out = self._tensordict.to_tensordict()
-    _plain(out)
-    return out  # type: ignore[no-any-return]
+    """A plain :class:`~tensordict.TensorDict` copy: nested tensorclasses become tensordicts,
+    and with ``retain_none=True`` a field that holds None becomes a ``NonTensorData`` of None
+    (as upstream; otherwise it is left out)."""
+    from tensordict.core.nontensor.data import NonTensorData
 
-
-def _plain(td: Any) -> None:
-    if not isinstance(td, TensorDict):
-        return
-    for key, value in list(td._own_items()):
-        if getattr(type(value), "_is_tensorclass", False):
-            value = value._tensordict
-            td._set_str(key, value, validated=True)
-        _plain(value)
+    out: TensorDict = self._tensordict.to_tensordict(retain_none=retain_none)
+    if retain_none:
+        for name, value in self._non_tensordict.items():
+            if value is None:
+                none = NonTensorData(None, batch_size=self.batch_size, device=self.device)
+                out._set_str(name, none, validated=True)
+    return out
 
 
 def to_dict(

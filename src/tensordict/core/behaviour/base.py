@@ -609,11 +609,13 @@ class TensorDictBase(
     def to_tensordict(self, *, retain_none: bool | None = None) -> Any:
         """A regular :class:`~tensordict.TensorDict` holding copies of the data in memory.
 
-        Nested tensordicts are converted too: a nested lazy stack becomes dense (as upstream).
+        Nested tensordicts and tensorclasses are converted too (as upstream): a nested lazy
+        stack becomes dense, a tensorclass a tensordict (with ``retain_none=True``, its None
+        fields ``NonTensorData`` of None).
         """
         source: dict[str, Any] = {}
         for key, value in self._own_items():
-            if isinstance(value, TensorDictBase):
+            if isinstance(value, TensorDictBase) or getattr(type(value), "_is_tensorclass", False):
                 value = value.to_tensordict(retain_none=retain_none)
             elif hasattr(value, "clone"):  # tensors, non-tensor data, tensorclasses
                 value = value.clone()
