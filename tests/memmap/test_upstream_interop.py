@@ -12,6 +12,7 @@ machine); the layouts themselves are also covered by hand-written directories in
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,13 +35,20 @@ pytestmark = pytest.mark.skipif(
 
 
 def run_all(*commands: tuple[str, ...]) -> list[str]:
-    """Run ``python -m tests.memmap.interop ARGS`` for each (python, *args) at once."""
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    """Run ``python -m tests.memmap.interop ARGS`` for each (python, *args) at once.
+
+    This package's side imports the ``src`` beside these tests (a worktree or a clone tests its
+    own code, not whichever copy the interpreter has installed); upstream's side gets only the
+    repository root, for ``tests.memmap.interop``."""
+    ours = f"{ROOT / 'src'}{os.pathsep}{ROOT}"
     procs = [
         subprocess.Popen(
             [python, "-m", "tests.memmap.interop", *args],
             cwd=ROOT,
-            env=env,
+            env={
+                "PATH": "/usr/bin:/bin",
+                "PYTHONPATH": ours if python == sys.executable else str(ROOT),
+            },
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
