@@ -246,7 +246,9 @@ class _Runner:
 
     __slots__ = ("base", "cut", "dim", "fn", "job", "lock", "out", "plan", "source")
 
-    def __init__(self, job: dict[str, Any]) -> None:
+    def __init__(self, job: dict[str, Any], cut: bool = True) -> None:
+        """``cut=False``: no ``SliceTaker`` (a runner made for one chunk, as a user's pool
+        does: building one costs a chunk's indexing)."""
         self.job = job
         self.fn = job["fn"]
         self.dim = job["dim"]
@@ -259,7 +261,7 @@ class _Runner:
         self.cut: SliceTaker | None = None
         if self.source is not None:  # how faults read the files (see ``readahead``)
             advise_access(self.source, bool(job.get("scattered")))
-            if self.plan is not None:
+            if self.plan is not None and cut:
                 try:
                     self.cut = SliceTaker.build(self.source, self.dim, self.plan)
                 except Exception:  # each chunk then reports its own error through ``take``
@@ -561,6 +563,6 @@ def run_external_task(job: dict[str, Any], k: int, payload: Any) -> Any:
     wid = report_start(job.get("watch"), k)
     _set_info(WorkerInfo(wid, job["num_workers"], None, os.getpid()), job.get("seed_chunks"))
     try:
-        return _Runner(_resolve_job(job))(k, payload)
+        return _Runner(_resolve_job(job), cut=False)(k, payload)
     finally:
         _set_info(None)
