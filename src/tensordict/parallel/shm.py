@@ -126,18 +126,23 @@ class SegmentPool:
         that keeps some results and frees others out of order does not grow the pool.
         """
         self._collect_freed(1)
-        best = self._fitting(size)
-        if best is None:
-            self._collect_freed(_SCAN)
-            best = self._fitting(size)
-        if best is None:
-            best = _Segment(self._next, max(_GRAIN, -(-size // _GRAIN) * _GRAIN))
-            self._next += 1
+        rounded = max(_GRAIN, -(-size // _GRAIN) * _GRAIN)  # the size of a new segment
+        free = self._free
+        if free and free[-1].size == rounded:  # the smallest that fits: no need to look further
+            best = free.pop()
         else:
-            self._free.remove(best)
-            if best.fresh:  # inherited: its pages exist, this process has not mapped them yet
-                map_pages(best.array)
-                best.fresh = False
+            best = self._fitting(size)
+            if best is None:
+                self._collect_freed(_SCAN)
+                best = self._fitting(size)
+            if best is not None:
+                free.remove(best)
+        if best is None:
+            best = _Segment(self._next, rounded)
+            self._next += 1
+        elif best.fresh:  # inherited: its pages exist, this process has not mapped them yet
+            map_pages(best.array)
+            best.fresh = False
         best.view[0] = _BUSY
         self._busy[best.id] = best
         return best
