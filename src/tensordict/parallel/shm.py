@@ -128,6 +128,7 @@ class SegmentPool:
         self._collect_freed(1)
         rounded = max(_GRAIN, -(-size // _GRAIN) * _GRAIN)  # the size of a new segment
         free = self._free
+        best: _Segment | None
         if free and free[-1].size == rounded:  # the smallest that fits: no need to look further
             best = free.pop()
         else:
