@@ -79,6 +79,23 @@ def test_segments_are_reused_as_soon_as_the_receiver_frees_the_tensors(pair):
     assert len(worker._pool) == 1
 
 
+def test_segments_freed_behind_a_result_still_held_are_reused(pair):
+    # the oldest result is kept while the later ones are freed: their segments are found
+    # behind it and reused, the pool does not grow with the stream
+    worker, parent = pair
+    n = OUT_OF_BAND_BYTES // 4
+    kept = None
+    for i in range(40):
+        worker.send(("ok", i, TensorDict({"y": torch.full((n,), float(i))}, [n])))
+        got = parent.recv()[2]
+        assert (got["y"] == i).all()
+        if kept is None:
+            kept = got
+        del got
+    assert len(worker._pool) <= 3
+    assert (kept["y"] == 0).all()  # never overwritten
+
+
 def test_a_held_result_is_never_overwritten_by_later_ones(pair):
     worker, parent = pair
     held = []
@@ -174,3 +191,36 @@ def test_results_that_are_not_flat_travel_as_before(pair):
         ca.send(("ok", 0, td))
         got = cb.recv()[2]
         assert got.names == td.names and (got == td).all()
+
+
+def test_a_repeated_flat_layout_travels_once_and_results_arrive_intact(pair):
+    # a stream of results of one layout sends the layout with the first only; a new layout
+    # travels again, and a result whose chunk number is not an int takes the generic path
+    ca, cb = pair
+    n = OUT_OF_BAND_BYTES // 4
+    sizes = []
+    sent = []
+    for k, td in enumerate(
+        [
+            TensorDict({"y": torch.full((n,), 1.0)}, [n]),
+            TensorDict({"y": torch.full((n,), 2.0)}, [n]),
+            TensorDict({"y": torch.full((n,), 3.0)}, [n]),
+            TensorDict({"z": torch.arange(n, dtype=torch.int64)}, [n]).lock_(),
+            TensorDict({"z": torch.arange(n, dtype=torch.int64) + 1}, [n]).lock_(),
+            TensorDict({"y": torch.full((n,), 4.0)}, [n]),
+        ]
+    ):
+        data, seg = ca.encode(("ok", k, td))
+        sizes.append(len(data))
+        ca.send_encoded([(data, seg)])
+        sent.append(td)
+    ca.send(("ok", "not an int", sent[0]))
+    for k, td in enumerate(sent):
+        tag, got_k, got = cb.recv()
+        assert (tag, got_k, got.batch_size, got.is_locked) == ("ok", k, td.batch_size, td.is_locked)
+        assert list(got.keys()) == list(td.keys()) and (got == td).all()
+        assert cb.last_oob_bytes == n * (8 if "z" in list(td.keys()) else 4)
+    tag, got_k, got = cb.recv()
+    assert (tag, got_k) == ("ok", "not an int") and (got == sent[0]).all()
+    # the layout's pickle travelled with results 0, 3 and 5 only
+    assert sizes[1] == sizes[2] < sizes[0] and sizes[4] < sizes[3] and sizes[5] > sizes[2]

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tensordict import TensorDict
-from tensordict.parallel.plan import ChunkPlan, take, take_run
+from tensordict.parallel.plan import ChunkPlan, SliceTaker, take, take_run
 
 
 def sizes(plan: ChunkPlan) -> list[int]:
@@ -149,3 +149,59 @@ def test_runs_that_cannot_be_cut_at_once_give_none():
     assert take_run(td, 0, ChunkPlan(6, 0, chunksize=0), range(2)) is None
     assert take_run(nested, 0, ChunkPlan(6, 0, chunksize=1), range(2)) is None
     assert take_run(td, 0, ChunkPlan(6, 0, chunksize=1), range(1)) is None
+
+
+# ---------------------------------------------------------------------- chunks cut one by one
+@pytest.mark.parametrize("name", ["plain", "named", "memmap", "shared memmap", "empty"])
+@pytest.mark.parametrize("plan_kw", [{"chunksize": 1}, {"chunksize": 3}, {"num_chunks": 4}])
+@pytest.mark.parametrize("locked", [False, True])
+def test_a_slice_taker_gives_the_chunks_take_gives(tmp_path, name, plan_kw, locked):
+    td = _sources(tmp_path)[name]
+    if locked:
+        td.lock_()
+    plan = ChunkPlan(10, 0, **plan_kw)
+    cut = SliceTaker.build(td, 0, plan)
+    assert cut is not None
+    for k in [*range(len(plan)), 0]:  # every size of chunk, and the first again
+        _same_chunk(cut(k), take(td, 0, plan.index(k)))
+        assert cut(k).is_shared() == take(td, 0, plan.index(k)).is_shared()
+
+
+def test_a_slice_taker_of_a_memmap_slice_keeps_the_files_shape():
+    # a source that is itself a slice of a memory-mapped tensordict: its chunks' leaves
+    # remember the whole file's shape, as indexing gives them
+    whole = TensorDict({"x": torch.arange(40.0).view(20, 2)}, [20]).memmap_()
+    td = whole[:10]
+    plan = ChunkPlan(10, 0, chunksize=4)
+    cut = SliceTaker.build(td, 0, plan)
+    for k in range(len(plan)):
+        _same_chunk(cut(k), take(td, 0, plan.index(k)))
+    assert cut(0)["x"]._parent_shape == (20, 2)
+
+
+def test_a_slice_taker_along_dim_one_gives_the_chunks_take_gives():
+    td = TensorDict({"x": torch.arange(30).view(3, 10)}, [3, 10])
+    plan = ChunkPlan(10, 1, chunksize=4)
+    cut = SliceTaker.build(td, 1, plan)
+    for k in range(len(plan)):
+        _same_chunk(cut(k), take(td, 1, plan.index(k)))
+
+
+def test_chunks_of_a_slice_taker_do_not_share_their_structure():
+    td = TensorDict({"x": torch.zeros(4)}, [4])
+    cut = SliceTaker.build(td, 0, ChunkPlan(4, 0, chunksize=2))
+    a, b = cut(0), cut(0)
+    a["y"] = torch.ones(2)
+    assert "y" not in list(b.keys()) and "y" not in list(td.keys())
+    a["x"] += 1  # views: writes reach the source
+    assert td["x"].tolist() == [1.0, 1.0, 0.0, 0.0]
+
+
+def test_plans_a_slice_taker_cannot_cut_give_none():
+    td = TensorDict({"x": torch.zeros(6)}, [6])
+    nested = TensorDict({"n": TensorDict({"x": torch.zeros(6)}, [6])}, [6])
+    perm = torch.randperm(6)
+    assert SliceTaker.build(td, 0, ChunkPlan(6, 0, chunksize=1, perm=perm)) is None
+    assert SliceTaker.build(td, 0, ChunkPlan(6, 0, chunksize=0)) is None
+    assert SliceTaker.build(nested, 0, ChunkPlan(6, 0, chunksize=2)) is None
+    assert SliceTaker.build(td, 0, ChunkPlan(0, 0, chunksize=2)) is None

@@ -94,3 +94,17 @@ def test_results_held_from_one_call_survive_the_next_calls_that_reuse_segments()
     want = (td["x"] + 1).split(n // 8)[1::2]
     assert all(torch.equal(h["y"], w) for h, w in zip(held, want))
     shm.STOCK.clear()
+
+
+def test_a_sender_takes_the_smallest_free_segment_that_fits():
+    small, large = segment(MIB), segment(2 * MIB)
+    for order in ([small, large], [large, small]):
+        pool = shm.SegmentPool(order)
+        sizes = {seg.id: seg.size for seg in pool._free}
+        got = pool.acquire(100 << 10)
+        assert sizes[got.id] == MIB  # not the 2 MiB one, whichever was freed last
+        got2 = pool.acquire(MIB + 1)
+        assert sizes[got2.id] == 2 * MIB and len(pool) == 2
+        for seg in (got, got2):
+            seg.view[0] = 1  # freed by the receiver
+        pool.close()

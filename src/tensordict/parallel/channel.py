@@ -29,7 +29,9 @@ from typing import Any
 
 import torch
 
+from tensordict.core.dense import TensorDict
 from tensordict.core.serial.pickling import (
+    _DEVICES,
     _packable,
     pack_flat,
     pack_tensor,
@@ -46,9 +48,13 @@ __all__ = ["OUT_OF_BAND_BYTES", "Channel", "ChannelClosed"]
 OUT_OF_BAND_BYTES = 64 * 1024
 #: at most this many buffer bytes travel inside one message (the rest out of band)
 INLINE_BUDGET = 64 * 1024
-# payload length (pickle + buffer table), out-of-band buffers, segment id, fd attached
+# payload length (pickle + buffer table), out-of-band buffers, segment id, flags (_FD, _FLAT)
 _HEADER = struct.Struct("<QIiI")
 _LEN = struct.Struct("<Q")
+#: header flags: a segment's descriptor travels with the message; the message is a flat result
+#: whose body is its chunk number (``_K``), then its layout's pickle unless it repeats the last
+_FD, _FLAT = 1, 2
+_K = struct.Struct("<q")
 _MAX_FDS = 64
 _ANC_SIZE = socket.CMSG_SPACE(_MAX_FDS * 4)
 _READ_SIZE = 1 << 18
@@ -126,6 +132,37 @@ def _unpack_flat_inline(layout: tuple[Any, ...], data: bytes) -> Any:
     return unpack_flat(layout, buffers)
 
 
+class _FlatLayout:
+    """A flat result's layout (``pack_flat``) as a receiver reuses it while it repeats: the
+    dtypes, sizes and buffer offsets looked up once, not per result."""
+
+    __slots__ = ("batch_size", "device", "leaves", "locked", "spans", "total")
+
+    def __init__(self, layout: tuple[Any, ...], lengths: list[int]) -> None:
+        batch_size, self.locked, where, keys, dtypes, shapes = layout
+        self.batch_size = torch.Size(batch_size)
+        self.device = None if where is None else _DEVICES.get(where) or torch.device(where)
+        self.leaves = [
+            (key, _DTYPES[name], tuple(shape), len(shape) == 1)
+            for key, name, shape in zip(keys, dtypes, shapes)
+        ]
+        offsets, _ = _layout(lengths)
+        #: (offset, length) of each buffer in the segment
+        self.spans = list(zip(offsets, lengths))
+        self.total = sum(lengths)
+
+    def build(self, buffers: list[Any]) -> Any:
+        """The tensordict ``unpack_flat`` builds, on ``buffers``."""
+        source: dict[str, torch.Tensor] = {}
+        for (key, dtype, shape, flat), buf in zip(self.leaves, buffers):
+            if not len(buf):
+                source[key] = torch.empty(shape, dtype=dtype)
+                continue
+            t = torch.frombuffer(buf, dtype=dtype)
+            source[key] = t if flat else t.view(shape)
+        return TensorDict._new_unsafe(source, self.batch_size, self.device, lock=self.locked)
+
+
 class Channel:
     """One end of a parent <-> worker connection.
 
@@ -151,6 +188,10 @@ class Channel:
         self._poll = select.poll()
         self._poll.register(sock.fileno(), select.POLLIN)
         self.closed = False
+        #: the last flat layout sent through segments: (layout, its pickle, buffer lengths,
+        #: offsets, total, table); and the receiver's ``_FlatLayout`` of the last one received
+        self._sent_flat: tuple[Any, ...] | None = None
+        self._recv_flat: _FlatLayout | None = None
         #: bytes that travelled out of band in the last message received (result sizes)
         self.last_oob_bytes = 0
 
@@ -194,7 +235,7 @@ class Channel:
             start = DATA_OFFSET + offset
             seg.view[start : start + v.nbytes] = v
         table = b"".join(_LEN.pack(n) for n in lengths)
-        header = _HEADER.pack(len(body) + len(table), len(oob), seg.id, not seg.sent)
+        header = _HEADER.pack(len(body) + len(table), len(oob), seg.id, 0 if seg.sent else _FD)
         return b"".join((header, body, table)), (None if seg.sent else seg)
 
     def _encode_flat(
@@ -212,14 +253,36 @@ class Channel:
                     parts.append(bytes(_FLAT_ALIGN - b.nbytes % _FLAT_ALIGN))
             body = pickle.dumps((_FLAT_OK, k, layout, b"".join(parts)), protocol=5)
             return _HEADER.pack(len(body), 0, -1, 0) + body, None
-        offsets, total = _layout(lengths)
+        if k.__class__ is not int or not -(1 << 63) <= k < 1 << 63:
+            offsets, total = _layout(lengths)
+            seg = self._pool.acquire(total)
+            for b, offset in zip(buffers, offsets):
+                start = DATA_OFFSET + offset
+                seg.view[start : start + b.nbytes] = b
+            body = pickle.dumps((_FLAT_OK, k, layout, None), protocol=5)
+            table = b"".join(_LEN.pack(n) for n in lengths)
+            header = _HEADER.pack(len(body) + len(table), len(lengths), seg.id, not seg.sent)
+            return b"".join((header, body, table)), (None if seg.sent else seg)
+        # The layout of a stream of results mostly repeats (same keys, dtypes and shapes): it
+        # travels once, and the next results that repeat it carry their chunk number only.
+        # Messages reach the receiver in the order they were encoded (``send``, ``encode`` then
+        # ``send_encoded``), so the receiver's last layout is the one this last encoded.
+        sent = self._sent_flat
+        if sent is not None and sent[0] == layout:
+            _, pickled, _, offsets, total, table = sent
+        else:
+            pickled = pickle.dumps(layout, protocol=5)
+            offsets, total = _layout(lengths)
+            table = b"".join([_LEN.pack(n) for n in lengths])
+            sent = (layout, pickled, lengths, offsets, total, table)
         seg = self._pool.acquire(total)
         for b, offset in zip(buffers, offsets):
             start = DATA_OFFSET + offset
             seg.view[start : start + b.nbytes] = b
-        body = pickle.dumps((_FLAT_OK, k, layout, None), protocol=5)
-        table = b"".join(_LEN.pack(n) for n in lengths)
-        header = _HEADER.pack(len(body) + len(table), len(lengths), seg.id, not seg.sent)
+        body = _K.pack(k) if sent is self._sent_flat else _K.pack(k) + pickled
+        flags = _FLAT | (0 if seg.sent else _FD)
+        header = _HEADER.pack(len(body) + len(table), len(lengths), seg.id, flags)
+        self._sent_flat = sent
         return b"".join((header, body, table)), (None if seg.sent else seg)
 
     def _write(self, view: memoryview, seg: _Segment | None, flags: int) -> int:
@@ -352,7 +415,7 @@ class Channel:
             pos = self._pos
             if len(buf) - pos < _HEADER.size:
                 break
-            length, n_oob, seg_id, has_fd = _HEADER.unpack_from(buf, pos)
+            length, n_oob, seg_id, flags = _HEADER.unpack_from(buf, pos)
             start = pos + _HEADER.size
             end = start + length
             if len(buf) < end:
@@ -360,8 +423,12 @@ class Channel:
             self._pos = end
             self.last_oob_bytes = 0
             if n_oob:
-                if has_fd:
+                if flags & _FD:
                     self._cache.add(seg_id, self._fds.popleft())
+                if flags & _FLAT:  # a flat result (``_encode_flat``)
+                    k = _K.unpack_from(buf, start)[0]
+                    yield ("ok", k, self._flat_result(buf, seg_id, start, n_oob))
+                    continue
                 table_at = end - n_oob * _LEN.size
                 lengths = [_LEN.unpack_from(buf, table_at + i * _LEN.size)[0] for i in range(n_oob)]
                 offsets, _ = _layout(lengths)
@@ -383,6 +450,21 @@ class Channel:
         if self._pos > _READ_SIZE:
             del buf[: self._pos]
             self._pos = 0
+
+    def _flat_result(self, buf: bytearray, seg_id: int, start: int, n_oob: int) -> Any:
+        """The tensordict of a flat result message (its body at ``start``: the chunk number,
+        then the layout's pickle unless it repeats the last one), built on the segment."""
+        table_at = self._pos - n_oob * _LEN.size
+        flat = self._recv_flat
+        if table_at > start + _K.size:  # a new layout
+            lengths = [_LEN.unpack_from(buf, table_at + i * _LEN.size)[0] for i in range(n_oob)]
+            with memoryview(buf) as view:
+                layout = pickle.loads(view[start + _K.size : table_at])
+            flat = self._recv_flat = _FlatLayout(layout, lengths)
+        elif flat is None:
+            raise RuntimeError("a flat result repeats a layout this channel never received")
+        self.last_oob_bytes = flat.total
+        return flat.build(self._cache.buffers(seg_id, flat.spans))
 
     def recv(
         self, on_idle: Callable[[], None] | None = None, idle_seconds: float = IDLE_SECONDS

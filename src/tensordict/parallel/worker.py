@@ -35,7 +35,7 @@ from tensordict.parallel.coalesce import FULL, Coalescer
 from tensordict.parallel.held import HOLD_TAG, HeldAnswers
 from tensordict.parallel.lifeline import Lifeline
 from tensordict.parallel.out import write_result
-from tensordict.parallel.plan import take, take_run
+from tensordict.parallel.plan import SliceTaker, take, take_run
 from tensordict.parallel.readahead import advise_access
 from tensordict.parallel.startup import STARTED
 
@@ -244,9 +244,11 @@ def _resolve_job(job: dict[str, Any]) -> dict[str, Any]:
 class _Runner:
     """A job with its fields looked up once: ``runner(k, payload)`` runs chunk ``k``."""
 
-    __slots__ = ("base", "dim", "fn", "job", "lock", "out", "plan", "source")
+    __slots__ = ("base", "cut", "dim", "fn", "job", "lock", "out", "plan", "source")
 
-    def __init__(self, job: dict[str, Any]) -> None:
+    def __init__(self, job: dict[str, Any], cut: bool = True) -> None:
+        """``cut=False``: no ``SliceTaker`` (a runner made for one chunk, as a user's pool
+        does: building one costs a chunk's indexing)."""
         self.job = job
         self.fn = job["fn"]
         self.dim = job["dim"]
@@ -255,8 +257,15 @@ class _Runner:
         self.base = job.get("seed_chunks")
         self.lock = bool(job.get("lock"))
         self.out = job.get("out")
+        #: cuts the plan's chunks from the source (``plan.SliceTaker``), else None: ``take``
+        self.cut: SliceTaker | None = None
         if self.source is not None:  # how faults read the files (see ``readahead``)
             advise_access(self.source, bool(job.get("scattered")))
+            if self.plan is not None and cut:
+                try:
+                    self.cut = SliceTaker.build(self.source, self.dim, self.plan)
+                except Exception:  # each chunk then reports its own error through ``take``
+                    self.cut = None
 
     def run_chunks(self, ks: range) -> list[Any] | None:
         """Chunks ``ks`` of the plan cut from one slice of the source (``plan.take_run``), or
@@ -274,7 +283,11 @@ class _Runner:
         if chunk is not None:
             pass  # cut from a run (``run_chunks``)
         elif payload is None:
-            chunk = take(self.source, self.dim, self.plan.index(k))  # type: ignore[union-attr]
+            cut = self.cut
+            if cut is not None and 0 <= k < self.plan.count:  # type: ignore[union-attr]
+                chunk = cut(k)
+            else:
+                chunk = take(self.source, self.dim, self.plan.index(k))  # type: ignore[union-attr]
         else:
             chunk = _chunk_from_payload(self.job, payload)
         if self.lock and hasattr(chunk, "lock_") and not chunk.is_locked:
@@ -550,6 +563,6 @@ def run_external_task(job: dict[str, Any], k: int, payload: Any) -> Any:
     wid = report_start(job.get("watch"), k)
     _set_info(WorkerInfo(wid, job["num_workers"], None, os.getpid()), job.get("seed_chunks"))
     try:
-        return _Runner(_resolve_job(job))(k, payload)
+        return _Runner(_resolve_job(job), cut=False)(k, payload)
     finally:
         _set_info(None)
