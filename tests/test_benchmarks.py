@@ -6,6 +6,7 @@ No timing is asserted: speed is what ``make bench`` reports, not what a test che
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -76,6 +77,8 @@ def test_merge_replaces_only_the_suites_run(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=120,
+        # merging is what is tested: upstream's side (when installed) would double the run
+        env={**os.environ, "TD_UPSTREAM_PYTHON": str(tmp_path / "no-upstream")},
     )
     assert done.returncode == 0, done.stderr
     document = json.loads(output.read_text())
