@@ -387,3 +387,17 @@ def test_lazy_stack_of_tensors_as_list_padded_or_nested() -> None:
         TypeError, match=r"^as_list, as_padded_tensor and as_nested_tensor are exclusive"
     ):
         tensordict.lazy_stack(ts, as_list=True, as_padded_tensor=True)
+
+
+def test_entry_class_of_a_ragged_leaf_does_not_stack_it() -> None:
+    # TorchRL's _aggregate_end_of_traj walks a lazy stack with entry_class: a leaf the members
+    # hold with different shapes is a tensor (the first member's class), as upstream
+    a = TensorDict({"b": {"c": torch.zeros(1, 2)}, "r": torch.zeros(1, 2)}, [1, 2])
+    b = TensorDict({"b": {"c": torch.zeros(1, 2, 5)}, "r": torch.ones(1, 2)}, [1, 2])
+    s = LazyStackedTensorDict.lazy_stack([a, b], 0)
+    assert s.entry_class(("b", "c")) is torch.Tensor
+    assert s["b"].entry_class("c") is torch.Tensor
+    assert s.entry_class("r") is torch.Tensor
+    assert s.entry_class("b") is LazyStackedTensorDict
+    with pytest.raises(ShapeMismatchError):
+        s.get(("b", "c"))  # reading it stacked is still refused

@@ -351,6 +351,16 @@ class LazyStackedTensorDict(
             return type(v0).lazy_stack(values, self.stack_dim)
         return torch.stack(values, self.stack_dim)
 
+    def entry_class(self, key: Any) -> type:
+        """The class of the entry at ``key``. A tensor's class is the first member's, read
+        without stacking (the members may hold it with different shapes, which ``get``
+        refuses), as upstream; a nested collection's is what ``get`` builds."""
+        if self.tensordicts:
+            first = self.tensordicts[0].entry_class(key)
+            if isinstance(first, type) and issubclass(first, torch.Tensor):
+                return first
+        return super().entry_class(key)
+
     def _restack(self, members: Sequence[Any]) -> LazyStackedTensorDict:
         """A stack of ``members`` along this stack's dim, which keeps its name (as upstream)."""
         out = LazyStackedTensorDict(*members, stack_dim=self.stack_dim)
