@@ -284,15 +284,17 @@ class ShmEpochs(BareEpochs):
     batch = 1
 
     def start(self) -> None:
-        probe = self.fn(self.td[: self.chunksize])
-        leaf = probe["y"]
-        self.leaf_shape, self.leaf_dtype = tuple(leaf.shape), leaf.dtype
-        self.slot = -(-leaf.numel() * leaf.element_size() // 4096) * 4096
-        self.nbytes = leaf.numel() * leaf.element_size()
-        per_worker = -(-self.chunks // WORKERS)
-        self.rings = [mmap.mmap(-1, per_worker * self.slot) for _ in range(WORKERS)]
         n = self.td.batch_size[0]
         starts = list(range(0, n, self.chunksize))
+        # a result's shape per chunk: the last chunk may be shorter (a dataset that is not a
+        # whole number of chunks), and so may its result
+        full = self.fn(self.td[: self.chunksize])["y"]
+        tail = self.fn(self.td[starts[-1] :])["y"]
+        self.leaf_dtype = full.dtype
+        self.shapes = [tuple(full.shape)] * (len(starts) - 1) + [tuple(tail.shape)]
+        self.slot = -(-max(full.nbytes, tail.nbytes) // 4096) * 4096
+        per_worker = -(-self.chunks // WORKERS)
+        self.rings = [mmap.mmap(-1, per_worker * self.slot) for _ in range(WORKERS)]
         self.children = []
         for wid in range(WORKERS):
             go_r, go_w = os.pipe()
@@ -314,7 +316,7 @@ class ShmEpochs(BareEpochs):
                             result = self.fn(self.td[s : s + self.chunksize])
                             at = i * self.slot
                             leaf = result["y"].reshape(-1).numpy().view(np.uint8)
-                            ring[at : at + self.nbytes] = leaf
+                            ring[at : at + leaf.size] = leaf
                             if (i + 1) % self.batch == 0:
                                 os.write(done_w, _COUNT.pack(i + 1))
                                 sent = i + 1
@@ -336,6 +338,7 @@ class ShmEpochs(BareEpochs):
             done: np.frombuffer(self.rings[i], dtype=np.uint8)
             for i, (_, _, done) in enumerate(self.children)
         }
+        worker_of = {done: wid for wid, (_, _, done) in enumerate(self.children)}
         got = dict.fromkeys(rings, 0)
         received = 0
         with selectors.DefaultSelector() as selector:
@@ -353,10 +356,12 @@ class ShmEpochs(BareEpochs):
                             continue
                         ring = rings[fd]
                         for i in range(got[fd], count):
-                            out = torch.empty(self.leaf_shape, dtype=self.leaf_dtype)
+                            shape = self.shapes[worker_of[fd] + i * WORKERS]
+                            out = torch.empty(shape, dtype=self.leaf_dtype)
+                            flat = out.view(-1).numpy().view(np.uint8)
                             at = i * self.slot
-                            out.view(-1).numpy().view(np.uint8)[:] = ring[at : at + self.nbytes]
-                            TensorDict({"y": out}, batch_size=self.leaf_shape[:1])
+                            flat[:] = ring[at : at + flat.size]
+                            TensorDict({"y": out}, batch_size=shape[:1])
                             received += 1
                         got[fd] = count
         if received != self.chunks:

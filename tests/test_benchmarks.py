@@ -375,3 +375,20 @@ def test_steady_epochs_rows_compare_the_pool_with_both_persistent_limits(
     assert set(rows[4]["ratios"]) == {"loop", "persistent limit"}
     assert pool["cpu_workers_us_per_chunk"]["median"] > 0
     assert rows[0]["cpu_workers_us_per_chunk"]["median"] == 0  # the loop has no workers
+
+
+@pytest.mark.parametrize("name", ["ShmEpochs", "ShmBatchEpochs"])
+def test_the_shm_limit_runs_a_dataset_that_is_not_whole_chunks(name: str) -> None:
+    # its last chunk is shorter, and so is that chunk's result (one row of features per row)
+    from benchmarks import epochs
+    from benchmarks.workloads import pyrows_chunk
+
+    source, _ = dataset(rows_for(1 << 20) * ROW_BYTES, read=False)
+    contender = getattr(epochs, name)(source[: 64 * 3 + 10], pyrows_chunk, 64)
+    contender.start()
+    try:
+        contender.epoch()  # raises when a process dies or a result is missing
+        contender.epoch()
+    finally:
+        contender.close()
+    assert contender.shapes == [(64, 3)] * 3 + [(10, 3)]
