@@ -131,7 +131,7 @@ class _Marker:
         return (open, (self.path, "w"))
 
 
-def test_load_memmap_never_unpickles_by_default(tmp_path: Path) -> None:
+def test_load_memmap_never_unpickles_code_by_default(tmp_path: Path) -> None:
     marker = tmp_path / "unpickled"
     write_json(str(tmp_path / "p"), td_meta({"s": {"type": "NonTensorData"}}, [1]), True)
     write_json(str(tmp_path / "p" / "s"), {"_type": helpers.TYPE_NON_TENSOR}, True)
@@ -142,10 +142,11 @@ def test_load_memmap_never_unpickles_by_default(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
-def test_allow_pickle_loads_pickled_entries(tmp_path: Path) -> None:
+def test_allow_pickle_false_refuses_even_plain_data(tmp_path: Path) -> None:
     TensorDict({"o": NonTensorData(b"\x00bytes", batch_size=[2])}, [2]).memmap(tmp_path)
     with pytest.raises(PickleNotAllowedError):
-        TensorDict.load_memmap(tmp_path)
+        TensorDict.load_memmap(tmp_path, allow_pickle=False)
+    assert TensorDict.load_memmap(tmp_path)["o"] == b"\x00bytes"
     assert TensorDict.load_memmap(tmp_path, allow_pickle=True)["o"] == b"\x00bytes"
 
 

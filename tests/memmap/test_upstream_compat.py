@@ -134,12 +134,13 @@ def test_old_non_tensor_data_with_tensordict_subfolder_loads(tmp_path: Path) -> 
     assert TensorDict.load_memmap(tmp_path)["s"] == {"k": [1, 2]}
 
 
-def test_pickled_non_tensor_data_needs_allow_pickle(tmp_path: Path) -> None:
+def test_pickled_non_tensor_data_loads_as_plain_data(tmp_path: Path) -> None:
     write_non_tensor(tmp_path, {"_type": TYPE_NON_TENSOR, "_is_non_tensor": True}, [2])
     with open(tmp_path / "s" / "other.pickle", "wb") as f:
         pickle.dump({"data": {1, 2}, "_metadata": None}, f)
     with pytest.raises(PickleNotAllowedError, match=r"other\.pickle"):
-        TensorDict.load_memmap(tmp_path)
+        TensorDict.load_memmap(tmp_path, allow_pickle=False)
+    assert TensorDict.load_memmap(tmp_path)["s"] == {1, 2}
     assert TensorDict.load_memmap(tmp_path, allow_pickle=True)["s"] == {1, 2}
 
 
@@ -170,14 +171,15 @@ def test_old_non_tensor_stack_with_member_folders_loads(tmp_path: Path) -> None:
     assert isinstance(td.get("s"), NonTensorStack) and td["s"] == ["x", "y"]
 
 
-def test_pickled_non_tensor_stack_needs_allow_pickle(tmp_path: Path) -> None:
+def test_pickled_non_tensor_stack_loads_as_plain_data(tmp_path: Path) -> None:
     write_json(str(tmp_path), td_meta({"s": {"type": "NonTensorStack"}}, [2]), True)
     meta = {"_type": TYPE_NON_TENSOR_STACK, "stack_dim": 0, "device": None, "data": "pickle.pkl"}
     write_json(str(tmp_path / "s"), meta, True)
     with open(tmp_path / "s" / "pickle.pkl", "wb") as f:
         pickle.dump([b"raw", b"bytes"], f)
     with pytest.raises(PickleNotAllowedError, match=r"pickle\.pkl"):
-        TensorDict.load_memmap(tmp_path)
+        TensorDict.load_memmap(tmp_path, allow_pickle=False)
+    assert TensorDict.load_memmap(tmp_path)["s"] == [b"raw", b"bytes"]
     assert TensorDict.load_memmap(tmp_path, allow_pickle=True)["s"] == [b"raw", b"bytes"]
 
 

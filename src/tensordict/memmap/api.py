@@ -68,10 +68,11 @@ def load_memmap(
 ) -> Any:
     """Load what :func:`save` / :func:`memmap` wrote under ``prefix`` (here or by upstream).
 
-    Nothing is unpickled unless ``allow_pickle=True``.
+    Pickled non-tensor entries are read as plain data only unless ``allow_pickle=True``
+    (``False`` refuses them all).
     """
     return _load_memmap(
-        prefix, device, allow_pickle=bool(allow_pickle), non_blocking=non_blocking, out=out
+        prefix, device, allow_pickle=allow_pickle, non_blocking=non_blocking, out=out
     )
 
 

@@ -83,7 +83,7 @@ def append_memmap(
     if not (isinstance(rows, TensorDictBase) or getattr(type(rows), "_is_tensorclass", False)):
         raise TypeError(f"rows must be a tensordict or a tensorclass, got {type(rows).__name__}.")
     with tx.prefix_lock(os.path.realpath(root)):
-        saved = load_memmap(root, allow_pickle=bool(allow_pickle))
+        saved = load_memmap(root, allow_pickle=allow_pickle)
         if not saved.batch_dims or not rows.batch_dims:
             raise MemmapAppendError(
                 "append_memmap appends along the first batch dimension, which the saved "

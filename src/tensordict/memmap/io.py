@@ -623,7 +623,7 @@ def memmap_refresh_(td: Any, *, allow_pickle: bool | None = None) -> Any:
         raise MemmapFormatError(
             "memmap_refresh_ needs a tensordict memory-mapped to a directory; this one has none."
         )
-    fresh = load_memmap(td.saved_path, allow_pickle=bool(allow_pickle))
+    fresh = load_memmap(td.saved_path, allow_pickle=allow_pickle)
     if isinstance(td, TensorDict):
         td._tensordict.clear()
         td._tensordict.update(fresh._tensordict)

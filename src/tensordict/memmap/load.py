@@ -6,8 +6,8 @@ Nothing is trusted: every entry name is resolved inside the prefix (``..``, abso
 symlinks leading out are refused), only regular files are opened (a FIFO never blocks the load),
 folders nest at most :data:`~tensordict.memmap.format.MAX_DEPTH` levels and are never read twice
 (symlink loops), every shape, dtype, device, stack length and file size is checked against the
-metadata, and nothing is unpickled unless the caller passes ``allow_pickle=True``. Errors name the
-file at fault.
+metadata, and pickled entries are read as plain data only (:mod:`~tensordict.memmap.unpickle`)
+unless the caller passes ``allow_pickle=True``. Errors name the file at fault.
 
 Data files longer than their metadata describes load (the extra bytes are ignored), as upstream:
 some of upstream's own saved examples end with a stray byte.
@@ -16,7 +16,6 @@ some of upstream's own saved examples end with a stray byte.
 from __future__ import annotations
 
 import os
-import pickle
 import stat
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +42,7 @@ from tensordict.memmap import transaction as tx
 from tensordict.memmap.mapping import dtype_from_str
 from tensordict.memmap.nested import loaded_nested, nested_numel
 from tensordict.memmap.tensor import MemoryMappedTensor
+from tensordict.memmap.unpickle import read_pickled
 
 __all__ = ["load_memmap", "load_memmap_into"]
 
@@ -55,7 +55,9 @@ _RETRIES = 3
 class _Load:
     """What one load carries down the tree."""
 
-    allow_pickle: bool
+    #: True: unpickle anything; None: plain data only (see :mod:`~tensordict.memmap.unpickle`);
+    #: False: nothing
+    allow_pickle: bool | None
     #: keys were written encoded: a path-like key with no encoded entry is skipped, as upstream
     robust_key: bool | None = None
     visited: fmt.Visited = field(default_factory=fmt.Visited)
@@ -65,7 +67,7 @@ def load_memmap(
     prefix: Any,
     device: Any = None,
     *,
-    allow_pickle: bool = False,
+    allow_pickle: bool | None = None,
     non_blocking: bool = False,
     out: Any = None,
     robust_key: bool | None = None,
@@ -76,8 +78,11 @@ def load_memmap(
     """Load a tensordict saved by :func:`memmap_` / :func:`memmap` (here or by upstream tensordict).
 
     The leaves are :class:`MemoryMappedTensor` (nothing is read until used); the result is not
-    locked. Nothing is unpickled unless ``allow_pickle=True``. A writer replacing the directory
-    meanwhile is noticed and the load starts again, so the result is one complete version.
+    locked. Non-tensor values saved as pickles are read as plain data only (built-in containers,
+    numbers, strings, tensors, numpy arrays: nothing that runs code) unless ``allow_pickle=True``
+    (trusted data: anything is unpickled); ``allow_pickle=False`` refuses them all. A writer
+    replacing the directory meanwhile is noticed and the load starts again, so the result is one
+    complete version.
 
     Raises:
         IncompleteMemmapError: missing ``meta.json``, data files or stack members (e.g. an
@@ -85,7 +90,8 @@ def load_memmap(
         MemmapFormatError: malformed metadata, unknown dtype, a file too short or not a regular
             file, nesting too deep or in a loop.
         UnsafeKeyError: an entry that would be read from outside ``prefix``.
-        PickleNotAllowedError: an entry needs unpickling and ``allow_pickle`` is False.
+        PickleNotAllowedError: a pickled entry while ``allow_pickle`` is False, or one that
+            names more than plain data while it is None.
         MappingLimitError: more files than the process may map (``vm.max_map_count``).
 
     Examples:
@@ -99,7 +105,8 @@ def load_memmap(
     if allow_pickle is not None and not isinstance(allow_pickle, bool):
         raise TypeError(
             f"allow_pickle must be a bool or None, got {type(allow_pickle).__name__} "
-            f"{allow_pickle!r}: pass True to allow unpickling, False (or None) to refuse it."
+            f"{allow_pickle!r}: pass True to unpickle anything, None for plain data only, False to "
+            "refuse every pickled entry."
         )
     fake = _fake_mode()
     if fake is not None:  # under FakeTensorMode: read the structure for real, fake the leaves
@@ -206,7 +213,7 @@ def load_memmap_into(
     """
     dst = td._tensordict if getattr(type(td), "_is_tensorclass", False) else td
     if not isinstance(dst, TensorDict):  # a view (sub-tensordict, lazy stack): write through
-        fresh = load_memmap(prefix, device=td.device, allow_pickle=bool(allow_pickle), mode=mode)
+        fresh = load_memmap(prefix, device=td.device, allow_pickle=allow_pickle, mode=mode)
         if isinstance(td, _SubTensorDict) and isinstance(fresh, _SubTensorDict):
             td._source.update_(fresh._source)  # a saved sub-tensordict holds its whole source
             return td
@@ -217,7 +224,7 @@ def load_memmap_into(
             "load_memmap_ would replace the entries of a locked tensordict. Unlock it first "
             "(td.unlock_()), or use load_memmap(prefix) for a new tensordict."
         )
-    loaded = load_memmap(prefix, device=dst.device, allow_pickle=bool(allow_pickle), mode=mode)
+    loaded = load_memmap(prefix, device=dst.device, allow_pickle=allow_pickle, mode=mode)
     if tuple(loaded.batch_size[: dst.batch_dims]) != tuple(dst.batch_size):
         raise BatchSizeError(
             f"cannot load {prefix} into a tensordict of batch size {list(dst.batch_size)}: its "
@@ -335,10 +342,9 @@ def _load_sub(directory: str, meta: dict[str, Any], ctx: _Load, depth: int) -> _
 
 
 def _read_pickle(path: str, ctx: _Load) -> Any:
-    if not ctx.allow_pickle:
+    if ctx.allow_pickle is False:  # refused before the file is opened
         raise PickleNotAllowedError.for_entry(path, "allow_pickle=True to load_memmap")
-    with os.fdopen(fmt.open_regular(path), "rb") as f:
-        return pickle.load(f)
+    return read_pickled(fmt.open_regular(path), path, ctx.allow_pickle)
 
 
 def _child(directory: str, key: str) -> str:

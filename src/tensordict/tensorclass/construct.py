@@ -359,7 +359,7 @@ def from_dict(
 
 
 def load_memmap(
-    cls: type, prefix: Any, device: Any = None, *, allow_pickle: bool = False, **kwargs: Any
+    cls: type, prefix: Any, device: Any = None, *, allow_pickle: bool | None = None, **kwargs: Any
 ) -> Any:
     """Load an instance saved with ``memmap_``/``memmap``/``save``.
 
