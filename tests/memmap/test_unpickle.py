@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tensordict import NonTensorData, TensorDict, tensorclass
-from tensordict.errors import PickleNotAllowedError
+from tensordict.errors import MemmapFormatError, PickleNotAllowedError
 
 
 class Touch:
@@ -143,3 +143,22 @@ def test_allow_pickle_must_be_a_bool_or_none(tmp_path: Path) -> None:
     TensorDict(a=torch.zeros(1)).memmap(tmp_path)
     with pytest.raises(TypeError, match="None for plain data only"):
         TensorDict.load_memmap(tmp_path, allow_pickle="yes")
+
+
+@pytest.mark.parametrize("allow_pickle", [None, True])
+def test_a_truncated_pickle_is_named(tmp_path: Path, allow_pickle: bool | None) -> None:
+    prefix = save_pickled(tmp_path, {"k": list(range(100))})
+    path = prefix / "v" / "other.pickle"
+    path.write_bytes(path.read_bytes()[:20])
+    with pytest.raises(MemmapFormatError, match=r"other\.pickle is not a valid pickle"):
+        TensorDict.load_memmap(prefix, allow_pickle=allow_pickle)
+
+
+def test_plain_data_that_does_not_fit_together_is_named(tmp_path: Path) -> None:
+    class BadTensor:  # a tensor rebuilt from an int instead of a storage
+        def __reduce__(self) -> tuple[Any, ...]:
+            return (torch._utils._rebuild_tensor_v2, (3, 0, (2,), (1,), False, {}))
+
+    prefix = save_pickled(tmp_path, BadTensor())
+    with pytest.raises(MemmapFormatError, match="does not fit together"):
+        TensorDict.load_memmap(prefix)

@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import torch
 
-from tensordict.errors import PickleNotAllowedError
+from tensordict.errors import MemmapFormatError, PickleNotAllowedError
 
 __all__ = ["PLAIN_DATA", "read_pickled"]
 
@@ -100,6 +100,8 @@ def read_pickled(fd: int, path: str, allow_pickle: bool | None) -> Any:
     Raises:
         PickleNotAllowedError: ``allow_pickle`` is False, or None and the pickle names something
             that is not plain data (nothing it names has been called).
+        MemmapFormatError: the file is not a pickle (truncated, or garbage), or, with
+            ``allow_pickle=None``, a pickle whose plain data does not fit together.
 
     Examples:
         >>> import os, pickle, tempfile
@@ -116,8 +118,19 @@ def read_pickled(fd: int, path: str, allow_pickle: bool | None) -> Any:
         tensordict.errors.PickleNotAllowedError: ... (it names posix.system, which is not ...
     """
     with os.fdopen(fd, "rb") as f:
-        if allow_pickle is True:
-            return pickle.load(f)
-        if allow_pickle is None:
+        if allow_pickle is False:
+            raise PickleNotAllowedError.for_entry(path, "allow_pickle=True to load_memmap")
+        try:
+            if allow_pickle is True:
+                return pickle.load(f)
             return _PlainDataUnpickler(f, path).load()
-    raise PickleNotAllowedError.for_entry(path, "allow_pickle=True to load_memmap")
+        except PickleNotAllowedError:
+            raise
+        except (pickle.UnpicklingError, EOFError) as err:
+            raise MemmapFormatError(f"{path} is not a valid pickle ({err}).") from None
+        except (TypeError, ValueError, AttributeError, IndexError, KeyError, RuntimeError) as err:
+            if allow_pickle is True:  # what the unpickled objects raised: theirs to report
+                raise
+            raise MemmapFormatError(
+                f"{path}: its plain data does not fit together ({type(err).__name__}: {err})."
+            ) from None
