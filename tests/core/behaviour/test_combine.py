@@ -545,3 +545,29 @@ def test_maybe_dense_stack_of_tensorclasses_whose_shapes_differ_is_lazy_and_keep
     assert out[0].X.shape == (3, 4, 5) and out[1].y.X.shape == (3, 4, 4)
     with pytest.raises(RuntimeError):
         torch.stack([a, b], 0)
+
+
+@tensorclass
+class _Turn:
+    x: torch.Tensor
+
+
+def test_maybe_dense_stack_of_tensorclass_entries_that_differ() -> None:
+    # TorchRL's batched envs stack per-env outputs holding tensorclasses (a chat history)
+    a = TensorDict(
+        h=_Turn(x=torch.zeros(2, 2), batch_size=[2, 2]), y=torch.zeros(2), batch_size=[2]
+    )
+    b = TensorDict(h=_Turn(x=torch.ones(2, 3), batch_size=[2, 3]), y=torch.ones(2), batch_size=[2])
+    # different batch sizes: a lazy stack, whose entry is still the tensorclass
+    out = LazyStackedTensorDict.maybe_dense_stack([a, b], 1)
+    assert isinstance(out, LazyStackedTensorDict) and out.batch_size == (2, 2)
+    assert type(out["h"]) is _Turn
+    with pytest.raises(ShapeMismatchError):
+        torch.stack([a, b], 1)
+    # same batch size, leaves that differ: dense, the tensorclass wrapping a lazy stack
+    c = TensorDict(h=_Turn(x=torch.zeros(2, 5), batch_size=[2]), batch_size=[2])
+    d = TensorDict(h=_Turn(x=torch.ones(2, 6), batch_size=[2]), batch_size=[2])
+    out = LazyStackedTensorDict.maybe_dense_stack([c, d], 0)
+    assert type(out) is TensorDict and type(out["h"]) is _Turn
+    assert isinstance(out["h"]._tensordict, LazyStackedTensorDict)
+    assert out["h"][1].x.shape == (2, 6)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tensordict import LazyStackedTensorDict, TensorDict, tensorclass
+from tensordict import (
+    LazyStackedTensorDict,
+    NonTensorData,
+    NonTensorStack,
+    TensorDict,
+    set_capture_non_tensor_stack,
+    tensorclass,
+)
 from tensordict.errors import BatchSizeError
 
 
@@ -274,3 +281,35 @@ def test_where_on_a_ragged_lazy_stack_answers_member_by_member() -> None:
     assert node.tensordicts[0]["obs"].eq(1).all() and node.tensordicts[1]["obs"].eq(0).all()
     mixed = _ragged(2, 2, fill=0.0).where(torch.tensor([True, False]), _ragged(2, 2, fill=1.0))
     assert isinstance(mixed, LazyStackedTensorDict) and mixed["x"].tolist() == [0.0, 1.0]
+
+
+@tensorclass
+class _Labels:
+    role: str
+
+
+def test_new_zeros_keeps_non_tensor_structure_as_upstream() -> None:
+    # TorchRL's batched envs build a partial step's result with new_zeros, then fill it by key:
+    # every key must still be there, at the new size with its own trailing batch dims
+    with set_capture_non_tensor_stack(False):
+        labels = torch.stack(
+            [torch.stack([_Labels(role=f"{i}{j}") for j in range(4)]) for i in range(2)]
+        )
+    td = TensorDict(
+        a=torch.ones(2, 3),
+        one=NonTensorData("same", batch_size=[2]),
+        many=NonTensorStack("x", "y"),
+        sub=TensorDict(z=NonTensorData("q", batch_size=[2, 1]), batch_size=[2, 1]),
+        labels=labels,
+        batch_size=[2],
+    )
+    for out in (td.new_zeros(3), td.new_ones(3), td.new_empty(3), td.new_full((3,), 7.0)):
+        assert out["a"].shape == (3, 3)
+        assert isinstance(out.get("one"), NonTensorData) and out["one"] == "same"
+        assert out.get("one").batch_size == (3,)
+        many = out.get("many")  # a stack of different objects: an empty tensordict of that size
+        assert type(many) is TensorDict and many.batch_size == (3,) and not list(many.keys())
+        assert out.get("sub").batch_size == (3, 1) and out.get(("sub", "z")).batch_size == (3, 1)
+        kept = out.get("labels")
+        assert type(kept) is _Labels and kept.batch_size == (3, 4)
+        assert kept._tensordict.get("role").batch_size == (3, 4)

@@ -129,8 +129,19 @@ def _dense_stack_source(tds: Sequence[Any], dim: int, strict: bool) -> dict[str,
             ):
                 return None
             source[key] = nested
+        elif getattr(type(v0), "_is_tensorclass", False) and all(
+            type(v) is type(v0) for v in values[1:]
+        ):  # (with members of another kind: torch.stack's dispatch error, as upstream)
+            bs0 = v0.batch_size
+            if any(v.batch_size != bs0 for v in values[1:]):
+                return _mismatch(strict, _refuse_shapes, key, values)
+            if strict:
+                source[key] = torch.stack(values, dim)  # tensorclass members dispatch themselves
+                continue
+            # the inner tensordicts, re-wrapped: a lazy stack inside when their leaves differ
+            source[key] = stack_or_lazy(values, dim)
         else:
-            source[key] = torch.stack(values, dim)  # tensorclass members dispatch themselves
+            source[key] = torch.stack(values, dim)
     return source
 
 

@@ -22,7 +22,7 @@ from tensordict.core.behaviour.ops import _is_collection, keep_lock_of
 from tensordict.core.behaviour.shape import normalize_dim
 from tensordict.core.collection import TensorCollection
 from tensordict.core.keys import leaf_or_non_tensor
-from tensordict.core.nontensor.data import is_non_tensor
+from tensordict.core.nontensor.data import NonTensorStack, is_non_tensor
 from tensordict.errors import BatchSizeError, DTypeCastError
 
 __all__ = ["TensorMethodsMixin"]
@@ -565,10 +565,26 @@ class TensorMethodsMixin(TensorCollection):
                 shape, *args, dtype=dtype or x.dtype, device=device or x.device
             )
 
+        def make_non_tensor(value: Any) -> Any:
+            # as upstream: one object is carried to the new size, a stack of objects becomes an
+            # empty tensordict of that size (TorchRL's batched envs fill it by indexed writes)
+            bs = torch.Size([*size, *value.batch_size[n:]])
+            if isinstance(value, NonTensorStack):
+                return factory.TensorDict({}, bs, device=device or value.device)
+            return value._with_batch_size(bs)
+
         names = self._names_or_none()
         if names:  # (as upstream: the names of the last dims, aligned from the right)
             names = [*[None] * (len(size) - len(names)), *names[max(len(names) - len(size), 0) :]]
-        return self._apply_leaves(make, batch_size=size, names=names)
+        # nested tensordicts keep their own batch dims, and are kept when left empty (upstream)
+        return self._apply_leaves(
+            make,
+            batch_size=size,
+            names=names,
+            filter_empty=False,
+            non_tensor_fn=make_non_tensor,
+            nested_extra=True,
+        )
 
     def new_tensor(
         self,
