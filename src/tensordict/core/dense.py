@@ -363,6 +363,8 @@ class TensorDict(TensorDictBase):
         for child in self._tensordict.values():
             if isinstance(child, TensorDictBase):
                 child._set_device(device)
+            elif getattr(type(child), "_is_tensorclass", False):  # (as upstream: theirs too)
+                child._tensordict._set_device(device)
 
     def _names_or_none(self) -> list[str | None] | None:
         return self._names

@@ -341,7 +341,12 @@ def _update_items(source: Any, kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
     if source is None:
         items: list[tuple[str, Any]] = []
     elif _is_tc(source):
-        items = [(k, getattr(source, k)) for k in spec_of(type(source)).order]
+        # a stack of python objects is carried as it is (its getter would give the objects)
+        raw = source._tensordict
+        items = [
+            (k, v if isinstance(v := raw._get_str(k, None), NonTensorStack) else getattr(source, k))
+            for k in spec_of(type(source)).order
+        ]
         items = [(k, v) for k, v in items if v is not None]
     elif hasattr(source, "_own_items"):
         items = list(source._own_items())
@@ -378,6 +383,8 @@ def update(
             continue
         current = get(self, key)
         nested = _is_tc(current) or hasattr(current, "_own_items")
+        if isinstance(value, (NonTensorData, NonTensorStack)):
+            nested = False  # python objects replace what the field held, as upstream
         if nested and (_is_tc(value) or isinstance(value, dict) or hasattr(value, "_own_items")):
             current.update(value, clone=clone, inplace=inplace)
             continue

@@ -496,9 +496,10 @@ def _own_keys(td: Any) -> list[str]:
 def _is_empty(td: Any) -> bool:
     if getattr(type(td), "_is_tensorclass", False):
         # (as upstream, whose tensorclasses keep non-tensor fields apart: a tensorclass left
-        # with only those is empty)
+        # with only those is empty; a stack of python objects, one per element, is an entry of
+        # upstream's inner tensordict, and counts)
         leaves = td._tensordict.values(True, True, is_leaf=leaf_or_non_tensor)
-        return not any(isinstance(v, torch.Tensor) for v in leaves)
+        return not any(isinstance(v, (torch.Tensor, NonTensorStack)) for v in leaves)
     return not any(
         True for _ in td.keys(include_nested=True, leaves_only=True, is_leaf=leaf_or_non_tensor)
     )

@@ -199,14 +199,21 @@ class StructureMixin(TensorCollection):
         """
         td: Any = self
         for key, value in list(td._own_items()):
-            if isinstance(value, StructureMixin) and not getattr(
-                type(value), "_is_tensorclass", False
-            ):
+            if getattr(type(value), "_is_tensorclass", False):
+                inner = value._tensordict  # (as upstream: a tensorclass whose fields are all
+                inner.filter_empty_()  # None or empty is removed too)
+                empty = not inner._own_keys() and not any(
+                    v is not None for v in getattr(value, "_non_tensordict", {}).values()
+                )
+            elif isinstance(value, StructureMixin):
                 value.filter_empty_()
-                if not value._own_keys():
-                    if td.is_locked:
-                        raise _locked(f"remove the empty entry {key!r}")
-                    td._del_str(key)
+                empty = not value._own_keys()
+            else:
+                continue
+            if empty:
+                if td.is_locked:
+                    raise _locked(f"remove the empty entry {key!r}")
+                td._del_str(key)
         return self
 
     def load_(self: T, prefix: Any, **kwargs: Any) -> T:
