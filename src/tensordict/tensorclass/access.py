@@ -341,10 +341,12 @@ def _update_items(source: Any, kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
     if source is None:
         items: list[tuple[str, Any]] = []
     elif _is_tc(source):
-        # a stack of python objects is carried as it is (its getter would give the objects)
-        raw = source._tensordict
+        # a stack of python objects is carried as it is (its getter would give the objects);
+        # read from a dense inner tensordict's entries (a lazy one would stack them)
+        store = getattr(source._tensordict, "_tensordict", None)
+        store = store if isinstance(store, dict) else {}
         items = [
-            (k, v if isinstance(v := raw._get_str(k, None), NonTensorStack) else getattr(source, k))
+            (k, v if isinstance(v := store.get(k), NonTensorStack) else getattr(source, k))
             for k in spec_of(type(source)).order
         ]
         items = [(k, v) for k, v in items if v is not None]
