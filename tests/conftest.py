@@ -15,12 +15,15 @@ multiprocessing.get_start_method()
 
 from tensordict import TensorDict  # noqa: E402 (after pinning the start method)
 
-# A suite started in the background by a non-interactive shell (``make test &``, a CI runner)
-# inherits SIGINT ignored, and Python then leaves it ignored: the Ctrl-C tests (test_faults,
-# test_interrupts, whose harness inherits the disposition through exec) would send SIGINTs that
-# nothing receives. Give the suite the handler an interactive user's Python has.
+# A suite started by a runner may inherit SIGINT ignored (a non-interactive shell's background
+# job, ``make test &``) or blocked (a CI runner's signal mask): Python leaves an ignored SIGINT
+# ignored and a blocked one blocked, and both pass through exec to the harness of
+# test_interrupts. The Ctrl-C tests (test_faults, test_interrupts) would then send SIGINTs that
+# nothing receives. Give the suite what an interactive user's Python has: the default handler
+# and SIGINT unblocked in the main thread (every thread the tests start inherits its mask).
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ import torch
 
 from tensordict import TensorDict
 from tests.parallel import helpers
+from tests.parallel.conftest import live_children
 from tests.parallel.lifecycle import Harness
 from tests.stress import stress_count
 
@@ -86,3 +87,79 @@ def test_workers_and_pools_are_freed_without_a_weakref_callback_in_the_callers_t
     finally:
         sys.setprofile(None)
     assert not freed, f"freed with a weakref callback in the caller's thread: {freed}"
+
+
+def _source() -> TensorDict:
+    return TensorDict({"x": torch.arange(64.0)}, [64])
+
+
+def test_a_ctrl_c_while_the_workers_are_stopped_waits_until_they_all_are(monkeypatch):
+    # the second Ctrl-C of an impatient user: it used to land in the middle of the shutdown and
+    # leave the other worker running, and multiprocessing then joined it forever at exit
+    from multiprocessing.process import BaseProcess
+
+    terminate = BaseProcess.terminate
+    signalled: list[int] = []
+
+    def ctrl_c_then_terminate(process):
+        if not signalled:
+            signalled.append(process.pid)
+            signal.raise_signal(signal.SIGINT)
+        terminate(process)
+
+    it = _source().map_iter(
+        helpers.add_one, num_workers=2, chunksize=1, generator=torch.Generator()
+    )
+    next(it)
+    monkeypatch.setattr(BaseProcess, "terminate", ctrl_c_then_terminate)
+    with pytest.raises(KeyboardInterrupt):
+        it.close()  # chunks still in flight: SIGTERM to every worker
+    assert signalled, "the workers were not stopped with SIGTERM"
+    assert not live_children()
+
+
+def test_a_ctrl_c_that_cuts_the_closing_short_runs_it_again(monkeypatch):
+    # a SIGINT already on its way when the iterator starts closing raises before the pool holds
+    # it back: the iterator closes again, then raises
+    from tensordict.parallel.engine import OwnPool
+
+    close = OwnPool.close
+    calls: list[bool] = []
+
+    def interrupted_once(pool, abort, *args):
+        calls.append(abort)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        close(pool, abort, *args)
+
+    monkeypatch.setattr(OwnPool, "close", interrupted_once)
+    it = _source().map_iter(
+        helpers.add_one, num_workers=2, chunksize=1, generator=torch.Generator()
+    )
+    next(it)
+    with pytest.raises(KeyboardInterrupt):
+        it.close()
+    assert calls == [True, True]
+    assert not live_children()
+
+
+def test_a_worker_pool_interrupted_while_a_call_ends_takes_the_next_call():
+    from tensordict.parallel import WorkerPool
+    from tensordict.parallel.engine import OwnPool
+
+    td = _source()
+    with WorkerPool(num_workers=2, generator=torch.Generator()) as pool:
+        end_call = OwnPool.end_call
+
+        def ctrl_c_then_end(own):
+            signal.raise_signal(signal.SIGINT)
+            end_call(own)
+
+        it = td.map_iter(helpers.add_one, chunksize=8, pool=pool)
+        next(it)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(OwnPool, "end_call", ctrl_c_then_end)
+            with pytest.raises(KeyboardInterrupt):
+                it.close()
+        out = torch.cat([r["y"] for r in td.map_iter(helpers.add_one, chunksize=8, pool=pool)])
+    assert torch.equal(out, td["x"] + 1)

@@ -299,11 +299,27 @@ def _run(td: Any, opts: _Options, out: Any = None) -> Iterator[Any]:
         yield from drive(backend, len(plan), payload, window, not opts.kw["shuffle"], on_yield)
         finished = True
     finally:
-        if ahead is not None:
-            ahead.close()
-        backend.close(abort=not finished)
-        if bar is not None:
-            bar.close()
+        # A second Ctrl-C (the first may be why we are here) must not leave workers running:
+        # they would keep the interpreter from exiting. The backend holds SIGINT back while it
+        # stops them; one that lands before (no function call comes before the ``try``) runs
+        # the closing again, which does nothing the second time, and is raised once it is done.
+        interrupted: KeyboardInterrupt | None = None
+        while True:
+            try:
+                if ahead is not None:
+                    ahead.close()
+                backend.close(abort=not finished)
+                if bar is not None:
+                    bar.close()
+            except KeyboardInterrupt as err:
+                interrupted = interrupted or err
+                continue
+            break
+        if interrupted is not None:
+            try:
+                raise interrupted
+            finally:
+                interrupted = None  # (no cycle through this frame)
 
 
 def _empty_iter() -> Iterator[Any]:

@@ -740,9 +740,19 @@ class OwnPool(Backend):
 
     # ------------------------------------------------------------------ shutdown
     def close(self, abort: bool, grace: float = SHUTDOWN_SECONDS) -> None:
-        """Stop the workers: SIGTERM first if ``abort``, SIGKILL after ``grace`` seconds."""
-        if os.getpid() != self.owner or self.closed:
+        """Stop the workers: SIGTERM first if ``abort``, SIGKILL after ``grace`` seconds.
+
+        A Ctrl-C that comes meanwhile is raised once every worker is stopped: one left running
+        would keep the interpreter from exiting (multiprocessing joins its children at exit).
+        """
+        if os.getpid() != self.owner:
             return  # a forked child finalising our iterator: the workers are not its to stop
+        with sigint_held():
+            self._stop(abort, grace)
+
+    def _stop(self, abort: bool, grace: float) -> None:
+        if self.closed:
+            return
         self.closed = True
         workers = list(self.workers.values()) + self.retiring
         self.workers.clear()

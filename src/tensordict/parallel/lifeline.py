@@ -1,6 +1,6 @@
 """Workers never outlive the process that started them, and starting one never loses a Ctrl-C.
 
-Four guarantees, each for workers of pools ``map_iter`` creates:
+Five guarantees, each for workers of pools ``map_iter`` creates:
 
 - **Interpreter exit.** Open pools are closed (SIGTERM, then SIGKILL after 0.5 s) by a
   ``multiprocessing`` finaliser, which runs at exit *before* ``multiprocessing`` joins its
@@ -19,6 +19,10 @@ Four guarantees, each for workers of pools ``map_iter`` creates:
   the machinery is freed with a callback pending: the pools to close at exit are held by weak
   references without one, and a worker's ``Process`` leaves multiprocessing's weak set of them
   (:func:`untrack_process`).
+- **Ctrl-C while workers are stopped.** A second Ctrl-C (the first is often why they are
+  being stopped) never leaves a worker running, which would keep the interpreter from exiting
+  (``multiprocessing`` joins its children): the pool's close holds SIGINT back until every
+  worker is stopped, and the iterator runs its closing again when one lands just before.
 - **Nesting.** Workers are not daemonic, so ``fn`` may call ``map_iter`` itself, up to
   :data:`MAX_DEPTH` levels; inside a daemonic process (a ``multiprocessing.Pool`` worker) it raises
   :class:`~tensordict.errors.NestedWorkersError` instead of multiprocessing's bare assertion.

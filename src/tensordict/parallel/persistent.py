@@ -27,7 +27,7 @@ import torch
 from tensordict.errors import PoolBusyError, PoolClosedError
 from tensordict.parallel.arguments import capped_workers, check_count, check_generator
 from tensordict.parallel.engine import Backend, Event, OwnPool
-from tensordict.parallel.lifeline import check_can_start_workers
+from tensordict.parallel.lifeline import check_can_start_workers, sigint_held
 from tensordict.parallel.startup import start_method_context, usable_cpus
 
 __all__ = ["WorkerPool"]
@@ -222,7 +222,9 @@ class _Call(Backend):
         return self.pool.where(k)
 
     def close(self, abort: bool) -> None:
-        if not self.done:
-            self.done = True
+        if self.done:
+            return
+        with sigint_held():  # a Ctrl-C meanwhile would leave the pool busy with this call
             with contextlib.suppress(Exception):
                 self.owner._end_call()
+            self.done = True
