@@ -75,3 +75,18 @@ def test_slicing_tensordicts_of_new_batch_sizes_compiles_twice_at_most() -> None
         for n in (4, 8, 16, 32)
     ]
     assert frames_after_each_call(fn, *calls) == [1, 2, 2, 2]
+
+
+def test_storing_a_tensordict_into_the_input_compiles_once() -> None:
+    # the eager check that a tensordict is not stored inside itself compared ids: under compile
+    # each id became a guard on that very input, and every call recompiled (TorchRL's compiled
+    # env steps, which store the "next" tensordict into the one they receive)
+    def fn(td: TensorDict) -> TensorDict:
+        td.set("next", TensorDict({"obs": td["obs"] + 1}, td.batch_size))
+        td.update({"nested": {"r": td["obs"] * 2}})
+        return td
+
+    def make() -> TensorDict:
+        return TensorDict({"obs": torch.randn(3)}, [3])
+
+    assert frames_after_each_call(fn, (make(),), (make(),), (make(),)) == [1, 1, 1]

@@ -44,9 +44,12 @@ def refuse_cycle(root: Any, path: tuple[str, ...], value: Any) -> None:
 
     Walks the tensordicts nested in ``value`` (tensors are not visited) looking for ``root`` or a
     tensordict on ``path``.
+
+    Not under torch.compile: the ``id()`` of a tensordict the compiled function received would
+    become a guard on that very object, and every call with a new tensordict would recompile.
     """
     inner = _unwrap(value)
-    if not isinstance(inner, TensorCollection):
+    if not isinstance(inner, TensorCollection) or torch.compiler.is_compiling():
         return
     ancestors: set[int] = set()
     node = root
