@@ -226,13 +226,19 @@ def find_entry(prefix: str, key: str, suffix: str = "") -> str | None:
         names.append(key + suffix)
     for name in dict.fromkeys(names):
         path = os.path.join(prefix, name)
-        if os.path.lexists(path):
-            if not _inside(prefix, path):
-                raise UnsafeKeyError(
-                    f"entry {key!r} of {os.path.join(prefix, META)} resolves to "
-                    f"{os.path.realpath(path)}, outside the directory. Refusing to read it."
-                )
-            return path
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            continue
+        # a plain entry named by one path component is inside by construction: only a link (or
+        # a name that walks) needs both paths resolved, a walk up the tree each
+        walks = os.sep in name or name in (os.curdir, os.pardir)
+        if (stat.S_ISLNK(mode) or walks) and not _inside(prefix, path):
+            raise UnsafeKeyError(
+                f"entry {key!r} of {os.path.join(prefix, META)} resolves to "
+                f"{os.path.realpath(path)}, outside the directory. Refusing to read it."
+            )
+        return path
     if _traversal(key):
         raise UnsafeKeyError(
             f"key {key!r} in {os.path.join(prefix, META)} names a path outside the directory. "
