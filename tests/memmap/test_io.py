@@ -59,9 +59,9 @@ def spy_writes(monkeypatch) -> list[tuple[str, Any]]:
     calls: list[tuple[str, Any]] = []
     real = io.write_file
 
-    def spy(path: str, src: Any, shape: Any, dtype: Any) -> None:
+    def spy(path: str, src: Any, shape: Any, dtype: Any, **options: Any) -> None:
         calls.append((path, src))
-        real(path, src, shape, dtype)
+        real(path, src, shape, dtype, **options)
 
     monkeypatch.setattr(io, "write_file", spy)
     return calls
@@ -146,10 +146,10 @@ def test_memmap_with_num_threads_writes_leaves_concurrently(tmp_path: Path, monk
     threads: set[int] = set()
     real = io.write_file
 
-    def meet(path: str, src: Any, shape: Any, dtype: Any) -> None:
+    def meet(path: str, src: Any, shape: Any, dtype: Any, **options: Any) -> None:
         threads.add(threading.get_ident())
         barrier.wait()  # two writes must be in flight at once, or this breaks
-        real(path, src, shape, dtype)
+        real(path, src, shape, dtype, **options)
 
     monkeypatch.setattr(io, "write_file", meet)
     td = TensorDict({f"k{i}": torch.full((2,), i) for i in range(4)}, [2])

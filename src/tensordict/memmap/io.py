@@ -250,8 +250,10 @@ def _write(plan: Plan, staging: tx.Staging, jobs: list[_Job], num_threads: int) 
         if not staging.in_place:
             tx.carry_foreign(staging.old(directory), target, names[directory])
 
+    durable = tx.durable()  # read here: the pool's threads do not see this thread's context
+
     def run(job: _Job) -> None:
-        _run_job(job, staging)
+        _run_job(job, staging, durable)
 
     if num_threads and num_threads > 0 and len(jobs) > 1:
         list(shared_executor(num_threads).map(run, jobs))
@@ -264,7 +266,7 @@ def _write(plan: Plan, staging: tx.Staging, jobs: list[_Job], num_threads: int) 
         tx.write_bytes(os.path.join(staging.path(directory), fmt.META), data)
 
 
-def _run_job(job: _Job, staging: tx.Staging) -> None:
+def _run_job(job: _Job, staging: tx.Staging, durable: bool) -> None:
     leaf = job.leaf
     here, target = staging.old(leaf.path), staging.path(leaf.path)
     try:
@@ -274,7 +276,8 @@ def _run_job(job: _Job, staging: tx.Staging) -> None:
         elif job.how == "grow":
             _grow(here, target, job.old_size, leaf.nbytes)
         else:
-            write_file(target, leaf.value, leaf.shape, leaf.dtype)
+            fresh = not staging.in_place
+            write_file(target, leaf.value, leaf.shape, leaf.dtype, fresh=fresh, flush=durable)
     except tx.CannotStage:
         raise
     except OSError as err:

@@ -35,7 +35,7 @@ from tensordict.errors import (
     MemmapExistsError,
     MemmapSymlinkError,
 )
-from tensordict.memmap.files import preallocate
+from tensordict.memmap.files import WRITEBACK_BYTES, preallocate, start_writeback
 from tensordict.memmap.mapping import (
     _file_base,
     _itemsize,
@@ -624,32 +624,69 @@ def _as_nested(flat: MemoryMappedTensor, sizes: torch.Tensor) -> MemoryMappedTen
 
 
 def write_file(
-    path: str, src: torch.Tensor | None, shape: Sequence[int], dtype: torch.dtype
+    path: str,
+    src: torch.Tensor | None,
+    shape: Sequence[int],
+    dtype: torch.dtype,
+    *,
+    fresh: bool = False,
+    flush: bool = False,
 ) -> None:
     """Write a raw C-contiguous file: the tensor's bytes, or zeros when ``src`` is None.
 
     Zeros are really allocated (``posix_fallocate``), never a sparse file that a full disk would
     turn into a SIGBUS at the first read.
 
+    ``fresh=True``: ``path`` is in a folder that exists and that this write alone fills (a new
+    staging folder, removed whole if the write fails): no previous file can be mapped there, so
+    the file is written under its own name, with no temporary name and no rename.
+    ``flush=True``: a file of at least ``files.WRITEBACK_BYTES`` starts its writeback to the
+    disk at once (a save that ``fsync``s everything it wrote afterwards).
+
     Raises:
         NoSpaceError: the file system has no room for the file (nothing is left behind).
         OSError: any other write error (nothing is left behind).
     """
     nbytes = int(torch.Size(shape).numel()) * _itemsize(dtype)
+    if fresh:
+        _write_new(path, src, nbytes, path, os.O_EXCL, flush)
+        return
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     # Written under a temporary name and renamed into place: a mapping of the previous file (in
     # this or another process) keeps its own inode instead of seeing the file truncated (SIGBUS).
     tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
     try:
-        with open(tmp, "wb") as f:
-            if src is None or nbytes == 0:
-                preallocate(f.fileno(), nbytes, path)
-            else:
-                flat = src.detach().cpu().resolve_conj().resolve_neg().contiguous().reshape(-1)
-                f.write(flat.view(torch.uint8).numpy().data)
+        _write_new(tmp, src, nbytes, path, os.O_TRUNC, flush)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
     forget_file(path)
+
+
+def _write_new(
+    path: str, src: torch.Tensor | None, nbytes: int, name: str, flag: int, flush: bool
+) -> None:
+    """Create ``path`` (``flag``: ``O_EXCL`` or ``O_TRUNC``) holding ``src``'s bytes, or
+    ``nbytes`` allocated zeros; ``name`` is the final path errors give. Three system calls for
+    a small tensor (a buffered file object adds three more: with many threads sharing the GIL,
+    each one hands it over). A partly written file is removed."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | flag | os.O_CLOEXEC, 0o666)
+    try:
+        if src is None or nbytes == 0:
+            preallocate(fd, nbytes, name)
+        else:
+            flat = src.detach().cpu().resolve_conj().resolve_neg().contiguous().reshape(-1)
+            view = flat.view(torch.uint8).numpy().data
+            done = 0
+            while done < len(view):  # one call below 2 GiB; the kernel caps larger ones
+                done += os.write(fd, view[done:])
+        if flush and nbytes >= WRITEBACK_BYTES:
+            start_writeback(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    os.close(fd)

@@ -53,6 +53,7 @@ __all__ = [
     "Staging",
     "aside_versions",
     "current_umask",
+    "durable",
     "exchange",
     "free_bytes",
     "fsync_tree",
@@ -334,6 +335,19 @@ def scratch_writes() -> Iterator[None]:
         yield
     finally:
         _DURABLE.reset(token)
+
+
+def durable() -> bool:
+    """Whether writes made now are flushed (False inside :func:`scratch_writes`).
+
+    Examples:
+        >>> durable()
+        True
+        >>> with scratch_writes():
+        ...     durable()
+        False
+    """
+    return _DURABLE.get()
 
 
 def fsync_path(path: str) -> None:
