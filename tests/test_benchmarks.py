@@ -371,8 +371,11 @@ def test_steady_epochs_rows_compare_the_pool_with_both_persistent_limits(
         "persistent limit",
         "persistent limit + send",
         "persistent limit + shm x4",
+        "by CPU: persistent limit",
     }
-    assert set(rows[4]["ratios"]) == {"loop", "persistent limit"}
+    assert set(rows[4]["ratios"]) == {"loop", "persistent limit", "by CPU: persistent limit"}
+    assert "by CPU: persistent limit" not in rows[2]["ratios"]  # the limit itself
+    assert pool["ratios"]["by CPU: persistent limit"]["median"] > 0
     assert pool["cpu_workers_us_per_chunk"]["median"] > 0
     assert rows[0]["cpu_workers_us_per_chunk"]["median"] == 0  # the loop has no workers
 
