@@ -104,11 +104,14 @@ def write_tensordict(
         return _write_h5_beside(td, os.fspath(filename), allow_pickle, **kwargs)
     root = open_node(backend, filename, None, "w")
     try:
-        write_group(root, td, allow_pickle, **kwargs)
         if backend == "zarr":
             from tensordict.formats import zarr as zarr_format
 
-            zarr_format.consolidate(root)  # type: ignore[arg-type]
+            # the store's metadata is consolidated once, at the end, not after every array
+            with zarr_format.deferred_consolidation(root):  # type: ignore[arg-type]
+                write_group(root, td, allow_pickle, **kwargs)
+        else:
+            write_group(root, td, allow_pickle, **kwargs)
     except BaseException:
         root.close()
         raise

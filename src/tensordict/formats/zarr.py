@@ -9,10 +9,12 @@ metadata, kept fresh after every change of structure.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import pickle
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ from tensordict.formats.deps import require, require_file
 from tensordict.formats.node import META_ATTR, PICKLED, GroupNode, to_numpy
 from tensordict.formats.zarr_chunks import ALL_CHUNKS_ATTR, check_read
 
-__all__ = ["ZarrGroup", "consolidate", "open_zarr", "zarr"]
+__all__ = ["ZarrGroup", "consolidate", "deferred_consolidation", "open_zarr", "zarr"]
 
 NON_TENSOR_ATTR = "__tensordict_non_tensor__"
 
@@ -67,6 +69,31 @@ def reopen(spec: tuple[Any, ...], mode: str) -> ZarrGroup:
     return root if path in ("", "/") else ZarrGroup(root.group[path.strip("/")], root, source)
 
 
+@contextlib.contextmanager
+def deferred_consolidation(root: ZarrGroup) -> Iterator[None]:
+    """Changes made to the store of ``root`` inside the block do not rewrite its consolidated
+    metadata each (that rewrite reads every array's metadata: a write of n arrays would cost
+    n²); it is written once, when the block ends without an error.
+
+    Examples:
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     root = open_zarr(f"{d}/s.zarr", "w")
+        ...     with deferred_consolidation(root):
+        ...         for i in range(3):
+        ...             root.create_array(f"k{i}", torch.zeros(2))
+        ...     sorted(TensorDict.from_zarr(f"{d}/s.zarr").keys())
+        ['k0', 'k1', 'k2']
+    """
+    root._deferred = True
+    try:
+        yield
+    finally:
+        root._deferred = False
+    consolidate(root)
+
+
 def consolidate(node: ZarrGroup) -> None:
     """Write the consolidated metadata of the store holding ``node`` (if it can)."""
     root = node.root
@@ -94,13 +121,16 @@ class ZarrGroup(GroupNode):
         self.group = group
         self._root = root
         self.source = source if source is not None else group.store
+        #: on the root: changes skip consolidating (``deferred_consolidation``)
+        self._deferred = False
 
     @property
     def root(self) -> ZarrGroup:
         return self._root if self._root is not None else self
 
     def _changed(self) -> None:
-        consolidate(self)
+        if not self.root._deferred:
+            consolidate(self)
 
     # ------------------------------------------------------------------ structure
     def list_keys(self) -> list[str]:
