@@ -11,7 +11,7 @@ import torch
 import zarr
 
 from tensordict import NonTensorData, TensorDict
-from tensordict.errors import FormatValueError
+from tensordict.errors import BatchSizeError, FormatValueError
 
 
 @pytest.fixture
@@ -141,3 +141,27 @@ def test_writing_a_tensordict_consolidates_the_metadata_once(tmp_path, monkeypat
     assert len(calls) == 2
     assert "e" in zarr.open_consolidated(str(tmp_path / "s.zarr"))
     assert torch.equal(TensorDict.from_zarr(tmp_path / "s.zarr")["b", "d"], torch.zeros(3))
+
+
+def test_opening_a_store_reads_its_members_in_one_request(tmp_path, monkeypatch):
+    # each lookup by key is a round trip through zarr's event loop: two per array (kind, then
+    # shape) made a store of 512 arrays open in 0.3-0.6 s instead of 0.05 s
+    from tensordict.formats.zarr import ZarrGroup
+
+    td = TensorDict({f"k{i}": torch.full((2,), i) for i in range(20)}, [2])
+    td["nested"] = TensorDict({"x": torch.ones(2, 3)}, [2])
+    td.to_zarr(tmp_path / "s.zarr")
+    lookups = []
+    real = ZarrGroup._get
+
+    def count(self, key):
+        lookups.append(key)
+        return real(self, key)
+
+    monkeypatch.setattr(ZarrGroup, "_get", count)
+    back = TensorDict.from_zarr(tmp_path / "s.zarr")
+    assert len(lookups) < 5
+    assert back.batch_size == torch.Size([2])
+    assert torch.equal(back["k7"], torch.full((2,), 7)) and back["nested", "x"].shape == (2, 3)
+    with pytest.raises(BatchSizeError, match="does not fit the array"):
+        TensorDict.from_zarr(tmp_path / "s.zarr", batch_size=[3])

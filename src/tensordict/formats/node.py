@@ -35,6 +35,15 @@ class GroupNode:
         """``"group"``, ``"array"``, ``"non_tensor"``, or None when ``key`` is absent."""
         raise NotImplementedError
 
+    def layout(self) -> dict[str, tuple[str | None, tuple[int, ...] | None]]:
+        """Every key's ``(kind, shape)``, the shape for arrays only (None otherwise), read as
+        of now: a backend whose lookups are round trips answers in one."""
+        out: dict[str, tuple[str | None, tuple[int, ...] | None]] = {}
+        for key in self.list_keys():
+            kind = self.kind(key)
+            out[key] = (kind, self.shape(key) if kind == "array" else None)
+        return out
+
     def child(self, key: str) -> GroupNode:
         raise NotImplementedError
 

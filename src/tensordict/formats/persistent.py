@@ -342,10 +342,8 @@ class PersistentTensorDict(BackedTensorDict):
 
     def _validate_batch_size(self, bs: torch.Size) -> None:
         n = len(bs)
-        for key in self._node.list_keys():
-            kind = self._node.kind(key)
-            if kind == "array":
-                shape = self._node.shape(key)
+        for key, (kind, shape) in self._node.layout().items():
+            if kind == "array" and shape is not None:
                 if tuple(shape[:n]) != tuple(bs) and shape != ():
                     raise BatchSizeError(
                         f"batch_size={list(bs)} does not fit the array {key!r} of shape "

@@ -112,6 +112,17 @@ def _torch(array: Any) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(array).reshape(array.shape))  # keeps 0-d 0-d
 
 
+def _kind(obj: Any) -> str | None:
+    """The kind (see ``GroupNode.kind``) of a zarr group or array (None: absent)."""
+    if obj is None:
+        return None
+    if isinstance(obj, zarr().Group):
+        return "group"
+    if NON_TENSOR_ATTR in obj.attrs or np.dtype(obj.dtype).kind in "OSUTV":
+        return "non_tensor"
+    return "array"
+
+
 class ZarrGroup(GroupNode):
     """A zarr group; ``root`` is the store's root group node (None for the root itself)."""
 
@@ -143,14 +154,16 @@ class ZarrGroup(GroupNode):
             return None
 
     def kind(self, key: str) -> str | None:
-        obj = self._get(key)
-        if obj is None:
-            return None
-        if isinstance(obj, zarr().Group):
-            return "group"
-        if NON_TENSOR_ATTR in obj.attrs or np.dtype(obj.dtype).kind in "OSUTV":
-            return "non_tensor"
-        return "array"
+        return _kind(self._get(key))
+
+    def layout(self) -> dict[str, tuple[str | None, tuple[int, ...] | None]]:
+        # one request for all members: each lookup by key is a round trip through zarr's
+        # event loop (~0.3 ms; a store of 512 arrays took 0.3-0.6 s to open)
+        out: dict[str, tuple[str | None, tuple[int, ...] | None]] = {}
+        for key, obj in self.group.members():
+            kind = _kind(obj)
+            out[key] = (kind, tuple(obj.shape) if kind == "array" else None)
+        return out
 
     def child(self, key: str) -> ZarrGroup:
         return ZarrGroup(self.group[key], self.root, self.source)
