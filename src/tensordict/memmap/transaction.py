@@ -352,7 +352,7 @@ def durable() -> bool:
 
 def fsync_path(path: str) -> None:
     """Flush a file or folder to stable storage (nothing inside :func:`scratch_writes`)."""
-    if not _DURABLE.get():
+    if not durable():
         return
     flags = os.O_RDONLY | os.O_CLOEXEC | (os.O_DIRECTORY if os.path.isdir(path) else 0)
     fd = os.open(path, flags)
@@ -364,7 +364,7 @@ def fsync_path(path: str) -> None:
 
 def fsync_tree(root: str) -> None:
     """fsync every regular file and folder under ``root`` (folders after what they hold)."""
-    if not _DURABLE.get():
+    if not durable():
         return
     with concurrent.futures.ThreadPoolExecutor(_FSYNC_THREADS) as pool:
         for dirpath, _dirs, files in os.walk(root, topdown=False):
