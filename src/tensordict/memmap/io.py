@@ -15,6 +15,7 @@ A write runs in three steps, so that bad input writes nothing and a crash never 
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import errno
 import os
@@ -256,7 +257,16 @@ def _write(plan: Plan, staging: tx.Staging, jobs: list[_Job], num_threads: int) 
         _run_job(job, staging, durable)
 
     if num_threads and num_threads > 0 and len(jobs) > 1:
-        list(shared_executor(num_threads).map(run, jobs))
+        futures = [shared_executor(num_threads).submit(run, job) for job in jobs]
+        concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
+        for future in futures:  # after a failure, the writes not started never start
+            future.cancel()
+        # the error is raised once no write is running: the staging folder is then removed
+        # whole (a write still running could recreate a file in it)
+        concurrent.futures.wait(futures)
+        for future in futures:
+            if not future.cancelled():
+                future.result()
     else:
         for job in jobs:
             run(job)
