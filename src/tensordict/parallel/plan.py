@@ -177,6 +177,9 @@ class SliceTaker:
     memory-mapped view of the same file), and builds the tensordict with the flags indexing gave
     the first chunk (lock, memory-mapped, shared, names, device: the same for every slice).
 
+    With ``lock=True`` every chunk comes locked, built so (as ``take_run``'s chunks): locking each
+    one afterwards would cost a worker ~10 us a chunk, cold.
+
     :meth:`build` returns None where that does not apply (shuffled or unbound plans, a source
     other than a flat :class:`~tensordict.TensorDict` of plain or memory-mapped tensors): use
     :func:`take` then.
@@ -185,13 +188,15 @@ class SliceTaker:
         >>> from tensordict import TensorDict
         >>> td = TensorDict({"x": torch.arange(10)}, [10])
         >>> cut = SliceTaker.build(td, 0, ChunkPlan(10, 0, chunksize=4))
-        >>> cut(2)["x"].tolist(), cut(2).batch_size
-        ([8, 9], torch.Size([2]))
+        >>> cut(2)["x"].tolist(), cut(2).batch_size, cut(2).is_locked
+        ([8, 9], torch.Size([2]), False)
+        >>> SliceTaker.build(td, 0, ChunkPlan(10, 0, chunksize=4), lock=True)(0).is_locked
+        True
     """
 
     __slots__ = ("_bounds", "_flags", "_lead", "_leaves", "_shape", "_sizes")
 
-    def __init__(self, source: TensorDict, dim: int, plan: ChunkPlan) -> None:
+    def __init__(self, source: TensorDict, dim: int, plan: ChunkPlan, lock: bool = False) -> None:
         self._bounds = plan.bounds
         #: (key, leaf, filename, parent shape) of memory-mapped leaves; filename None: plain
         self._leaves: list[tuple[str, torch.Tensor, Any, Any]] = []
@@ -204,20 +209,22 @@ class SliceTaker:
         self._lead = (slice(None),) * dim
         first = take(source, dim, plan.index(0))  # the flags indexing gives every slice
         names = first._names
-        self._flags = (first._device, names, first._is_locked, first._is_memmap, first._shared)
+        locked = lock or first._is_locked
+        self._flags = (first._device, names, locked, first._is_memmap, first._shared)
         self._shape = (list(source._batch_size), dim)
         #: chunk size -> batch size (a plan has at most two sizes)
         self._sizes: dict[int, torch.Size] = {}
 
     @classmethod
-    def build(cls, source: Any, dim: int, plan: ChunkPlan) -> SliceTaker | None:
-        """A taker for ``plan``'s chunks of ``source``, or None where it does not apply."""
+    def build(cls, source: Any, dim: int, plan: ChunkPlan, lock: bool = False) -> SliceTaker | None:
+        """A taker for ``plan``'s chunks of ``source`` (locked if ``lock``), or None where it
+        does not apply."""
         if plan.perm is not None or plan.unbind or source.__class__ is not TensorDict or not plan:
             return None
         for leaf in source._tensordict.values():
             if leaf.__class__ not in _PLAIN_LEAVES or leaf.is_nested:
                 return None
-        return cls(source, dim, plan)
+        return cls(source, dim, plan, lock)
 
     def __call__(self, k: int) -> TensorDict:
         start, stop = self._bounds(k)

@@ -263,7 +263,7 @@ class _Runner:
             advise_access(self.source, bool(job.get("scattered")))
             if self.plan is not None and cut:
                 try:
-                    self.cut = SliceTaker.build(self.source, self.dim, self.plan)
+                    self.cut = SliceTaker.build(self.source, self.dim, self.plan, self.lock)
                 except Exception:  # each chunk then reports its own error through ``take``
                     self.cut = None
 
@@ -280,18 +280,18 @@ class _Runner:
         _chunk = k
         if self.base is not None:
             seed_worker(chunk_seed(self.base, k), 0)
+        cut = self.cut
         if chunk is not None:
-            pass  # cut from a run (``run_chunks``)
-        elif payload is None:
-            cut = self.cut
-            if cut is not None and 0 <= k < self.plan.count:  # type: ignore[union-attr]
-                chunk = cut(k)
-            else:
-                chunk = take(self.source, self.dim, self.plan.index(k))  # type: ignore[union-attr]
+            pass  # cut from a run (``run_chunks``), locked as the job asks
+        elif payload is None and cut is not None and 0 <= k < self.plan.count:  # type: ignore[union-attr]
+            chunk = cut(k)  # locked as the job asks
         else:
-            chunk = _chunk_from_payload(self.job, payload)
-        if self.lock and hasattr(chunk, "lock_") and not chunk.is_locked:
-            chunk.lock_()
+            if payload is None:
+                chunk = take(self.source, self.dim, self.plan.index(k))  # type: ignore[union-attr]
+            else:
+                chunk = _chunk_from_payload(self.job, payload)
+            if self.lock and hasattr(chunk, "lock_") and not chunk.is_locked:
+                chunk.lock_()
         result = self.fn(chunk)
         if result is not None and not isinstance(result, _RESULT_TYPES):
             check_result(self.fn, k, result)
