@@ -224,3 +224,55 @@ def test_a_repeated_flat_layout_travels_once_and_results_arrive_intact(pair):
     assert (tag, got_k) == ("ok", "not an int") and (got == sent[0]).all()
     # the layout's pickle travelled with results 0, 3 and 5 only
     assert sizes[1] == sizes[2] < sizes[0] and sizes[4] < sizes[3] and sizes[5] > sizes[2]
+
+
+def test_results_that_repeat_the_last_layout_skip_packing_it(pair, monkeypatch):
+    # the layout a stream repeats is recognised from the tensordict itself: pack_flat (which
+    # builds the layout) runs for the first result only, and every result arrives intact
+    import tensordict.parallel.channel as channel
+
+    calls = []
+    real = channel.pack_flat
+    monkeypatch.setattr(channel, "pack_flat", lambda td: calls.append(1) or real(td))
+    ca, cb = pair
+    n = OUT_OF_BAND_BYTES // 4
+    sent = [TensorDict({"y": torch.full((n,), float(k))}, [n]) for k in range(4)]
+    for k, td in enumerate(sent):
+        ca.send_encoded([ca.encode(("ok", k, td))])
+    for k, td in enumerate(sent):
+        tag, got_k, got = cb.recv()
+        assert (tag, got_k) == ("ok", k) and torch.equal(got["y"], td["y"])
+    assert len(calls) == 1
+
+
+def _near_misses(n: int) -> dict[str, TensorDict]:
+    """Results that differ from ``TensorDict({"y": float32[n]}, [n])`` in one respect only."""
+    grad = torch.zeros(n, requires_grad=True)
+    return {
+        "batch size": TensorDict({"y": torch.full((n,), 5.0)}, []),
+        "locked": TensorDict({"y": torch.full((n,), 5.0)}, [n]).lock_(),
+        "same itemsize, other dtype": TensorDict({"y": torch.arange(n, dtype=torch.int32)}, [n]),
+        "other key": TensorDict({"w": torch.full((n,), 5.0)}, [n]),
+        "another leaf": TensorDict({"y": torch.ones(n), "z": torch.ones(n)}, [n]),
+        "not contiguous": TensorDict({"y": torch.arange(2.0 * n).view(n, 2)[:, 1]}, [n]),
+        "requires grad": TensorDict({"y": grad}, [n]),
+        "names": TensorDict({"y": torch.ones(n)}, [n], names=["rows"]),
+        "other shape": TensorDict({"y": torch.ones(n // 2, 2)}, [n // 2]),
+    }
+
+
+@pytest.mark.parametrize("case", list(_near_misses(8)))
+def test_a_result_that_nearly_repeats_the_last_layout_arrives_as_sent(pair, case):
+    ca, cb = pair
+    n = OUT_OF_BAND_BYTES // 4
+    base = TensorDict({"y": torch.full((n,), 1.0)}, [n])
+    odd = _near_misses(n)[case]
+    for k, td in enumerate([base, odd, base]):
+        ca.send_encoded([ca.encode(("ok", k, td))])
+    for k, td in enumerate([base, odd, base]):
+        tag, got_k, got = cb.recv()
+        assert (tag, got_k, got.batch_size, got.is_locked) == ("ok", k, td.batch_size, td.is_locked)
+        assert got.names == td.names and list(got.keys()) == list(td.keys())
+        for key, value in td.items():
+            assert got[key].dtype == value.dtype and got[key].shape == value.shape
+            assert torch.equal(got[key], value.detach())
