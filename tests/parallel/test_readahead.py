@@ -170,3 +170,55 @@ def test_shuffled_calls_read_randomly_in_workers_and_later_calls_do_not(
         in_order = list(td.map_iter(reads_randomly, chunksize=128, pool=pool))
         assert not any(bool(out["rr"].any()) for out in in_order)
     assert "rr" not in _smaps_flags(td["x"].filename)  # this process's own mapping: untouched
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_resident_chunks_are_checked_one_in_a_stride_after_a_streak(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shuffled: bool
+) -> None:
+    # every chunk is checked until WARM_STREAK in a row were resident, then one in WARM_STRIDE;
+    # data that turns cold then is read ahead from the next chunk checked on
+    td = _source(tmp_path, rows=16384, cols=256)  # 1 KiB rows, 64 chunks of 256 KiB
+    checked: list[object] = []
+    asked: list[int] = []
+    real = readahead._Leaf.missing
+    monkeypatch.setattr(
+        readahead._Leaf, "missing", lambda leaf, index: checked.append(index) or real(leaf, index)
+    )
+    monkeypatch.setattr(readahead._READER, "submit", lambda ahead, k: asked.append(k))
+    perm = torch.randperm(16384, generator=torch.Generator().manual_seed(0)) if shuffled else None
+    plan = ChunkPlan(16384, 0, chunksize=256, perm=perm)
+    ahead = ReadAhead.for_call(td, plan)
+    assert ahead is not None
+    streak, stride = readahead.WARM_STREAK, readahead.WARM_STRIDE
+    requests = streak + 3 * stride
+    for k in range(requests):
+        ahead.request(k)
+    want = list(range(streak)) + [streak + stride * j + stride - 1 for j in range(3)]
+    # two leaves (x, then n.y) are checked per chunk while both are resident
+    got = checked[::2]
+    assert len(got) == len(want)
+    for index, k in zip(got, want):
+        assert (
+            torch.equal(torch.as_tensor(plan.index(k)), torch.as_tensor(index))
+            if shuffled
+            else index == plan.index(k)
+        )
+    assert asked == [] and not ahead.cold
+    if not _evict(td):
+        pytest.skip("this file system keeps its pages in memory")
+    for k in range(requests, requests + stride):
+        ahead.request(k)
+    assert asked == [requests + stride - 1] and ahead.cold  # the first chunk checked
+    ahead.request(requests + stride)  # cold: every chunk goes to the reading thread
+    assert asked == [requests + stride - 1, requests + stride]
+    # resident again, and the reading thread said so: a call that met cold data still checks
+    # every chunk (in a stream of cold data, the chunks the thread read look resident)
+    for leaf in td.values(include_nested=True, leaves_only=True):
+        leaf.sum()  # read every page back into the page cache
+    ahead.cold = False
+    checked.clear()
+    first = requests + stride + 1
+    for k in range(first, first + streak + stride):
+        ahead.request(k)
+    assert len(checked) == 2 * (streak + stride) and not ahead.cold
