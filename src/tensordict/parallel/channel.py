@@ -270,10 +270,7 @@ class Channel:
             return _HEADER.pack(len(body), 0, -1, 0) + body, None
         lengths = [v.nbytes for v in oob]
         offsets, total = _layout(lengths)
-        seg = self._pool.acquire(total)
-        for v, offset in zip(oob, offsets):
-            start = DATA_OFFSET + offset
-            seg.view[start : start + v.nbytes] = v
+        seg = self._segment_with(oob, offsets, total)
         table = b"".join(_LEN.pack(n) for n in lengths)
         header = _HEADER.pack(len(body) + len(table), len(oob), seg.id, 0 if seg.sent else _FD)
         return b"".join((header, body, table)), (None if seg.sent else seg)
@@ -294,11 +291,7 @@ class Channel:
             body = pickle.dumps((_FLAT_OK, k, layout, b"".join(parts)), protocol=5)
             return _HEADER.pack(len(body), 0, -1, 0) + body, None
         if k.__class__ is not int or not -(1 << 63) <= k < 1 << 63:
-            offsets, total = _layout(lengths)
-            seg = self._pool.acquire(total)
-            for b, offset in zip(buffers, offsets):
-                start = DATA_OFFSET + offset
-                seg.view[start : start + b.nbytes] = b
+            seg = self._segment_with(buffers, *_layout(lengths))
             body = pickle.dumps((_FLAT_OK, k, layout, None), protocol=5)
             table = b"".join(_LEN.pack(n) for n in lengths)
             header = _HEADER.pack(len(body) + len(table), len(lengths), seg.id, not seg.sent)
@@ -315,15 +308,30 @@ class Channel:
             offsets, total = _layout(lengths)
             table = b"".join([_LEN.pack(n) for n in lengths])
             sent = (layout, pickled, lengths, offsets, total, table)
-        seg = self._pool.acquire(total)
-        for b, offset in zip(buffers, offsets):
-            start = DATA_OFFSET + offset
-            seg.view[start : start + b.nbytes] = b
+        return self._flat_in_segment(k, sent, buffers)
+
+    def _flat_in_segment(
+        self, k: int, sent: tuple[Any, ...], buffers: list[Any]
+    ) -> tuple[bytes, _Segment | None]:
+        """The message of flat result ``k`` whose leaves (``buffers``) go through a segment laid
+        out as ``sent`` says: its chunk number, then the layout's pickle unless ``sent`` is the
+        last layout sent (which ``sent`` becomes)."""
+        _, pickled, lengths, offsets, total, table = sent
+        seg = self._segment_with(buffers, offsets, total)
         body = _K.pack(k) if sent is self._sent_flat else _K.pack(k) + pickled
         flags = _FLAT | (0 if seg.sent else _FD)
         header = _HEADER.pack(len(body) + len(table), len(lengths), seg.id, flags)
         self._sent_flat = sent
         return b"".join((header, body, table)), (None if seg.sent else seg)
+
+    def _segment_with(self, buffers: list[Any], offsets: list[int], total: int) -> _Segment:
+        """A free segment holding ``buffers`` at ``offsets`` (``_layout``) after its flag."""
+        seg = self._pool.acquire(total)
+        view = seg.view
+        for b, offset in zip(buffers, offsets):
+            start = DATA_OFFSET + offset
+            view[start : start + b.nbytes] = b
+        return seg
 
     def _encode_repeat(
         self, repeat: _Repeat, k: Any, td: Any
@@ -356,16 +364,7 @@ class Channel:
             if array.dtype is not dtype or array.shape != shape or not array.flags.c_contiguous:
                 return None
             buffers.append(array.data.cast("B"))
-        _, _, lengths, offsets, total, table = repeat.sent
-        seg = self._pool.acquire(total)
-        view = seg.view
-        for b, offset in zip(buffers, offsets):
-            start = DATA_OFFSET + offset
-            view[start : start + b.nbytes] = b
-        body = _K.pack(k)
-        flags = _FLAT | (0 if seg.sent else _FD)
-        header = _HEADER.pack(len(body) + len(table), len(lengths), seg.id, flags)
-        return b"".join((header, body, table)), (None if seg.sent else seg)
+        return self._flat_in_segment(k, repeat.sent, buffers)
 
     def _write(self, view: memoryview, seg: _Segment | None, flags: int) -> int:
         if seg is None:
