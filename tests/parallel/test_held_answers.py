@@ -216,6 +216,24 @@ def test_a_new_call_keeps_the_pace_of_the_waits_but_holds_nothing_before_its_fir
         pool.close(abort=False)
 
 
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_a_fast_consumer_of_n_workers_keeps_holding_and_a_slow_one_stops(workers):
+    policy = held_module.HoldPolicy(workers)
+    policy.result(64 << 10, ok=True)
+    for _ in range(10):  # the start of a call: the parent waits for the first answers
+        policy.waited(found=False)
+    assert policy.holding(tiny=False, pace=2e-3)
+    for _ in range(30):  # the parent blocks for the first worker's answers, finds the others'
+        for i in range(workers):
+            policy.waited(found=i > 0)
+            assert policy.holding(tiny=False, pace=2e-3)
+    waits = 0  # a consumer that finds answers ready every time it looks
+    while policy.holding(tiny=False, pace=2e-3) and waits < 50:
+        policy.waited(found=True)
+        waits += 1
+    assert 0 < waits <= 8 * workers
+
+
 # ---------------------------------------------------------------------- chunk k to worker k % N
 class _FakeChannel:
     pending = False

@@ -374,7 +374,7 @@ class OwnPool(Backend):
         #: the last results came several per message (``coalesce``): deeper still
         self.batched_results = False
         #: whether the workers may hold answers to send several at once (``held``)
-        self.hold = HoldPolicy()
+        self.hold = HoldPolicy(num_workers)
         self.closed = False
         #: persistent pools: the current call's number, and its job message
         self.gen = 0

@@ -40,9 +40,14 @@ HOLD_DEPTH = 20
 #: the same when each task carries its chunk's rows (a source the workers cannot read
 #: themselves): those rows wait in memory until their chunk runs, so the queue stays shorter
 HOLD_DEPTH_CARRYING = 12
-#: results are held only while the parent mostly finds none ready when it waits (a moving
-#: average with this decay, above HOLD_STARVED: ~7 waits in a row from the start): a slow
-#: consumer, who finds results ready, keeps the window at 2 chunks per worker
+#: results are held only while the parent finds none ready in enough of its waits (a moving
+#: average with this decay, at least HOLD_STARVED divided by the number of workers: from the
+#: start, 7 waits in a row with 1 worker, 3 with 2): a slow consumer, who finds results ready every
+#: time, keeps the window at 2 chunks per worker. The share is per worker because the held
+#: answers of N workers come in N messages close together: a consumer as fast as can be
+#: blocks for the first and finds the others ready, so finds results in up to (N - 1) / N of
+#: its waits (half of them with 2 workers, where a fixed 0.5 turned holding off every other
+#: wait: four answers of each 2 GiB epoch then came one per message, each waking the parent)
 HOLD_DECAY = 0.9
 HOLD_STARVED = 0.5
 
@@ -50,10 +55,13 @@ HOLD_STARVED = 0.5
 class HoldPolicy:
     """The parent's side: whether its workers may hold answers now, from what it has seen.
 
+    Args:
+        workers: the number of workers (see :data:`HOLD_STARVED`).
+
     Examples:
-        >>> policy = HoldPolicy()
+        >>> policy = HoldPolicy(workers=2)
         >>> policy.result(64 << 10, ok=True)  # a 64 KiB result
-        >>> for _ in range(7):
+        >>> for _ in range(4):
         ...     policy.waited(found=False)  # the parent waits for the workers
         >>> policy.holding(tiny=False, pace=2e-3), policy.depth(tiny=False, pace=2e-3)
         (True, 20)
@@ -61,9 +69,11 @@ class HoldPolicy:
         False
     """
 
-    __slots__ = ("carrying", "holdable", "starved")
+    __slots__ = ("carrying", "holdable", "starved", "threshold")
 
-    def __init__(self) -> None:
+    def __init__(self, workers: int = 1) -> None:
+        #: the share of waits that must find nothing ready (see :data:`HOLD_STARVED`)
+        self.threshold = HOLD_STARVED / max(1, workers)
         #: the last tasks sent carried their chunks' rows (see HOLD_DEPTH_CARRYING)
         self.carrying = False
         #: the last result held at most HOLD_BYTES (and was not an error)
@@ -92,7 +102,7 @@ class HoldPolicy:
         """Whether workers may hold answers now: chunks that are not tiny but come less than
         HOLD_PACE_SECONDS apart (``pace``), results of at most HOLD_BYTES, a starved parent."""
         return (
-            self.starved >= HOLD_STARVED
+            self.starved >= self.threshold
             and self.holdable
             and not tiny
             and pace <= HOLD_PACE_SECONDS
