@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tensordict.parallel import engine
+from tensordict.parallel import engine, held
 from tensordict.parallel.engine import TINY_DEPTH, Backend, drive
 
 
@@ -91,3 +91,40 @@ def test_a_slow_consumer_shrinks_the_window_back(monkeypatch):
     it.close()
     assert max(in_flight[:300]) > 2 * 2  # the window grew while results came fast
     assert max(in_flight[-100:]) <= 2 * 2  # and is back to 2 per worker once they do not
+
+
+class BurstBackend(InstantBackend):
+    """Answers 32 chunks per wait(), each wait 16 ms after the last (held answers: 2 workers
+    running chunks of 1 ms, whose results come 16 per message, the two messages together), and
+    records whether it was told chunks were tiny at each submit and wait."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(deep=False)
+        self.clock = clock
+        self.told_tiny: list[bool] = []
+
+    def hold_depth(self) -> int:
+        return held.HOLD_DEPTH
+
+    def submit(self, ks: range, payload: Callable[[int], Any]) -> int:
+        self.told_tiny.append(self.tiny)
+        return super().submit(ks, payload)
+
+    def wait(self) -> list[tuple[Any, ...]]:
+        self.told_tiny.append(self.tiny)
+        self.clock.now += 16e-3
+        n = min(32, len(self.queue))
+        return [("ok", k, k) for k in (self.queue.popleft() for _ in range(n))]
+
+
+def test_answers_that_come_in_batches_count_at_the_pace_they_were_made(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(engine, "time", clock)
+    backend = BurstBackend(clock)
+    got = []
+    for value in drive(backend, 640, lambda k: None, 4, True):
+        got.append(value)
+        clock.now += 2e-6  # a fast consumer: a batch is yielded in microseconds
+    assert got == list(range(640))
+    assert len(backend.told_tiny) > 10
+    assert not any(backend.told_tiny)  # 0.5 ms a result is not tiny, whatever the batches

@@ -73,6 +73,8 @@ TINY_CHUNK_SECONDS = 200e-6
 #: per message), but close enough to TINY_CHUNK_SECONDS that tiny chunks are recognised after
 #: ~10 results (from 1 s it took ~90, each a round trip of its own: ~10-20 ms per call)
 FIRST_PACE_SECONDS = 2 * TINY_CHUNK_SECONDS
+#: the rate results come at is measured over this many waits that brought some (at most)
+PACE_WAITS = 16
 #: chunks queued per worker while chunks are tiny and their results small (inline, < 64 KiB):
 #: with 2 per worker, every few chunks a process blocks and must be woken, and on a loaded
 #: machine each wake-up waits for the scheduler (~1 ms): 2,600 chunks/s where the bare processes
@@ -172,10 +174,15 @@ def drive(
     # backend.tiny_depth() chunks per worker. Large chunks: refill after every result, so no
     # worker's queue runs dry.
     shallow_batch = max(1, min(backend.num_workers, window // 2))
-    # moving average of the seconds between results, from the second result on (the first waits
-    # for the workers to start)
-    pace = FIRST_PACE_SECONDS
-    last = 0.0
+    # the seconds between results: the slower of how fast they come (over the last PACE_WAITS
+    # waits that brought some, from the first one on: it waits for the workers to start) and
+    # how long the consumer keeps each (a moving average). Results that come several at once
+    # (held answers, runs of tiny chunks) count at the rate they were made: a moving average of
+    # the time between two yields made chunks of 2 ms look tiny after each batch of answers.
+    pace = made = FIRST_PACE_SECONDS
+    kept = 0.0
+    arrivals: deque[tuple[float, int]] = deque(maxlen=PACE_WAITS)  # (when, results by then)
+    received = 0
     while yielded < count:
         tiny = backend.tiny = pace <= TINY_CHUNK_SECONDS
         backend.pace = pace
@@ -217,26 +224,27 @@ def drive(
                 break
             if result.__class__ is _Failed:
                 raise result.error
-            now = time.perf_counter()
-            if yielded:
-                pace = 0.9 * pace + 0.1 * (now - last)
-            last = now
             yielded += 1
             in_flight -= 1
             streak += 1
             if on_yield is not None:
                 on_yield()
+            handed = time.perf_counter()
             yield result
+            kept = 0.9 * kept + 0.1 * (time.perf_counter() - handed)
+            pace = made if made > kept else kept
             if in_flight <= refill_at:
                 break
         if streak or yielded >= count:
             continue
+        came = 0
         for event in backend.wait():
             if event[0] == "oks":  # several results at once (tiny chunks)
                 if ordered:
                     pending.update(zip(event[1], event[2]))
                 else:
                     ready.extend(event[2])
+                came += len(event[1])
                 continue
             if event[0] == "ok":
                 value = event[2]
@@ -254,6 +262,15 @@ def drive(
                 pending[event[1]] = value
             else:
                 ready.append(value)
+            came += 1
+        if came:
+            now = time.perf_counter()
+            received += came
+            arrivals.append((now, received))
+            if len(arrivals) > 1:
+                since, before = arrivals[0]
+                made = (now - since) / (received - before)
+                pace = made if made > kept else kept
 
 
 def exit_description(exitcode: int | None) -> str:
