@@ -69,9 +69,10 @@ SHUTDOWN_SECONDS = 1.5
 KILLED_SECONDS = 5.0
 #: results arriving faster than this are "tiny chunks": the window is refilled in batches
 TINY_CHUNK_SECONDS = 200e-6
-#: the pace (seconds between results) assumed before the second result: slow chunks (one task
-#: per message), but close enough to TINY_CHUNK_SECONDS that tiny chunks are recognised after
-#: ~10 results (from 1 s it took ~90, each a round trip of its own: ~10-20 ms per call)
+#: the pace (seconds between results) assumed until results came in two waits, when the rate
+#: they come at is measured: slow chunks (one task per message), as close to
+#: TINY_CHUNK_SECONDS as that (tiny chunks once took ~90 results to be recognised from 1 s,
+#: each a round trip of its own: ~10-20 ms per call)
 FIRST_PACE_SECONDS = 2 * TINY_CHUNK_SECONDS
 #: the rate results come at is measured over this many waits that brought some (at most)
 PACE_WAITS = 16
@@ -109,7 +110,8 @@ class Backend:
     #: set by :func:`drive` before each :meth:`submit`: the chunks not sent yet (a backend that
     #: hands out runs of chunks shortens them near the end, so that the workers finish together)
     left: int = 0
-    #: set by :func:`drive`: the moving average of the seconds between results
+    #: set by :func:`drive`: the seconds between results (the rate they come at, or the
+    #: consumer's if it keeps each longer)
     pace: float = 1.0
 
     def hold_depth(self) -> int:
