@@ -106,6 +106,22 @@ def test_a_held_result_is_never_overwritten_by_later_ones(pair):
         assert (t == i).all(), f"result {i} was overwritten"
 
 
+def test_a_view_of_a_result_keeps_its_segment_after_the_result_is_freed(pair):
+    import gc
+
+    worker, parent = pair
+    n = OUT_OF_BAND_BYTES // 4
+    worker.send(("ok", 0, TensorDict({"y": torch.full((n,), 7.0)}, [n])))
+    result = parent.recv()[2]
+    tail = result["y"][n // 2 :]  # a view: the result and its leaf are dropped below
+    del result
+    gc.collect()
+    for i in range(4):  # later results must go to other segments
+        worker.send(("ok", i + 1, TensorDict({"y": torch.full((n,), float(i))}, [n])))
+        parent.recv()
+    assert (tail == 7.0).all()
+
+
 def test_a_peer_that_dies_with_unread_messages_reads_as_end_of_stream(pair):
     ca, cb = pair
     cb.send("never read")  # ca never reads it
