@@ -24,7 +24,7 @@ import mmap
 import os
 import threading
 import weakref
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -168,19 +168,17 @@ class SegmentCache:
     """
 
     def __init__(self, warm: list[np.ndarray] = ()) -> None:  # type: ignore[assignment]
-        self._maps: dict[int, np.ndarray] = dict(enumerate(warm))
-        #: a memoryview of each mapping: results are built on slices of it
-        self._views: dict[int, memoryview] = {i: array.data for i, array in self._maps.items()}
+        #: a memoryview of each mapping (``.obj``: the array): results are built on its slices
+        self._views: dict[int, memoryview] = {i: array.data for i, array in enumerate(warm)}
 
     def mappings(self) -> list[np.ndarray]:
         """Every segment mapped so far (for :class:`SegmentStock`)."""
-        return list(self._maps.values())
+        return [cast(np.ndarray, view.obj) for view in self._views.values()]
 
     def add(self, seg_id: int, fd: int) -> None:
         """Map a segment the peer just shared (and close our copy of its descriptor)."""
         try:
-            array = self._maps[seg_id] = map_fd(fd, os.fstat(fd).st_size)
-            self._views[seg_id] = array.data
+            self._views[seg_id] = map_fd(fd, os.fstat(fd).st_size).data
         finally:
             os.close(fd)
 
@@ -203,8 +201,7 @@ class SegmentCache:
         return arrays
 
     def close(self) -> None:
-        self._maps.clear()  # mappings still used by tensors are freed with them
-        self._views.clear()
+        self._views.clear()  # mappings still used by tensors are freed with them
 
 
 #: id(weak reference) -> (the reference, [buffers of its message not yet freed, segment])
