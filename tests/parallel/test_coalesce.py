@@ -14,7 +14,7 @@ import torch
 
 from tensordict import TensorDict
 from tensordict.errors import WorkerDiedError
-from tensordict.parallel import WorkerPool, coalesce, engine, worker
+from tensordict.parallel import WorkerPool, coalesce, engine, window, worker
 from tensordict.parallel.coalesce import FULL, HELD, MAX_HELD, Coalescer, unpack_groups
 from tests.parallel import helpers
 
@@ -114,7 +114,7 @@ def test_count_bytes_and_age_bounds_ask_for_a_flush():
 @pytest.fixture
 def always_tiny(monkeypatch):
     """Tiny-chunk mode from the first result on, every result held (workers forked after)."""
-    monkeypatch.setattr(engine, "TINY_CHUNK_SECONDS", 10.0)
+    monkeypatch.setattr(window, "TINY_CHUNK_SECONDS", 10.0)
     monkeypatch.setattr(coalesce, "FAST_SECONDS", 10.0)
     monkeypatch.setattr(coalesce, "MAX_AGE_SECONDS", 10.0)
     batches = []

@@ -16,7 +16,7 @@ import torch
 
 from tensordict import TensorDict
 from tensordict.errors import NotPicklableError, WorkerDiedError
-from tensordict.parallel import WorkerPool, engine
+from tensordict.parallel import WorkerPool, engine, window
 from tensordict.parallel import held as held_module
 from tensordict.parallel.channel import Channel
 from tensordict.parallel.held import HOLD_MAX, HeldAnswers
@@ -60,7 +60,7 @@ def always_held(monkeypatch):
     """Held answers from the first result on; counts what the parent sends and receives."""
     monkeypatch.setattr(held_module, "HOLD_STARVED", 0.0)
     monkeypatch.setattr(held_module, "HOLD_PACE_SECONDS", 10.0)
-    monkeypatch.setattr(engine, "TINY_CHUNK_SECONDS", -1.0)  # never tiny
+    monkeypatch.setattr(window, "TINY_CHUNK_SECONDS", -1.0)  # never tiny
     seen = {"hold_tasks": 0, "per_read": []}
     send, collect = engine.OwnPool._send, engine.OwnPool._collect
 

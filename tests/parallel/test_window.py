@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from tensordict.parallel import engine, held
-from tensordict.parallel.engine import TINY_DEPTH, Backend, drive
+from tensordict.parallel import held
+from tensordict.parallel import window as window_module
+from tensordict.parallel.engine import TINY_DEPTH
+from tensordict.parallel.window import Backend, drive
 
 
 class InstantBackend(Backend):
@@ -52,7 +54,7 @@ class Clock:
 
 def most_in_flight(monkeypatch, deep: bool, seconds_per_result: float, count: int = 400) -> int:
     clock = Clock()
-    monkeypatch.setattr(engine, "time", clock)
+    monkeypatch.setattr(window_module, "time", clock)
     backend = InstantBackend(deep)
     window = 2 * backend.num_workers
     most, got = 0, []
@@ -80,7 +82,7 @@ def test_the_window_stays_at_two_per_worker(monkeypatch, deep, seconds):
 
 def test_a_slow_consumer_shrinks_the_window_back(monkeypatch):
     clock = Clock()
-    monkeypatch.setattr(engine, "time", clock)
+    monkeypatch.setattr(window_module, "time", clock)
     backend = InstantBackend(deep=True)
     it = drive(backend, 1000, lambda k: None, 4, True)
     in_flight = []
@@ -119,7 +121,7 @@ class BurstBackend(InstantBackend):
 
 def test_answers_that_come_in_batches_count_at_the_pace_they_were_made(monkeypatch):
     clock = Clock()
-    monkeypatch.setattr(engine, "time", clock)
+    monkeypatch.setattr(window_module, "time", clock)
     backend = BurstBackend(clock)
     got = []
     for value in drive(backend, 640, lambda k: None, 4, True):

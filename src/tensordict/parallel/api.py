@@ -29,13 +29,14 @@ from tensordict.parallel.arguments import (
     check_generator,
     user_stacklevel,
 )
-from tensordict.parallel.engine import OwnPool, drive
+from tensordict.parallel.engine import OwnPool
 from tensordict.parallel.lifeline import check_can_start_workers
 from tensordict.parallel.out import check_out, check_slice, write_results
 from tensordict.parallel.persistent import WorkerPool
 from tensordict.parallel.plan import ChunkPlan, take
 from tensordict.parallel.readahead import ReadAhead
 from tensordict.parallel.startup import start_method_context, usable_cpus
+from tensordict.parallel.window import drive
 
 __all__ = ["MAX_WORKERS_PER_CPU", "map", "map_iter"]
 

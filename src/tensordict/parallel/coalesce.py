@@ -2,7 +2,7 @@
 
 When chunks take microseconds, sending each result on its own costs more than the chunk: a
 system call and a pickle in the worker, a wake-up, a read and a decode in the parent. While the
-parent runs tiny chunks (see ``engine.TINY_CHUNK_SECONDS``), it hands a worker a run of
+parent runs tiny chunks (see ``window.TINY_CHUNK_SECONDS``), it hands a worker a run of
 consecutive chunks in one task message, and the worker holds the small results of fast chunks
 (a :class:`Coalescer`) and sends them together when one of these bounds is reached:
 
@@ -37,7 +37,7 @@ __all__ = ["BATCH_TAG", "FULL", "HELD", "Coalescer", "unpack_groups"]
 #: the tag of a message holding several results: ``(BATCH_TAG, ks, groups)``
 BATCH_TAG = "ok:batch"
 #: at most this many results per message (also the length of the runs of chunks the parent
-#: sends, ``engine.TINY_RUN``). 64 rather than 32 halves the messages, and with them the wake-ups
+#: sends, ``window.TINY_RUN``). 64 rather than 32 halves the messages, and with them the wake-ups
 #: of the parent, which on 2 cores preempt a worker: ~0.52 -> ~0.60 of the bare processes' speed
 #: on the tiny workload (``benchmarks/cpu_bound.py``); more gains little
 MAX_HELD = 64

@@ -26,9 +26,10 @@ import torch
 
 from tensordict.errors import PoolBusyError, PoolClosedError
 from tensordict.parallel.arguments import capped_workers, check_count, check_generator
-from tensordict.parallel.engine import Backend, Event, OwnPool
+from tensordict.parallel.engine import OwnPool
 from tensordict.parallel.lifeline import check_can_start_workers, sigint_held
 from tensordict.parallel.startup import start_method_context, usable_cpus
+from tensordict.parallel.window import Backend, Event
 
 __all__ = ["WorkerPool"]
 

@@ -2,7 +2,7 @@
 
 The pool is used as it is: its workers are not re-seeded, it is never closed here, and it stays
 usable after an error or an early close. Each adapter turns the pool into a
-:class:`~tensordict.parallel.engine.Backend` so the same window and ordering logic drives it.
+:class:`~tensordict.parallel.window.Backend` so the same window and ordering logic drives it.
 Ray is imported only when a Ray pool is passed.
 """
 
@@ -21,8 +21,9 @@ from typing import Any
 
 from tensordict.errors import WorkerDiedError
 from tensordict.parallel.channel import dumps
-from tensordict.parallel.engine import Backend, exit_description
+from tensordict.parallel.engine import exit_description
 from tensordict.parallel.watchdog import Watchdog
+from tensordict.parallel.window import Backend
 from tensordict.parallel.worker import encode_error, run_external_task
 
 __all__ = ["external_backend", "is_ray_pool", "pool_size"]

@@ -52,8 +52,8 @@ from types import ModuleType
 from typing import Any
 
 from tensordict.errors import MissingDependencyError, WorkerDiedError
-from tensordict.parallel.engine import Backend
 from tensordict.parallel.pools import portable_job
+from tensordict.parallel.window import Backend
 from tensordict.parallel.worker import encode_error, run_external_task
 
 __all__ = ["RayPoolBackend", "ray_pool_size", "require_ray", "run_ray_task"]
