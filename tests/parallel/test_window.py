@@ -130,3 +130,60 @@ def test_answers_that_come_in_batches_count_at_the_pace_they_were_made(monkeypat
     assert got == list(range(640))
     assert len(backend.told_tiny) > 10
     assert not any(backend.told_tiny)  # 0.5 ms a result is not tiny, whatever the batches
+
+
+class TwoHoldingWorkers(Backend):
+    """Two workers that hold their answers: each takes at most ``hold_depth()`` chunks, and
+    the first wait() brings worker 1's first batch of held answers while worker 0 still holds
+    its own (the workers' batches drift apart: one core runs a little slower). Every later
+    wait() brings everything sent. Records how many chunks worker 1 had to run at the second
+    wait (sent to it and not answered)."""
+
+    num_workers = 2
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.assigned: list[list[int]] = [[], []]
+        self.waits = 0
+        self.in_hand_after_batch = -1
+
+    def hold_depth(self) -> int:
+        return held.HOLD_DEPTH
+
+    def submit(self, ks: range, payload: Callable[[int], Any]) -> int:
+        taken = 0
+        for _ in ks:
+            worker = min((0, 1), key=lambda w: len(self.assigned[w]))
+            if len(self.assigned[worker]) >= held.HOLD_DEPTH:
+                break
+            self.assigned[worker].append(ks[taken])
+            taken += 1
+        return taken
+
+    def wait(self) -> list[tuple[Any, ...]]:
+        self.waits += 1
+        self.clock.now += 16e-3  # 16 answers of 1 ms
+        if self.waits == 1:
+            batch = self.assigned[1][: held.HOLD_MAX]
+            del self.assigned[1][: held.HOLD_MAX]
+            return [("oks", batch, batch)]
+        if self.waits == 2:
+            self.in_hand_after_batch = len(self.assigned[1])
+        done = self.assigned[0] + self.assigned[1]
+        self.assigned = [[], []]
+        return [("oks", done, done)]
+
+    def close(self, abort: bool) -> None:
+        pass
+
+
+def test_a_worker_runs_a_whole_batch_while_the_others_answers_are_held(monkeypatch):
+    # Results come in order: worker 1's batch of held answers waits for worker 0's, which are
+    # held until its batch is full. Worker 1 must have a whole batch more to run meanwhile, or
+    # it idles until worker 0's batch comes (20 chunks per worker left it 4).
+    clock = Clock()
+    monkeypatch.setattr(window_module, "time", clock)
+    backend = TwoHoldingWorkers(clock)
+    got = list(drive(backend, 400, lambda k: None, 4, True))
+    assert got == list(range(400))
+    assert backend.in_hand_after_batch >= held.HOLD_MAX

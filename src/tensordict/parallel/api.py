@@ -351,7 +351,7 @@ def map_iter(
     ``shuffle=True``. At most ``2 * num_workers`` chunks are sent and not yet consumed (up to
     ``16 * num_workers`` while the results are small, under 64 KiB, and consumed less than 0.2 ms
     apart: tiny chunks then keep the workers busy on a loaded machine; ``256 * num_workers`` while
-    they are under 4 KiB, when workers send them several per message; ``20 * num_workers`` while
+    they are under 4 KiB, when workers send them several per message; ``36 * num_workers`` while
     chunks take milliseconds and results are at most 1 MiB, sent up to 16 per message; one slow
     result shrinks the window back). An exception in ``fn`` is re-raised here with the worker's
     traceback, at its place in the order (the results before it are yielded first). A dead

@@ -34,9 +34,14 @@ HOLD_AGE_SECONDS = 40e-3
 #: of a core the workers need
 HOLD_PACE_SECONDS = 5e-3
 HOLD_BYTES = 1 << 20
-#: chunks queued per worker while results are held (at most HOLD_DEPTH x HOLD_BYTES each):
-#: HOLD_MAX answers held, and a few more chunks in hand while the parent refills
-HOLD_DEPTH = 20
+#: chunks queued per worker while results are held (at most HOLD_DEPTH x HOLD_BYTES each).
+#: Results are yielded in order, so a worker's batch of HOLD_MAX answers waits, unyielded, for
+#: the other workers' answers to the chunks between, which are still held: the workers' batches
+#: drift up to a whole batch apart (chunks of one call take longer on one core than the other).
+#: A worker then needs a batch held, another batch to run while the others' batches come, and a
+#: few chunks in hand while the parent refills. With HOLD_MAX + 4 (20), each 2 GiB epoch of the
+#: steady reduce had three stalls of 0.3-2.5 ms per worker, waiting for the window to move
+HOLD_DEPTH = 2 * HOLD_MAX + 4
 #: the same when each task carries its chunk's rows (a source the workers cannot read
 #: themselves): those rows wait in memory until their chunk runs, so the queue stays shorter
 HOLD_DEPTH_CARRYING = 12

@@ -41,7 +41,7 @@ class WorkerPool:
     Workers start on the first call (one at a time, so the first chunk is not delayed) and run
     until :meth:`close` (or the end of a ``with`` block, or interpreter exit; they also die with
     this process however it dies). A call keeps every guarantee of the pool ``map_iter`` creates:
-    at most ``2 * num_workers`` chunks in flight (``16 *`` or ``256 *`` for tiny chunks, ``20 *``
+    at most ``2 * num_workers`` chunks in flight (``16 *`` or ``256 *`` for tiny chunks, ``36 *``
     for chunks of milliseconds with results of at most 1 MiB), results
     in order, an error in ``fn`` re-raised at its place with the worker's traceback, and
     :class:`~tensordict.errors.WorkerDiedError` the moment a worker dies holding a chunk. Ending
