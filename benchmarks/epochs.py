@@ -32,7 +32,10 @@ chunks. Contenders, in turn ``repeat`` times, each sample the mean of ``epochs``
 - ``persistent limit + shm x4``: the same, each result copied into a slot of a ring the process
   shares with this one, a 4-byte count through the pipe every 4 results (one wake-up of this
   process per 4), each result copied out here into a new ``TensorDict``: the floor of returning
-  the results at all (:class:`ShmBatchEpochs`).
+  the results at all (:class:`ShmBatchEpochs`);
+- ``persistent limit + shm x16 in place``: the same as the engine returns results, a count every
+  16 results (``held.HOLD_MAX``: the engine's held answers) and each result a view of its slot
+  in a new ``TensorDict``, not a copy (:class:`ShmInPlaceEpochs`).
 
 Each sample also records the CPU time per chunk of this process (``time.process_time``) and of
 the workers (``/proc/PID/schedstat``): figures the load of a shared machine moves much less
@@ -42,6 +45,7 @@ than wall times. Target: WorkerPool >= 0.95x the persistent limit on both worklo
 from __future__ import annotations
 
 import contextlib
+import math
 import mmap
 import os
 import selectors
@@ -69,6 +73,7 @@ from benchmarks.workloads import (
 )
 from tensordict import TensorDict
 from tensordict.parallel import WorkerPool
+from tensordict.parallel.held import HOLD_MAX
 from tensordict.parallel.reaper import wait_reaped
 from tensordict.sizes import format_bytes
 
@@ -334,10 +339,7 @@ class ShmEpochs(BareEpochs):
     def epoch(self) -> None:
         for _, go, _ in self.children:
             os.write(go, b"g")
-        rings = {
-            done: np.frombuffer(self.rings[i], dtype=np.uint8)
-            for i, (_, _, done) in enumerate(self.children)
-        }
+        rings = {done: self._ring(i) for i, (_, _, done) in enumerate(self.children)}
         worker_of = {done: wid for wid, (_, _, done) in enumerate(self.children)}
         got = dict.fromkeys(rings, 0)
         received = 0
@@ -357,15 +359,23 @@ class ShmEpochs(BareEpochs):
                         ring = rings[fd]
                         for i in range(got[fd], count):
                             shape = self.shapes[worker_of[fd] + i * WORKERS]
-                            out = torch.empty(shape, dtype=self.leaf_dtype)
-                            flat = out.view(-1).numpy().view(np.uint8)
-                            at = i * self.slot
-                            flat[:] = ring[at : at + flat.size]
+                            out = self._result(ring, i * self.slot, shape)
                             TensorDict({"y": out}, batch_size=shape[:1])
                             received += 1
                         got[fd] = count
         if received != self.chunks:
             raise RuntimeError(f"the persistent processes returned {received} results")
+
+    def _ring(self, wid: int) -> Any:
+        """Worker ``wid``'s ring as this process reads it (bytes)."""
+        return np.frombuffer(self.rings[wid], dtype=np.uint8)
+
+    def _result(self, ring: Any, at: int, shape: tuple[int, ...]) -> torch.Tensor:
+        """The result at byte ``at`` of ``ring``: copied out into a new tensor."""
+        out = torch.empty(shape, dtype=self.leaf_dtype)
+        flat = out.view(-1).numpy().view(np.uint8)
+        flat[:] = ring[at : at + flat.size]
+        return out
 
     def close(self) -> None:
         super().close()
@@ -378,6 +388,23 @@ class ShmBatchEpochs(ShmEpochs):
     batch = 4
 
 
+class ShmInPlaceEpochs(ShmEpochs):
+    """The shared-memory floor as the engine returns results: a count every
+    :data:`~tensordict.parallel.held.HOLD_MAX` results (one wake-up of this process per batch
+    of held answers), and each result a view of its slot, not a copy (as the engine builds a
+    result on its segment). A slot is overwritten the next epoch: the results are dropped as
+    they come, as the benchmark's consumer does."""
+
+    batch = HOLD_MAX
+
+    def _ring(self, wid: int) -> Any:
+        return torch.frombuffer(self.rings[wid], dtype=torch.uint8)
+
+    def _result(self, ring: Any, at: int, shape: tuple[int, ...]) -> torch.Tensor:
+        nbytes = math.prod(shape) * self.leaf_dtype.itemsize
+        return ring[at : at + nbytes].view(self.leaf_dtype).view(shape)
+
+
 _COUNT = struct.Struct("<I")
 _END = 0xFFFFFFFF
 
@@ -387,6 +414,7 @@ STEADY_VARIANTS: dict[str, type[Steady]] = {
 }
 
 SHM_X4 = "persistent limit + shm x4"
+SHM_IN_PLACE = "persistent limit + shm x16 in place"
 #: the prefix of a ratio taken by CPU time (parent and workers) instead of wall time
 CPU_RATIO = "by CPU:"
 
@@ -396,6 +424,7 @@ STEADY_CONTENDERS: dict[str, type[Steady]] = {
     "persistent limit": BareEpochs,
     "persistent limit + send": SendingEpochs,
     "persistent limit + shm x4": ShmBatchEpochs,
+    SHM_IN_PLACE: ShmInPlaceEpochs,
 }
 
 
@@ -472,14 +501,14 @@ def _steady_rows(
     rows = []
     for contender, runs in samples.items():
         ratios = {}
-        for ref in ("loop", "persistent limit", "persistent limit + send", SHM_X4):
+        for ref in ("loop", "persistent limit", "persistent limit + send", SHM_X4, SHM_IN_PLACE):
             if contender != ref and (ref == "loop" or contender == "WorkerPool"):
                 ratios[ref] = pair_ratios(seconds[ref], seconds[contender])
-        if contender in ("persistent limit + send", SHM_X4):
+        if contender in ("persistent limit + send", SHM_X4, SHM_IN_PLACE):
             ratios["persistent limit"] = pair_ratios(
                 seconds["persistent limit"], seconds[contender]
             )
-        if contender in ("WorkerPool", "persistent limit + send", SHM_X4):
+        if contender in ("WorkerPool", "persistent limit + send", SHM_X4, SHM_IN_PLACE):
             # the same work by CPU time: what the engine costs, whatever else the machine
             # ran during the round (wall ratios of one round swing with the load)
             ratios[f"{CPU_RATIO} persistent limit"] = pair_ratios(

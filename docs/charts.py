@@ -60,6 +60,7 @@ LIMIT_COLOURS = {
     "bare processes + send": "#2ca02c",
     "persistent limit + send": "#98df8a",
     "persistent limit + shm x4": "#c7e9c0",
+    "persistent limit + shm x16 in place": "#e5f5e0",
     "bare processes": "#98df8a",
 }
 HATCHED = {name for name in LIMIT_COLOURS if "limit" in name or name.startswith("bare")}

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from benchmarks import map_iter
 from benchmarks.core_ops import UPSTREAM_US
 from benchmarks.data import ROW_BYTES, cache_root, dataset, rows_for
@@ -364,6 +365,7 @@ def test_steady_epochs_rows_compare_the_pool_with_both_persistent_limits(
         "persistent limit",
         "persistent limit + send",
         "persistent limit + shm x4",
+        "persistent limit + shm x16 in place",
     ]
     pool = rows[1]
     assert set(pool["ratios"]) == {
@@ -371,16 +373,18 @@ def test_steady_epochs_rows_compare_the_pool_with_both_persistent_limits(
         "persistent limit",
         "persistent limit + send",
         "persistent limit + shm x4",
+        "persistent limit + shm x16 in place",
         "by CPU: persistent limit",
     }
-    assert set(rows[4]["ratios"]) == {"loop", "persistent limit", "by CPU: persistent limit"}
+    for floor in rows[4:]:
+        assert set(floor["ratios"]) == {"loop", "persistent limit", "by CPU: persistent limit"}
     assert "by CPU: persistent limit" not in rows[2]["ratios"]  # the limit itself
     assert pool["ratios"]["by CPU: persistent limit"]["median"] > 0
     assert pool["cpu_workers_us_per_chunk"]["median"] > 0
     assert rows[0]["cpu_workers_us_per_chunk"]["median"] == 0  # the loop has no workers
 
 
-@pytest.mark.parametrize("name", ["ShmEpochs", "ShmBatchEpochs"])
+@pytest.mark.parametrize("name", ["ShmEpochs", "ShmBatchEpochs", "ShmInPlaceEpochs"])
 def test_the_shm_limit_runs_a_dataset_that_is_not_whole_chunks(name: str) -> None:
     # its last chunk is shorter, and so is that chunk's result (one row of features per row)
     from benchmarks import epochs
@@ -395,3 +399,47 @@ def test_the_shm_limit_runs_a_dataset_that_is_not_whole_chunks(name: str) -> Non
     finally:
         contender.close()
     assert contender.shapes == [(64, 3)] * 3 + [(10, 3)]
+
+
+@pytest.mark.parametrize("name", ["ShmBatchEpochs", "ShmInPlaceEpochs"])
+def test_the_shm_limits_read_each_result_from_its_slot(name: str) -> None:
+    # what a floor wraps (a copy, or a view of the slot) is the result fn returned for the chunk
+    from benchmarks import epochs
+    from benchmarks.workloads import pyrows_chunk
+
+    source, _ = dataset(rows_for(1 << 20) * ROW_BYTES, read=False)
+    td = source[: 64 * 3 + 10]
+    contender = getattr(epochs, name)(td, pyrows_chunk, 64)
+    contender.start()
+    try:
+        contender.epoch()
+        starts = range(0, 64 * 3 + 10, 64)
+        for wid in range(epochs.WORKERS):
+            ring = contender._ring(wid)
+            for i, s in enumerate(starts[wid :: epochs.WORKERS]):
+                shape = contender.shapes[wid + i * epochs.WORKERS]
+                got = contender._result(ring, i * contender.slot, shape)
+                assert torch.equal(got, pyrows_chunk(td[s : s + 64])["y"])
+            del ring, got
+    finally:
+        contender.close()
+
+
+def test_the_stalls_probe_records_every_chunk_of_every_epoch_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks import epochs, stalls
+
+    monkeypatch.setenv("TENSORDICT_BENCH_CACHE", str(tmp_path))
+    monkeypatch.setitem(epochs.STEADY, "reduce", (reduce_chunk, 256 * ROW_BYTES, 32, "GB/s"))
+    results = stalls.measure("reduce", rounds=2, count=2, scale=0.5)
+    assert set(results) == {"WorkerPool", "persistent limit"}
+    for figures in results.values():
+        assert len(figures) == 4  # 2 rounds of 2 epochs
+        for epoch in figures:
+            assert sum(epoch["calls"]) == 128 // 32  # each chunk's fn, recorded once
+            assert len(epoch["calls"]) == epochs.WORKERS  # both workers ran chunks
+            for start, gaps, tail in zip(epoch["start"], epoch["gaps"], epoch["tail"]):
+                assert min(start, gaps, tail) >= 0
+                assert start + gaps + tail <= epoch["wall"]
+        assert stalls.summary(figures)["wall"] > 0
