@@ -69,7 +69,7 @@ class HoldPolicy:
         >>> for _ in range(4):
         ...     policy.waited(found=False)  # the parent waits for the workers
         >>> policy.holding(tiny=False, pace=2e-3), policy.depth(tiny=False, pace=2e-3)
-        (True, 20)
+        (True, 36)
         >>> policy.holding(tiny=False, pace=0.1)  # results come too far apart
         False
     """
