@@ -449,6 +449,17 @@ def steady_sample(contender: Steady, epochs: int) -> dict[str, float]:
     return {"seconds": wall / epochs, "parent": parent / epochs, "workers": workers / epochs}
 
 
+def steady_source(name: str, scale: float = 1.0) -> TensorDict:
+    """The dataset of steady workload ``name`` (``STEADY``), in the page cache: the first rows of
+    the map_iter suite's dataset (``scale`` shrinks it, to at least 4 chunks)."""
+    _, nbytes, chunksize, _ = STEADY[name]
+    nbytes = max(4 * chunksize * ROW_BYTES, int(nbytes * scale))
+    source, _ = dataset(max(nbytes, 4 * GIB if scale == 1.0 else nbytes), read=False)
+    td = source[: nbytes // ROW_BYTES]
+    warm(td)
+    return td
+
+
 def steady(
     names: list[str] | None = None,
     *,
@@ -467,11 +478,8 @@ def steady(
     setting: dict[str, Any] = {"workers": WORKERS, "repeat": repeat}
     try:
         for name in names or list(STEADY):
-            fn, nbytes, chunksize, unit = STEADY[name]
-            nbytes = max(4 * chunksize * ROW_BYTES, int(nbytes * scale))
-            source, _ = dataset(max(nbytes, 4 * GIB if scale == 1.0 else nbytes), read=False)
-            td = source[: nbytes // ROW_BYTES]
-            warm(td)
+            fn, _, chunksize, unit = STEADY[name]
+            td = steady_source(name, scale)
             n = td.batch_size[0]
             count = epochs or (10 if name == "reduce" else 3)
             samples: dict[str, list[dict[str, float]]] = {c: [] for c in STEADY_CONTENDERS}

@@ -32,7 +32,6 @@ import numpy as np
 import torch
 
 from benchmarks import epochs
-from benchmarks.data import ROW_BYTES, dataset, warm
 from tensordict import TensorDict
 from tensordict.parallel.reaper import wait_reaped
 
@@ -94,12 +93,9 @@ def epoch_figures(began: int, ended: int) -> dict[str, Any]:
 
 def measure(workload: str, rounds: int, count: int, scale: float = 1.0) -> dict[str, Any]:
     """Each contender's epochs on ``workload`` (``epochs.STEADY``): their figures, by name."""
-    fn, nbytes, chunksize, _ = epochs.STEADY[workload]
+    fn, _, chunksize, _ = epochs.STEADY[workload]
     _WRAPPED["fn"] = fn
-    nbytes = max(4 * chunksize * ROW_BYTES, int(nbytes * scale))
-    source, _ = dataset(max(nbytes, 4 * epochs.GIB if scale == 1.0 else nbytes), read=False)
-    td = source[: nbytes // ROW_BYTES]
-    warm(td)
+    td = epochs.steady_source(workload, scale)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     started: dict[str, epochs.Steady] = {}
