@@ -275,3 +275,52 @@ def test_chunk_k_goes_to_worker_k_mod_n_while_it_is_not_far_busier():
     # worker 1 holds 3 of 4, more than half a queue beyond worker 0: chunk 1 goes to worker 0
     assert assign([0, 3], range(1, 3), depth=4) == [[1, 2], []]
     assert assign([0, 2], range(1, 3), depth=4) == [[2], [1]]
+
+
+# ---------------------------------------------------------------------- the last chunks
+def assign_held(busy: list[int], chunks: range, left: int) -> list[list[int]]:
+    """Which chunks a pool whose workers hold answers and already hold ``busy`` chunks hands to
+    each, ``left`` chunks (from ``chunks.start`` on) not sent yet."""
+    import multiprocessing
+
+    pool = engine.OwnPool(multiprocessing.get_context("fork"), len(busy), None, 0, 1, None)
+    try:
+        pool.workers = {i: _FakeWorker(i, b) for i, b in enumerate(busy)}
+        pool.hold.result(64 << 10, ok=True)
+        for _ in range(10):
+            pool.hold.waited(found=False)
+        pool.pace, pool.left = 2e-3, left
+        assert pool.hold_depth() == held_module.HOLD_DEPTH
+        pool.submit(chunks, lambda k: None)
+        sent = [[msg for msg in w.chan.sent] for w in pool.workers.values()]
+        assert all(msg[0] == held_module.HOLD_TAG for msgs in sent for msg in msgs)
+        return [[k for msg in msgs for k, _ in msg[1]] for msgs in sent]
+    finally:
+        pool.workers = {}
+        pool.close(abort=False)
+
+
+def test_the_last_chunks_wait_for_a_worker_about_to_run_dry():
+    tail = held_module.HOLD_TAIL * 2
+    # 20 chunks left, both workers busy: the first 20 - tail go k % N, the tail stays here
+    got = assign_held([5, 5], range(100, 120), left=20)
+    assert sorted(got[0] + got[1]) == list(range(100, 120 - tail))
+    assert got[0] == list(range(100, 120 - tail, 2))
+    # only the tail is left: nothing goes to workers that hold more than their last chunk
+    assert assign_held([5, 2], range(120 - tail, 120), left=tail) == [[], []]
+    # a worker down to its last chunk (its held answers came) gets the next few, the other none
+    run = held_module.HOLD_TAIL_RUN
+    assert assign_held([5, 1], range(120 - tail, 120), left=tail) == [
+        [],
+        list(range(120 - tail, 120 - tail + run)),
+    ]
+    # both down to their last: the least busy first, then the other
+    at = 120 - tail
+    first, second = range(at, at + run), range(at + run, at + 2 * run)
+    assert assign_held([1, 0], range(at, 120), left=tail) == [list(second), list(first)]
+
+
+def test_the_last_chunks_go_out_as_before_when_answers_are_not_held():
+    # depth 2, answers one per message: every worker's queue is short anyway
+    got = assign([1, 1], range(118, 120), depth=2)
+    assert got == [[118], [119]]

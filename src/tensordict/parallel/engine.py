@@ -56,7 +56,7 @@ from typing import Any
 from tensordict.errors import WorkerDiedError
 from tensordict.parallel.channel import SPIN_SECONDS, Channel
 from tensordict.parallel.coalesce import BATCH_TAG
-from tensordict.parallel.held import HOLD_TAG, HoldPolicy
+from tensordict.parallel.held import HOLD_TAG, HOLD_TAIL, HOLD_TAIL_RUN, HoldPolicy
 from tensordict.parallel.lifeline import Lifeline, close_at_exit, sigint_held, untrack_process
 from tensordict.parallel.reaper import reap_later
 from tensordict.parallel.shm import STOCK
@@ -287,22 +287,32 @@ class OwnPool(Backend):
         order = list(self.workers.values()) if run == 1 else []
         if len(order) < self.num_workers:
             order = []
+        # while answers are held, the last chunks go to whichever worker runs dry first
+        # (``held.HOLD_TAIL``): chunks from ``tail`` on
+        tail = end
+        if hold and order and self.max_tasks is None and self.num_workers > 1:
+            tail = max(k, k + self.left - HOLD_TAIL * self.num_workers)
         while k < end:
-            if order and self._preferred(order[k % len(order)], depth):
-                worker, streak = order[k % len(order)], 0
-            elif worker is None or streak >= run or not self._has_room(worker, depth):
-                worker, streak = self._least_busy(depth), 0
-                if (worker is None or worker.assigned) and len(self.workers) < self.num_workers:
-                    # start (or replace, after max_tasks_per_child) a worker; send what is
-                    # assigned first, so that the workers already running get going
-                    self._send(batches, tiny, hold)
-                    worker = self._start_worker()
-            if worker is None:
-                break
-            n = min(run - streak, end - k, depth - len(worker.assigned) - worker.stale)
-            if worker.quota is not None:
-                n = min(n, worker.quota)
-                worker.quota -= n
+            if k >= tail:
+                worker, n = self._running_dry(), min(HOLD_TAIL_RUN, end - k)
+                if worker is None:
+                    break
+            else:
+                if order and self._preferred(order[k % len(order)], depth):
+                    worker, streak = order[k % len(order)], 0
+                elif worker is None or streak >= run or not self._has_room(worker, depth):
+                    worker, streak = self._least_busy(depth), 0
+                    if (worker is None or worker.assigned) and len(self.workers) < self.num_workers:
+                        # start (or replace, after max_tasks_per_child) a worker; send what is
+                        # assigned first, so that the workers already running get going
+                        self._send(batches, tiny, hold)
+                        worker = self._start_worker()
+                if worker is None:
+                    break
+                n = min(run - streak, end - k, depth - len(worker.assigned) - worker.stale)
+                if worker.quota is not None:
+                    n = min(n, worker.quota)
+                    worker.quota -= n
             chunks = range(k, k + n)
             worker.assigned.extend(chunks)
             batches.setdefault(worker.id, []).extend([(i, payload(i)) for i in chunks])
@@ -377,6 +387,16 @@ class OwnPool(Backend):
     @staticmethod
     def _has_room(w: _Worker, depth: int) -> bool:
         return len(w.assigned) + w.stale < depth and (w.quota is None or w.quota > 0)
+
+    def _running_dry(self) -> _Worker | None:
+        """The least busy worker known to hold one chunk at most (its answers held back came:
+        it sends them as it starts its last chunk in hand), or None."""
+        best = None
+        for w in self.workers.values():
+            busy = len(w.assigned) + w.stale
+            if busy <= 1 and (best is None or busy < len(best.assigned) + best.stale):
+                best = w
+        return best
 
     def _least_busy(self, depth: int) -> _Worker | None:
         best = None

@@ -9,7 +9,9 @@ while results are small and come fast, the parent sends tasks as ``(HOLD_TAG, [(
   :data:`HOLD_BYTES` coming less than :data:`HOLD_PACE_SECONDS` apart, and a parent that mostly
   finds nothing ready when it waits, so not a slow consumer; that average carries over from
   call to call of a persistent pool, the results' size does not), and how many chunks a worker
-  may then hold (:data:`HOLD_DEPTH`, :data:`HOLD_DEPTH_CARRYING` when tasks carry their rows).
+  may then hold (:data:`HOLD_DEPTH`, :data:`HOLD_DEPTH_CARRYING` when tasks carry their rows),
+  and how many of the last chunks are kept back for whichever worker runs dry
+  (:data:`HOLD_TAIL`).
 - The worker's side, :class:`HeldAnswers`: each answer is encoded (its result copied out, so
   ``fn``'s buffers are free) as its chunk ends; the held answers go in one message at
   :data:`HOLD_MAX`, :data:`HOLD_AGE_SECONDS` after the first, before the worker waits for work
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["HOLD_TAG", "HeldAnswers", "HoldPolicy"]
+__all__ = ["HOLD_TAG", "HOLD_TAIL", "HOLD_TAIL_RUN", "HeldAnswers", "HoldPolicy"]
 
 #: the tag of a task message whose answers may be held: ``(HOLD_TAG, [(k, payload), ...])``
 HOLD_TAG = "hold"
@@ -42,6 +44,15 @@ HOLD_BYTES = 1 << 20
 #: few chunks in hand while the parent refills. With HOLD_MAX + 4 (20), each 2 GiB epoch of the
 #: steady reduce had three stalls of 0.3-2.5 ms per worker, waiting for the window to move
 HOLD_DEPTH = 2 * HOLD_MAX + 4
+#: the last chunks of a call are kept back, this many per worker, while answers are held: each
+#: goes to a worker about to run dry, :data:`HOLD_TAIL_RUN` at a time, so that the workers finish
+#: together. Sent as the others are, k to worker k % N, they were committed ~36 chunks ahead,
+#: and a worker whose core also runs the parent (or a neighbour) finished 3-4 chunks of ~2 ms
+#: after the other one: 5-8 ms per 2 GiB epoch of the steady reduce in which one core idled
+HOLD_TAIL = 6
+#: chunks a worker gets at once from the kept-back tail: with 2 it has one in hand while its
+#: answers travel (it sends them as it starts its last chunk), with 1 it would wait for the parent
+HOLD_TAIL_RUN = 2
 #: the same when each task carries its chunk's rows (a source the workers cannot read
 #: themselves): those rows wait in memory until their chunk runs, so the queue stays shorter
 HOLD_DEPTH_CARRYING = 12
