@@ -187,3 +187,36 @@ def test_a_worker_runs_a_whole_batch_while_the_others_answers_are_held(monkeypat
     got = list(drive(backend, 400, lambda k: None, 4, True))
     assert got == list(range(400))
     assert backend.in_hand_after_batch >= held.HOLD_MAX
+
+
+class FullBackend(Backend):
+    """Holds at most 3 chunks: answers them all at once in a wait(), counting the offers it
+    could take nothing of."""
+
+    num_workers = 2
+
+    def __init__(self) -> None:
+        self.queue: list[int] = []
+        self.useless_offers = 0
+
+    def submit(self, ks: range, payload: Callable[[int], Any]) -> int:
+        n = min(len(ks), 3 - len(self.queue))
+        if n == 0:
+            self.useless_offers += 1
+        self.queue.extend(ks[:n])
+        return n
+
+    def wait(self) -> list[tuple[Any, ...]]:
+        answers, self.queue = [("ok", k, k) for k in self.queue], []
+        return answers
+
+    def close(self, abort: bool) -> None:
+        pass
+
+
+def test_a_backend_that_took_fewer_chunks_is_offered_none_until_it_reports_events():
+    backend = FullBackend()
+    # a window of 8 with a backend of 3: after each batch of answers, the backend takes 3 and
+    # is full; results are yielded one by one meanwhile, each making room in the window
+    assert list(drive(backend, 60, lambda k: None, 8, True)) == list(range(60))
+    assert backend.useless_offers == 0

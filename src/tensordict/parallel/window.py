@@ -123,6 +123,10 @@ def drive(
     kept = 0.0
     arrivals: deque[tuple[float, int]] = deque(maxlen=PACE_WAITS)  # (when, results by then)
     received = 0
+    # the window's limit when the backend last took fewer chunks than it was offered: its
+    # workers are full, and stay so until it reports events (or the limit changes), so it is
+    # not offered more meanwhile (each offer costs ~20-40 us, cold, after every result yielded)
+    full_at = -1
     while yielded < count:
         tiny = backend.tiny = pace <= TINY_CHUNK_SECONDS
         backend.pace = pace
@@ -139,11 +143,16 @@ def drive(
                 batch = max(1, limit // 4)
         batched = tiny or limit > window
         room = min(limit - in_flight, stop_at - next_k)
-        if room > 0 and (not batched or room >= batch or next_k + room == stop_at or not in_flight):
+        if (
+            room > 0
+            and limit != full_at
+            and (not batched or room >= batch or next_k + room == stop_at or not in_flight)
+        ):
             backend.left = stop_at - next_k
             taken = backend.submit(range(next_k, next_k + room), payload)
             next_k += taken
             in_flight += taken
+            full_at = limit if taken < room else -1
         # Yield the results that are ready, until the window has room to send more: after each
         # result for large chunks, once a whole batch fits (or all that is left) for tiny ones.
         if next_k >= stop_at:
@@ -178,6 +187,7 @@ def drive(
         if streak or yielded >= count:
             continue
         came = 0
+        full_at = -1  # events: workers may have room again
         for event in backend.wait():
             if event[0] == "oks":  # several results at once (tiny chunks)
                 if ordered:
