@@ -13,7 +13,11 @@ process, and prints per contender (medians over the epochs):
 - ``gaps``: milliseconds per worker and epoch between the end of one ``fn`` and the start of the
   next (cutting, encoding, sending, waiting for work), and the gaps' percentiles in microseconds;
 - ``longest``: a worker's longest gap in the epoch (a worker left without work shows here);
-- ``tail``: from a worker's last ``fn`` to the end of the epoch.
+- ``tail``: from a worker's last ``fn`` to the end of the epoch;
+- ``spread``: between the workers' last ``fn`` ends (a core idle while the other finishes).
+
+Contenders: the ``WorkerPool``, the persistent limit, and the in-place floor (the limit that
+also returns each result as the engine does, ``epochs.ShmInPlaceEpochs``).
 
 A worker that waits for the window to move, or for its job, shows as long gaps that the limit
 (which never waits) does not have. The times are those of one clock (``CLOCK_MONOTONIC``) read in
@@ -40,6 +44,7 @@ MAX_CALLS = 4096
 CONTENDERS: dict[str, type[epochs.Steady]] = {
     "WorkerPool": epochs.PoolEpochs,
     "persistent limit": epochs.BareEpochs,
+    "in-place floor": epochs.ShmInPlaceEpochs,
 }
 
 # Shared with the workers (forked from this process after the import): the pids whose calls are
@@ -77,6 +82,7 @@ def epoch_figures(began: int, ended: int) -> dict[str, Any]:
     """The figures of one epoch from the recorded calls (``began``/``ended``: its bounds, ns)."""
     figures: dict[str, Any] = {"wall": (ended - began) / 1e6, "start": [], "gaps": [], "tail": []}
     figures["longest"], figures["each_gap"], figures["calls"] = [], [], []
+    last_ends = []
     for slot in range(epochs.WORKERS):
         calls = _CALLS[slot, : int(_COUNTS[slot])]
         if not len(calls):
@@ -88,6 +94,8 @@ def epoch_figures(began: int, ended: int) -> dict[str, Any]:
         figures["longest"].append(gaps.max() / 1e3 if len(gaps) else 0.0)
         figures["each_gap"].extend(gaps.tolist())
         figures["calls"].append(len(calls))
+        last_ends.append(int(calls[-1, 1]))
+    figures["spread"] = (max(last_ends) - min(last_ends)) / 1e6 if last_ends else 0.0
     return figures
 
 
@@ -134,7 +142,7 @@ def summary(figures: list[dict[str, Any]]) -> dict[str, Any]:
     gaps = np.array([g for f in figures for g in f["each_gap"]])
     pct = np.percentile(gaps, [50, 90, 99]).tolist() if len(gaps) else [float("nan")] * 3
     return {
-        **{key: median(key) for key in ("wall", "start", "gaps", "longest", "tail")},
+        **{key: median(key) for key in ("wall", "start", "gaps", "longest", "tail", "spread")},
         "gap_us_p50_p90_p99": pct,
     }
 
@@ -153,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"{name:18s} wall {s['wall']:7.2f}  start {s['start']:5.2f}  gaps {s['gaps']:6.2f}"
             f" (us: p50 {p50:.0f}, p90 {p90:.0f}, p99 {p99:.0f})  longest {s['longest']:5.2f}"
-            f"  tail {s['tail']:5.2f}"
+            f"  tail {s['tail']:5.2f}  spread {s['spread']:5.2f}"
         )
 
 

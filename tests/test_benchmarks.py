@@ -433,7 +433,7 @@ def test_the_stalls_probe_records_every_chunk_of_every_epoch_once(
     monkeypatch.setenv("TENSORDICT_BENCH_CACHE", str(tmp_path))
     monkeypatch.setitem(epochs.STEADY, "reduce", (reduce_chunk, 256 * ROW_BYTES, 32, "GB/s"))
     results = stalls.measure("reduce", rounds=2, count=2, scale=0.5)
-    assert set(results) == {"WorkerPool", "persistent limit"}
+    assert set(results) == {"WorkerPool", "persistent limit", "in-place floor"}
     for figures in results.values():
         assert len(figures) == 4  # 2 rounds of 2 epochs
         for epoch in figures:
@@ -442,4 +442,5 @@ def test_the_stalls_probe_records_every_chunk_of_every_epoch_once(
             for start, gaps, tail in zip(epoch["start"], epoch["gaps"], epoch["tail"]):
                 assert min(start, gaps, tail) >= 0
                 assert start + gaps + tail <= epoch["wall"]
+            assert epoch["spread"] == pytest.approx(max(epoch["tail"]) - min(epoch["tail"]))
         assert stalls.summary(figures)["wall"] > 0
