@@ -111,7 +111,7 @@ def test_early_works_raise_the_mismatch_when_waited() -> None:
 
 
 def test_a_peer_that_dies_raises_peer_lost_instead_of_hanging() -> None:
-    (error, message), died = run(workers.dead_peer)
+    (error, message), died = run(workers.dead_peer, multiprocessing.get_context("fork").Event())
     assert died == Died(3)
     assert error == "PeerLostError", message
     assert "went away" in message

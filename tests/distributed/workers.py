@@ -176,9 +176,13 @@ def early_mismatch(rank: int, world: int) -> Any:
     return caught(lambda: [w.wait() for w in works])[:2]
 
 
-def dead_peer(rank: int, world: int) -> Any:
+def dead_peer(rank: int, world: int, joined: Any) -> Any:
+    """Rank 1 dies once rank 0 is in the group (dying during Gloo's handshake would fail rank
+    0's ``init_process_group`` instead); rank 0 waits for a tensordict from it."""
     if rank == 1:
+        joined.wait(30)
         os._exit(3)
+    joined.set()
     td = make("dense", 0.0)
     return caught(lambda: td.recv(1, timeout=20))[:2]
 
@@ -211,12 +215,15 @@ LONELY_CALLS: dict[str, Any] = {
 
 def lonely(rank: int, world: int, call: str, peer: str, done: Any) -> Any:
     """Rank 0 makes ``LONELY_CALLS[call]``; rank 1 stays silent (``peer="silent"``) until rank 0
-    is done, or dies at once (``"dead"``)."""
+    is done, or dies as soon as rank 0 is in the group (``"dead"``: dying during Gloo's
+    handshake would fail rank 0's ``init_process_group`` instead)."""
     if rank == 1:
+        done.wait(30)
         if peer == "dead":
             os._exit(3)
-        done.wait(30)
         return None
+    if peer == "dead":
+        done.set()
     try:
         return caught(LONELY_CALLS[call])[:2]
     finally:
