@@ -88,7 +88,9 @@ def test_init_remote_by_broadcast() -> None:
 
 
 def test_a_peer_that_dies_during_a_reduction_raises_peer_lost() -> None:
-    (error, message), died = run(workers.dead_collective_peer)
+    (error, message), died = run(
+        workers.dead_collective_peer, multiprocessing.get_context("fork").Event()
+    )
     assert died == Died(3) and error == "PeerLostError", message
 
 

@@ -340,9 +340,12 @@ def init_remote_broadcast(rank: int, world: int) -> Any:
     return type(got).__name__, leaves_of(got)
 
 
-def dead_collective_peer(rank: int, world: int) -> Any:
+def dead_collective_peer(rank: int, world: int, joined: Any) -> Any:
+    """Rank 1 dies once rank 0 is in the group (see :func:`dead_peer`)."""
     if rank == 1:
+        joined.wait(30)
         os._exit(3)
+    joined.set()
     return caught(lambda: make("dense", 1.0).all_reduce(timeout=20))[:2]
 
 
