@@ -82,7 +82,6 @@ def epoch_figures(began: int, ended: int) -> dict[str, Any]:
     """The figures of one epoch from the recorded calls (``began``/``ended``: its bounds, ns)."""
     figures: dict[str, Any] = {"wall": (ended - began) / 1e6, "start": [], "gaps": [], "tail": []}
     figures["longest"], figures["each_gap"], figures["calls"] = [], [], []
-    last_ends = []
     for slot in range(epochs.WORKERS):
         calls = _CALLS[slot, : int(_COUNTS[slot])]
         if not len(calls):
@@ -94,8 +93,8 @@ def epoch_figures(began: int, ended: int) -> dict[str, Any]:
         figures["longest"].append(gaps.max() / 1e3 if len(gaps) else 0.0)
         figures["each_gap"].extend(gaps.tolist())
         figures["calls"].append(len(calls))
-        last_ends.append(int(calls[-1, 1]))
-    figures["spread"] = (max(last_ends) - min(last_ends)) / 1e6 if last_ends else 0.0
+    tails = figures["tail"]
+    figures["spread"] = max(tails) - min(tails) if tails else 0.0
     return figures
 
 

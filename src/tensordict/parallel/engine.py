@@ -9,7 +9,8 @@ Data flow (pool created by the call)::
     window: <= 2N chunks sent and not yet yielded        set threads, seed (base + id), set info
       (16N while results are small and fast,
        256N while they travel several per message,
-       20N while chunks of ms hold their answers)
+       36N while chunks of ms hold their answers,
+       the last 6N then to whichever runs dry)
        send [(k, index)] --- socketpair (Channel) -->  chunk = source[index] (source inherited
          or ("tiny", run of chunks)                     by fork, or mapped once from its files)
        select(channels + process sentinels) <------    ("ok", k, fn(chunk)) small inline,
@@ -293,8 +294,8 @@ class OwnPool(Backend):
         if hold and order and self.max_tasks is None and self.num_workers > 1:
             tail = max(k, k + self.left - HOLD_TAIL * self.num_workers)
         while k < end:
-            if k >= tail:
-                worker, n = self._running_dry(), min(HOLD_TAIL_RUN, end - k)
+            if k >= tail:  # to the least busy worker holding its last chunk at most
+                worker, n = self._least_busy(2), min(HOLD_TAIL_RUN, end - k)
                 if worker is None:
                     break
             else:
@@ -387,16 +388,6 @@ class OwnPool(Backend):
     @staticmethod
     def _has_room(w: _Worker, depth: int) -> bool:
         return len(w.assigned) + w.stale < depth and (w.quota is None or w.quota > 0)
-
-    def _running_dry(self) -> _Worker | None:
-        """The least busy worker known to hold one chunk at most (its answers held back came:
-        it sends them as it starts its last chunk in hand), or None."""
-        best = None
-        for w in self.workers.values():
-            busy = len(w.assigned) + w.stale
-            if busy <= 1 and (best is None or busy < len(best.assigned) + best.stale):
-                best = w
-        return best
 
     def _least_busy(self, depth: int) -> _Worker | None:
         best = None
